@@ -1,0 +1,164 @@
+"""The ``pulse`` command line. State lives under PULSE_HOME (default ./data); see ``paths.py``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .paths import PROJECT_ROOT, PulseHome
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from .runs import ingest, summary_dict
+
+    summary = ingest(PulseHome.from_env(), Path(args.path), name=args.name, say=_say)
+    if args.json:
+        print(json.dumps(summary_dict(summary), indent=2))
+    else:
+        print(
+            f"drop {summary.drop}: {summary.sessions} sessions, {summary.events} events, {summary.segments} "
+            f"segments, {summary.ratings} ratings, {summary.assignments} assignments, "
+            f"{summary.quarantined} quarantined{'' if summary.reconciled else ' (COUNTS DO NOT RECONCILE)'}"
+        )
+        print(f"warehouse: {summary.warehouse}")
+    return 0 if summary.reconciled else 1
+
+
+def cmd_materialize(args: argparse.Namespace) -> int:
+    from .runs import materialize
+
+    home = PulseHome.from_env()
+    keys = materialize(home, args.select, say=_say)
+    print(f"materialized {len(keys)} assets into {home.warehouse}")
+    return 0
+
+
+def cmd_synth(args: argparse.Namespace) -> int:
+    from .synth import write_corpus
+
+    started = time.perf_counter()
+    s = write_corpus(Path(args.out), args.sessions, seed=args.seed, n_users=args.users, scenario=args.scenario)
+    print(
+        f"wrote {s.n_sessions} sessions of {s.n_users} users ({s.n_rated} rated, {s.n_events} events, "
+        f"{s.bytes_written / 1e6:.1f} MB) to {s.out_dir} in {time.perf_counter() - started:.1f} s"
+    )
+    print(f"ground truth: {Path(s.out_dir) / '_truth.json'}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .runs import ingest, materialize
+    from .synth import write_corpus
+
+    home = PulseHome.from_env().ensure()
+    drop = home.root / "demo" / f"synthetic-{args.sessions}-seed{args.seed}"
+    if not (drop / "_truth.json").exists():
+        _say(f"synthesizing {args.sessions} sessions into {drop}")
+        write_corpus(drop, args.sessions, seed=args.seed)
+    summary = ingest(home, drop, say=_say)
+    materialize(home, say=_say)
+    print(
+        f"\nPULSE demo: {summary.sessions} sessions, {summary.segments} work segments, {summary.ratings} ratings"
+        f" ({summary.quarantined} quarantined) in drop {summary.drop}"
+    )
+    print(f"warehouse (open it with duckdb or `pulse sql`): {home.warehouse}")
+    print(f"ground truth of the synthetic corpus: {drop / '_truth.json'}")
+    print(f"report folder: {home.report}")
+    print(
+        'try: pulse sql "SELECT variant, count(*), avg(label) FROM staging.session_labels '
+        'JOIN staging.assignments USING (session_id) GROUP BY variant"'
+    )
+    return 0
+
+
+def cmd_sql(args: argparse.Namespace) -> int:
+    import duckdb
+
+    home = PulseHome.from_env()
+    if not home.warehouse.exists():
+        _say(f"no warehouse at {home.warehouse} yet: run `pulse ingest PATH` or `pulse demo` first")
+        return 2
+    con = duckdb.connect(str(home.warehouse), read_only=True)
+    try:
+        rel = con.sql(args.query)
+        if rel is not None:
+            if args.csv:
+                rel.write_csv("/dev/stdout")
+            else:
+                rel.show(max_rows=args.max_rows, max_width=200)
+    finally:
+        con.close()
+    return 0
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    home = PulseHome.from_env().ensure()
+    env = {**os.environ, "DAGSTER_HOME": str(home.dagster_home), "PULSE_HOME": str(home.root)}
+    _say(f"Dagster UI on http://127.0.0.1:{args.port} (DAGSTER_HOME={home.dagster_home})")
+    return subprocess.call(["dg", "dev", "--port", str(args.port)], cwd=PROJECT_ROOT, env=env)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="pulse", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("ingest", help="register a file or folder as a drop and materialize it")
+    s.add_argument("path")
+    s.add_argument("--name", help="drop name in the drop folder (default: the file or folder name)")
+    s.add_argument("--json", action="store_true", help="print the summary as JSON")
+    s.set_defaults(func=cmd_ingest)
+
+    s = sub.add_parser("materialize", help="materialize every asset (or a selection) over all drops")
+    s.add_argument("--select", help="Dagster asset selection, e.g. 'group:staging' or 'key:staging/sessions'")
+    s.set_defaults(func=cmd_materialize)
+
+    s = sub.add_parser("synth", help="write a synthetic OpenHands corpus with known ground truth")
+    s.add_argument("--sessions", type=int, required=True)
+    s.add_argument("--out", required=True)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--users", type=int, default=None, help="default: sessions * 15000 / 36000")
+    s.add_argument(
+        "--scenario",
+        choices=["self_selected", "random"],
+        default="self_selected",
+        help="who rates: chattier users more often (the paper's finding), or at random",
+    )
+    s.set_defaults(func=cmd_synth)
+
+    s = sub.add_parser("demo", help="synthesize a corpus, ingest it and materialize everything")
+    s.add_argument("--sessions", type=int, default=4000)
+    s.add_argument("--seed", type=int, default=0)
+    s.set_defaults(func=cmd_demo)
+
+    s = sub.add_parser("sql", help="query the published warehouse (read-only)")
+    s.add_argument("query")
+    s.add_argument("--csv", action="store_true")
+    s.add_argument("--max-rows", type=int, default=40)
+    s.set_defaults(func=cmd_sql)
+
+    s = sub.add_parser("ui", help="open the Dagster UI (dg dev) on PULSE_HOME")
+    s.add_argument("--port", type=int, default=3000)
+    s.set_defaults(func=cmd_ui)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (FileNotFoundError, FileExistsError, ValueError, RuntimeError) as exc:
+        _say(f"pulse {args.command}: {exc}")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""The Dagster code location: assembles the stages in ``defs/``; nothing else happens here."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from .defs.ingest.assets import raw_drop
+from .defs.ingest.partitions import drops_partitions
+from .defs.ingest.sensors import INGEST_JOB, drop_sensor
+from .defs.resources import warehouse_resource
+from .defs.staging import assets as staging_assets
+from .defs.staging.checks import staging_checks
+from .paths import PulseHome
+
+STAGING = dg.AssetSelection.groups("staging")
+DOWNSTREAM_JOB = "refresh_downstream"
+
+
+def build_definitions(home: PulseHome) -> dg.Definitions:
+    home.ensure()
+    ingest_job = dg.define_asset_job(
+        INGEST_JOB,
+        selection=dg.AssetSelection.assets(raw_drop),
+        partitions_def=drops_partitions,
+        description="Read one drop into the raw tables.",
+    )
+    downstream_job = dg.define_asset_job(
+        DOWNSTREAM_JOB, selection=STAGING, description="Rebuild every table derived from the raw tables."
+    )
+    return dg.Definitions(
+        assets=[raw_drop, *dg.load_assets_from_modules([staging_assets])],
+        asset_checks=staging_checks,
+        jobs=[ingest_job, downstream_job],
+        sensors=[
+            drop_sensor,
+            dg.AutomationConditionSensorDefinition(
+                "pulse_automation",
+                target=dg.AssetSelection.all(),
+                default_status=dg.DefaultSensorStatus.RUNNING,
+                minimum_interval_seconds=30,
+            ),
+        ],
+        schedules=[
+            dg.ScheduleDefinition(
+                name="nightly_refresh",
+                job=downstream_job,
+                cron_schedule="0 3 * * *",
+                default_status=dg.DefaultScheduleStatus.RUNNING,
+                description="Safety net: rebuild derived tables nightly even if no drop came.",
+            ),
+        ],
+        resources={"warehouse": warehouse_resource(home)},
+        executor=dg.in_process_executor,
+    )
+
+
+defs = build_definitions(PulseHome.from_env())

@@ -1,0 +1,74 @@
+"""Staging tables over all drops: resolved sessions, work segments, segment ratings, labels, assignments."""
+
+import dagster as dg
+
+from ... import staging, tables
+from ..ingest.assets import RAW_KEYS
+from ..resources import WarehouseResource
+
+EAGER = dg.AutomationCondition.eager()
+
+
+def _key(t: tables.Table) -> dg.AssetKey:
+    return dg.AssetKey([t.schema, t.name])
+
+
+def _meta(t: tables.Table, rows: int, **extra: int) -> dict:
+    return {"dagster/row_count": rows, "dagster/table_name": t.qualified, **extra}
+
+
+def _spec_kwargs(t: tables.Table, *deps: tables.Table) -> dict:
+    return dict(
+        key=_key(t),
+        deps=[RAW_KEYS.get(d) or _key(d) for d in deps],
+        description=t.description,
+        group_name="staging",
+        kinds={"duckdb"},
+        automation_condition=EAGER,
+    )
+
+
+@dg.asset(**_spec_kwargs(tables.STAGING_SESSIONS, tables.SESSIONS, tables.DROPS))
+def sessions(warehouse: WarehouseResource) -> dg.MaterializeResult:
+    with warehouse.warehouse() as wh:
+        n = staging.build_sessions(wh)
+        duplicates = wh.count(tables.SESSIONS) - n
+    return dg.MaterializeResult(metadata=_meta(tables.STAGING_SESSIONS, n, superseded_records=duplicates))
+
+
+@dg.asset(**_spec_kwargs(tables.WORK_SEGMENTS, tables.STAGING_SESSIONS, tables.EVENTS))
+def work_segments(warehouse: WarehouseResource) -> dg.MaterializeResult:
+    with warehouse.warehouse() as wh:
+        n = staging.build_work_segments(wh)
+        still_open = wh.count(tables.WORK_SEGMENTS, "NOT closed")
+    return dg.MaterializeResult(metadata=_meta(tables.WORK_SEGMENTS, n, open_at_stream_end=still_open))
+
+
+@dg.asset(
+    **_spec_kwargs(tables.SEGMENT_RATINGS, tables.STAGING_SESSIONS, tables.RATINGS, tables.EVENTS, tables.WORK_SEGMENTS)
+)
+def segment_ratings(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+    with warehouse.warehouse() as wh:
+        n, unmatched = staging.build_segment_ratings(wh)
+    if unmatched:
+        context.log.warning(f"{unmatched} ratings join no segment; see raw.quarantine (stage 'staging')")
+    return dg.MaterializeResult(metadata=_meta(tables.SEGMENT_RATINGS, n, ratings_quarantined=unmatched))
+
+
+@dg.asset(**_spec_kwargs(tables.SESSION_LABELS, tables.SEGMENT_RATINGS))
+def session_labels(warehouse: WarehouseResource) -> dg.MaterializeResult:
+    with warehouse.warehouse() as wh:
+        n = staging.build_session_labels(wh)
+        labeled_share = n / max(wh.count(tables.STAGING_SESSIONS), 1)
+    return dg.MaterializeResult(
+        metadata={**_meta(tables.SESSION_LABELS, n), "labeled_share": dg.MetadataValue.float(round(labeled_share, 4))}
+    )
+
+
+@dg.asset(**_spec_kwargs(tables.STAGING_ASSIGNMENTS, tables.STAGING_SESSIONS, tables.ASSIGNMENTS))
+def assignments(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+    with warehouse.warehouse() as wh:
+        n, unmatched = staging.build_assignments(wh)
+    if unmatched:
+        context.log.warning(f"{unmatched} assignments name unknown sessions; see raw.quarantine")
+    return dg.MaterializeResult(metadata=_meta(tables.STAGING_ASSIGNMENTS, n, assignments_quarantined=unmatched))

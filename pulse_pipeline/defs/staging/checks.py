@@ -1,0 +1,62 @@
+"""Checks at the raw → staging boundary: each counts the rows that break one promise of a staging table."""
+
+import dagster as dg
+
+from ... import tables
+from ..resources import WarehouseResource
+from .assets import _key
+
+# (table, check name, what must hold, SQL counting the rows that break it)
+RULES: list[tuple[tables.Table, str, str, str]] = [
+    (
+        tables.STAGING_SESSIONS,
+        "one_row_per_session",
+        "Each session id appears once.",
+        "SELECT count(*) - count(DISTINCT session_id) FROM staging.sessions",
+    ),
+    (
+        tables.WORK_SEGMENTS,
+        "segments_match_sessions",
+        "Every session has exactly the segments numbered 0..n_segments-1 that ingest counted.",
+        """SELECT count(*) FROM staging.sessions s LEFT JOIN (
+            SELECT session_id, count(*) AS n, max(segment_index) AS top FROM staging.work_segments GROUP BY 1
+        ) w USING (session_id)
+        WHERE coalesce(w.n, 0) <> s.n_segments OR (w.n IS NOT NULL AND w.top <> w.n - 1)""",
+    ),
+    (
+        tables.SEGMENT_RATINGS,
+        "ratings_join_segments",
+        "Every kept rating is from 1 to 5 and names an existing work segment.",
+        """SELECT count(*) FROM staging.segment_ratings r
+        LEFT JOIN staging.work_segments w USING (session_id, segment_index)
+        WHERE w.session_id IS NULL OR r.rating NOT BETWEEN 1 AND 5""",
+    ),
+    (
+        tables.SESSION_LABELS,
+        "labels_in_range",
+        "Labels are means of 1-5 stars and label = (stars - 1) / 4 lies in [0, 1].",
+        """SELECT count(*) FROM staging.session_labels
+        WHERE label_stars NOT BETWEEN 1 AND 5 OR abs(label - (label_stars - 1) / 4) > 1e-12
+           OR n_rated_segments < 1""",
+    ),
+    (
+        tables.STAGING_ASSIGNMENTS,
+        "one_arm_per_session",
+        "Each session is in one experiment arm, and it is a session PULSE has.",
+        """SELECT (SELECT count(*) - count(DISTINCT session_id) FROM staging.assignments)
+             + (SELECT count(*) FROM staging.assignments a ANTI JOIN staging.sessions s USING (session_id))""",
+    ),
+]
+
+
+def _make_check(t: tables.Table, name: str, description: str, sql: str) -> dg.AssetChecksDefinition:
+    @dg.asset_check(asset=_key(t), name=name, description=description, blocking=True)
+    def _check(warehouse: WarehouseResource) -> dg.AssetCheckResult:
+        with warehouse.warehouse(publish_after=False) as wh:
+            bad = wh.con.execute(sql).fetchone()[0]
+        return dg.AssetCheckResult(passed=bad == 0, metadata={"violations": bad})
+
+    return _check
+
+
+staging_checks = [_make_check(*rule) for rule in RULES]

@@ -1,0 +1,139 @@
+"""A drop: one file, or one folder of files, delivered to the drop folder. Each is read file by file.
+
+In a folder, files and folders whose names start with ``_`` or ``.`` are sidecars (a generator's ground truth,
+notes) and are not read. A folder named ``events`` holding ``<n>.json`` files is one session stored the
+OpenHands way, ``sessions/<sid>/events/<n>.json``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from .. import tables
+from .batch import RECORD_TYPES, Batch
+from .files import read_file, read_session_dir
+
+_KEY_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def drop_key(name: str) -> str:
+    """The partition key of a drop named ``name`` (letters, digits, ``.``, ``_`` and ``-`` only)."""
+    return _KEY_UNSAFE.sub("_", name).strip("_") or "drop"
+
+
+def _hidden(path: Path, root: Path) -> bool:
+    return any(part.startswith(("_", ".")) for part in path.relative_to(root).parts)
+
+
+@dataclass(frozen=True)
+class DropUnit:
+    """One thing read as a unit: a file, or a session's ``events`` folder."""
+
+    path: Path
+    source_file: str
+    is_session_dir: bool
+
+
+def drop_units(path: Path) -> list[DropUnit]:
+    if path.is_file():
+        return [DropUnit(path, path.name, False)]
+    units: list[DropUnit] = []
+    session_dirs = sorted(
+        p
+        for p in path.rglob("events")
+        if p.is_dir() and not _hidden(p, path) and any(c.suffix == ".json" for c in p.iterdir())
+    )
+    for d in session_dirs:
+        units.append(DropUnit(d, d.relative_to(path).as_posix(), True))
+    for f in sorted(path.rglob("*")):
+        if f.is_file() and not _hidden(f, path) and not any(d in f.parents for d in session_dirs):
+            units.append(DropUnit(f, f.relative_to(path).as_posix(), False))
+    return units
+
+
+def fingerprint(path: Path) -> str:
+    """Changes when any file of the drop is rewritten (size or modification time), without reading them."""
+    h = hashlib.sha1()
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    for f in files:
+        st = f.stat()
+        h.update(f"{f.relative_to(path) if f != path else f.name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def read_unit(drop_id: str, unit: DropUnit) -> Batch:
+    batch = Batch(drop_id)
+    if unit.is_session_dir:
+        read_session_dir(batch, unit.path, unit.source_file)
+    else:
+        read_file(batch, unit.path, unit.source_file)
+    return batch
+
+
+def read_drop(drop_id: str, path: Path) -> Iterator[Batch]:
+    """One batch per unit, so memory is bounded by the largest file, not the drop."""
+    for unit in drop_units(path):
+        yield read_unit(drop_id, unit)
+
+
+@dataclass
+class DropTally:
+    """What was read from a drop and where it went; ``reconciles`` is the invariant the asset check tests."""
+
+    records_read: int = 0
+    records_accepted: int = 0
+    records_quarantined: int = 0
+    events_read: int = 0
+    events_accepted: int = 0
+    events_quarantined: int = 0
+
+    def add(self, batch: Batch) -> None:
+        self.records_read += sum(batch.read[t] for t in RECORD_TYPES)
+        self.records_accepted += sum(batch.count(t) for t in (tables.SESSIONS, tables.RATINGS, tables.ASSIGNMENTS))
+        self.records_quarantined += sum(batch.quarantined(t) for t in RECORD_TYPES)
+        self.events_read += batch.read["event"]
+        self.events_accepted += batch.count(tables.EVENTS)
+        self.events_quarantined += batch.quarantined("event")
+
+
+def drop_row(drop_id: str, path: Path, tally: DropTally) -> tuple:
+    files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
+    mtime = max((f.stat().st_mtime for f in files), default=0.0)
+    return (
+        drop_id,
+        str(path),
+        fingerprint(path),
+        len(files),
+        sum(f.stat().st_size for f in files),
+        datetime.fromtimestamp(mtime, UTC).replace(tzinfo=None).isoformat(),
+        tally.records_read,
+        tally.records_accepted,
+        tally.records_quarantined,
+        tally.events_read,
+        tally.events_accepted,
+        tally.events_quarantined,
+    )
+
+
+def list_drops(drops_dir: Path) -> dict[str, Path]:
+    """Drops in the drop folder by partition key, oldest first (by modification time, then name)."""
+    if not drops_dir.exists():
+        return {}
+    entries = [p for p in drops_dir.iterdir() if not p.name.startswith((".", "_"))]
+    entries.sort(key=lambda p: (p.stat().st_mtime, p.name))
+    return {drop_key(p.name): p for p in entries}
+
+
+def find_drop(drops_dir: Path, key: str) -> Path:
+    path = list_drops(drops_dir).get(key)
+    if path is None:
+        raise FileNotFoundError(
+            f"no drop with key {key!r} in {drops_dir}: the file or folder was removed or renamed after it was"
+            " registered. Put it back, or delete the partition in the Dagster UI."
+        )
+    return path

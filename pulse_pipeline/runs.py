@@ -1,0 +1,178 @@
+"""Running the Dagster assets in-process, for the CLI: the same assets and jobs the sensor triggers."""
+
+from __future__ import annotations
+
+import filecmp
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import dagster as dg
+
+from . import tables
+from .ingest.drop import drop_key, list_drops
+from .paths import PulseHome
+from .warehouse import Warehouse, connect
+
+Say = Callable[[str], None]
+
+
+def instance_for(home: PulseHome) -> dg.DagsterInstance:
+    home.ensure()
+    os.environ["DAGSTER_HOME"] = str(home.dagster_home)
+    return dg.DagsterInstance.from_config(str(home.dagster_home))
+
+
+def _definitions(home: PulseHome) -> dg.Definitions:
+    from .definitions import build_definitions
+
+    return build_definitions(home)
+
+
+def _same_content(a: Path, b: Path) -> bool:
+    if a.is_file() and b.is_file():
+        return filecmp.cmp(a, b, shallow=False)
+    if a.is_dir() and b.is_dir():
+        cmp = filecmp.dircmp(a, b)
+        if cmp.left_only or cmp.right_only or cmp.funny_files:
+            return False
+        _, mismatch, errors = filecmp.cmpfiles(a, b, cmp.common_files, shallow=False)
+        return not mismatch and not errors and all(_same_content(a / d, b / d) for d in cmp.common_dirs)
+    return False
+
+
+def register_drop(home: PulseHome, path: Path, name: str | None = None) -> tuple[str, Path]:
+    """Copy ``path`` into the drop folder (unless it is there already) and return its partition key."""
+    path = path.resolve()
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist")
+    home.ensure()
+    if path.parent == home.drops.resolve() and name is None:
+        return drop_key(path.name), path
+    target = home.drops / (name or path.name)
+    if target.exists():
+        if _same_content(path, target):
+            return drop_key(target.name), target  # re-delivery of the same drop: same partition, same rows
+        raise FileExistsError(
+            f"a different drop named {target.name!r} is already in {home.drops}; give this one another name"
+            " with --name, or remove the old one first"
+        )
+    if path.is_dir():
+        shutil.copytree(path, target, copy_function=shutil.copy2)
+    else:
+        shutil.copy2(path, target)
+    return drop_key(target.name), target
+
+
+@dataclass(frozen=True)
+class DropSummary:
+    drop: str
+    path: str
+    sessions: int
+    events: int
+    segments: int
+    ratings: int
+    assignments: int
+    quarantined: int
+    reconciled: bool
+    warehouse: str
+
+
+def _check(result: dg.ExecuteInProcessResult, what: str) -> None:
+    if not result.success:
+        failures = [e.message for e in result.all_events if e.is_failure]
+        raise RuntimeError(f"{what} failed: " + "; ".join(failures[-3:]))
+
+
+def _run(defs: dg.Definitions, job: str, instance: dg.DagsterInstance, partition_key: str | None = None) -> None:
+    result = defs.resolve_job_def(job).execute_in_process(
+        instance=instance, partition_key=partition_key, raise_on_error=False
+    )
+    _check(result, f"run of {job} ({partition_key or 'all drops'})")
+
+
+def ingest(home: PulseHome, path: Path, name: str | None = None, say: Say = print) -> DropSummary:
+    from .definitions import DOWNSTREAM_JOB
+    from .defs.ingest.partitions import drops_partitions
+    from .defs.ingest.sensors import INGEST_JOB
+    from .ingest.load import reconcile_drop
+
+    instance = instance_for(home)
+    key, target = register_drop(home, path, name)
+    if not instance.has_dynamic_partition(drops_partitions.name, key):
+        instance.add_dynamic_partitions(drops_partitions.name, [key])
+    defs = _definitions(home)
+    say(f"ingesting drop {key} ({target})")
+    _run(defs, INGEST_JOB, instance, key)
+    say("rebuilding derived tables")
+    _run(defs, DOWNSTREAM_JOB, instance)
+    con = connect(home.work_db)
+    try:
+        wh = Warehouse(con)
+        where = ("drop_id = ?", [key])
+        ok, _ = reconcile_drop(wh, key)
+        return DropSummary(
+            drop=key,
+            path=str(target),
+            sessions=wh.count(tables.SESSIONS, *where),
+            events=wh.count(tables.EVENTS, *where),
+            segments=con.execute(
+                "SELECT coalesce(sum(n_segments), 0) FROM raw.sessions WHERE drop_id = ?", [key]
+            ).fetchone()[0],
+            ratings=wh.count(tables.RATINGS, *where),
+            assignments=wh.count(tables.ASSIGNMENTS, *where),
+            quarantined=wh.count(tables.QUARANTINE, *where),
+            reconciled=ok,
+            warehouse=str(home.warehouse),
+        )
+    finally:
+        con.close()
+
+
+def materialize(home: PulseHome, selection: str | None = None, say: Say = print) -> list[str]:
+    """Materialize every asset (or the selection) over all drops in the drop folder; returns the asset keys."""
+    from .defs.ingest.partitions import drops_partitions
+
+    instance = instance_for(home)
+    defs = _definitions(home)
+    graph = defs.resolve_asset_graph()
+    chosen = dg.AssetSelection.from_string(selection) if selection else dg.AssetSelection.all()
+    keys = chosen.resolve(graph)
+    if not keys:
+        raise ValueError(f"selection {selection!r} matches no asset")
+    assets = list(defs.assets or []) + list(defs.asset_checks or [])
+    partitioned = {k for k in keys if graph.get(k).partitions_def is not None}
+    drops = list_drops(home.drops)
+    if partitioned:
+        missing = [k for k in drops if not instance.has_dynamic_partition(drops_partitions.name, k)]
+        if missing:
+            instance.add_dynamic_partitions(drops_partitions.name, missing)
+        for i, key in enumerate(drops, start=1):
+            say(f"[{i}/{len(drops)}] drop {key}")
+            _check(
+                dg.materialize(
+                    assets,
+                    selection=list(partitioned),
+                    partition_key=key,
+                    instance=instance,
+                    resources=defs.resources,
+                    raise_on_error=False,
+                ),
+                f"drop {key}",
+            )
+    rest = keys - partitioned
+    if rest:
+        say(f"materializing {len(rest)} derived assets")
+        _check(
+            dg.materialize(
+                assets, selection=list(rest), instance=instance, resources=defs.resources, raise_on_error=False
+            ),
+            "derived assets",
+        )
+    return sorted(k.to_user_string() for k in keys)
+
+
+def summary_dict(summary: DropSummary) -> dict:
+    return asdict(summary)

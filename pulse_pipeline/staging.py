@@ -1,0 +1,157 @@
+"""Staging: the raw rows of all drops resolved into one consistent view (SQL inside DuckDB, no Dagster).
+
+Rules, each in one query below:
+
+- **Duplicate sessions**: a session id delivered more than once counts once: the record from the latest drop
+  (by the drop's modification time, then its id); within one drop, the later file, then the later record.
+- **Work segments** come from the events of that winning record (segments are cut at ingest: ``segments.py``).
+- **Ratings** join a segment through ``event_id`` (the event's segment; an event after a segment closed, such
+  as the state change that follows it, belongs to the segment before it), else through ``segment_index``,
+  else they rate the session's last segment. A segment rated twice keeps its latest rating (by
+  ``created_at``, then delivery order). Ratings that join nothing (unknown session, unknown event, no such
+  segment) go to ``raw.quarantine`` with stage ``staging``; they come back if the session arrives later.
+- **Labels**: a session's label is the mean of its segment ratings, ``label = (mean - 1) / 4`` in [0, 1].
+- **Assignments**: an assignments file row beats the session's own metadata from the same drop; otherwise the
+  latest drop wins. Assignments for sessions PULSE has not seen are quarantined (stage ``staging``).
+"""
+
+from __future__ import annotations
+
+from . import tables
+from .warehouse import Warehouse
+
+SESSIONS_SQL = """
+SELECT s.* FROM raw.sessions s JOIN raw.drops d USING (drop_id)
+QUALIFY row_number() OVER (
+    PARTITION BY s.session_id ORDER BY d.mtime DESC, d.drop_id DESC, s.source_file DESC, s.record_index DESC) = 1
+"""
+
+WORK_SEGMENTS_SQL = """
+SELECT e.session_id, e.segment_index,
+       arg_min(e.event_id, e.seq) AS open_event_id,
+       arg_max(e.event_id, e.seq) AS close_event_id,
+       coalesce(
+         arg_max(e.event_id, e.seq) FILTER (WHERE e.kind = 'action' AND e.source <> 'user'
+                                             AND e.name IN ('message', 'finish')),
+         arg_max(e.event_id, e.seq) FILTER (WHERE e.name = 'error'),
+         arg_max(e.event_id, e.seq)) AS rated_event_id,
+       min(e.timestamp), max(e.timestamp), count(*)::INTEGER,
+       (count(*) FILTER (WHERE e.kind = 'action' AND e.name = 'message' AND e.source = 'user'))::INTEGER,
+       max(e.segment_close) AS close_reason,
+       coalesce(max(e.segment_close), 'stream_end') <> 'stream_end' AS closed
+FROM raw.events e JOIN staging.sessions s USING (record_key)
+WHERE e.segment_index IS NOT NULL
+GROUP BY e.session_id, e.segment_index
+ORDER BY e.session_id, e.segment_index
+"""
+
+_RESOLVED_RATINGS = """
+WITH r AS (
+    SELECT r.*, s.record_key, s.n_segments
+    FROM raw.ratings r LEFT JOIN staging.sessions s ON s.session_id = r.session_id
+), ev AS (
+    SELECT r.drop_id, r.source_file, r.record_index, r.item_index, e.seq,
+           (SELECT max(p.segment_index) FROM raw.events p
+             WHERE p.record_key = r.record_key AND p.seq <= e.seq) AS seg
+    FROM r JOIN raw.events e ON e.record_key = r.record_key AND e.event_id = r.event_id
+)
+SELECT r.*, d.mtime AS drop_mtime,
+    CASE WHEN r.event_id IS NOT NULL THEN ev.seg
+         WHEN r.segment_index IS NOT NULL THEN r.segment_index
+         ELSE r.n_segments - 1 END AS seg,
+    CASE WHEN r.record_key IS NULL THEN 'rating names session ' || r.session_id || ', which no drop contains'
+         WHEN r.event_id IS NOT NULL AND ev.seq IS NULL
+              THEN 'rating names event ' || r.event_id || ', which session ' || r.session_id || ' does not have'
+         WHEN r.event_id IS NOT NULL AND ev.seg IS NULL
+              THEN 'rating names event ' || r.event_id || ', which precedes the first work segment'
+         WHEN r.event_id IS NULL AND r.segment_index IS NOT NULL AND r.segment_index >= r.n_segments
+              THEN 'rating names segment ' || r.segment_index || ' but session ' || r.session_id
+                   || ' has ' || r.n_segments || ' segments'
+         WHEN r.event_id IS NULL AND r.segment_index IS NULL AND r.n_segments = 0
+              THEN 'session ' || r.session_id || ' has no work segment to rate'
+    END AS problem
+FROM r JOIN raw.drops d USING (drop_id)
+LEFT JOIN ev USING (drop_id, source_file, record_index, item_index)
+"""
+
+SEGMENT_RATINGS_SQL = f"""
+SELECT session_id, seg, rating, reason, created_at, rating_id,
+       CASE WHEN event_id IS NOT NULL THEN 'event_id' WHEN segment_index IS NOT NULL THEN 'segment_index'
+            ELSE 'last_segment' END,
+       drop_id, source_file, record_index
+FROM ({_RESOLVED_RATINGS}) WHERE problem IS NULL
+QUALIFY row_number() OVER (PARTITION BY session_id, seg
+    ORDER BY created_at DESC NULLS LAST, drop_mtime DESC, drop_id DESC, source_file DESC, record_index DESC,
+             item_index DESC) = 1
+ORDER BY session_id, seg
+"""
+
+RATING_QUARANTINE_SQL = f"""
+SELECT drop_id, 'staging', source_file, record_index, item_index, 'rating', problem,
+       to_json({{'rating_id': rating_id, 'session_id': session_id, 'event_id': event_id,
+                'segment_index': segment_index, 'rating': rating, 'reason': reason,
+                'created_at': created_at}})::VARCHAR
+FROM ({_RESOLVED_RATINGS}) WHERE problem IS NOT NULL
+"""
+
+SESSION_LABELS_SQL = """
+SELECT session_id, count(*)::INTEGER, avg(rating), (avg(rating) - 1) / 4
+FROM staging.segment_ratings GROUP BY session_id ORDER BY session_id
+"""
+
+_CANDIDATE_ASSIGNMENTS = """
+WITH candidates AS (
+    SELECT a.session_id, a.experiment, a.variant, a.user_id, 'assignments_file' AS assigned_by,
+           a.drop_id, a.source_file, a.record_index, 1 AS precedence, to_json(a)::VARCHAR AS raw_text
+    FROM raw.assignments a
+    UNION ALL
+    SELECT s.session_id, s.experiment, s.variant, s.user_id, 'session_metadata', s.drop_id, s.source_file,
+           s.record_index, 0, NULL
+    FROM staging.sessions s WHERE s.experiment IS NOT NULL AND s.variant IS NOT NULL
+)
+SELECT c.*, d.mtime AS drop_mtime, s.session_id IS NOT NULL AS known, s.user_id AS session_user
+FROM candidates c JOIN raw.drops d USING (drop_id) LEFT JOIN staging.sessions s USING (session_id)
+"""
+
+ASSIGNMENTS_SQL = f"""
+SELECT session_id, experiment, variant, coalesce(user_id, session_user), assigned_by
+FROM ({_CANDIDATE_ASSIGNMENTS}) WHERE known
+QUALIFY row_number() OVER (PARTITION BY session_id
+    ORDER BY drop_mtime DESC, drop_id DESC, precedence DESC, source_file DESC, record_index DESC) = 1
+ORDER BY session_id
+"""
+
+ASSIGNMENT_QUARANTINE_SQL = f"""
+SELECT drop_id, 'staging', source_file, record_index, NULL, 'assignment',
+       'assignment for session ' || session_id || ', which no drop contains', raw_text
+FROM ({_CANDIDATE_ASSIGNMENTS}) WHERE NOT known
+"""
+
+
+def build_sessions(wh: Warehouse) -> int:
+    return wh.replace_table(tables.STAGING_SESSIONS, SESSIONS_SQL)
+
+
+def build_work_segments(wh: Warehouse) -> int:
+    return wh.replace_table(tables.WORK_SEGMENTS, WORK_SEGMENTS_SQL)
+
+
+def _replace_staging_quarantine(wh: Warehouse, record_type: str, select_sql: str) -> int:
+    wh.con.execute("DELETE FROM raw.quarantine WHERE stage = 'staging' AND record_type = ?", [record_type])
+    wh.con.execute(f"INSERT INTO raw.quarantine {select_sql}")
+    return wh.count(tables.QUARANTINE, "stage = 'staging' AND record_type = ?", [record_type])
+
+
+def build_segment_ratings(wh: Warehouse) -> tuple[int, int]:
+    """Rows written, and ratings quarantined because they join nothing."""
+    n = wh.replace_table(tables.SEGMENT_RATINGS, SEGMENT_RATINGS_SQL)
+    return n, _replace_staging_quarantine(wh, "rating", RATING_QUARANTINE_SQL)
+
+
+def build_session_labels(wh: Warehouse) -> int:
+    return wh.replace_table(tables.SESSION_LABELS, SESSION_LABELS_SQL)
+
+
+def build_assignments(wh: Warehouse) -> tuple[int, int]:
+    n = wh.replace_table(tables.STAGING_ASSIGNMENTS, ASSIGNMENTS_SQL)
+    return n, _replace_staging_quarantine(wh, "assignment", ASSIGNMENT_QUARANTINE_SQL)

@@ -1,0 +1,199 @@
+"""The warehouse contract: every table PULSE writes, with its columns and DuckDB types.
+
+Analysts and later stages rely on these names. The DDL (``warehouse.py``) and the row builders of the ingest
+stage are both generated from this one list, so a column is added in exactly one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Table:
+    schema: str
+    name: str
+    columns: tuple[tuple[str, str], ...]
+    description: str
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.schema}.{self.name}"
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c for c, _ in self.columns]
+
+
+def _t(qualified: str, description: str, *columns: tuple[str, str]) -> Table:
+    schema, name = qualified.split(".")
+    return Table(schema, name, tuple(columns), description)
+
+
+V, INT, B, D, T, BOOL = "VARCHAR", "INTEGER", "BIGINT", "DOUBLE", "TIMESTAMP", "BOOLEAN"
+
+DROPS = _t(
+    "raw.drops",
+    "One row per drop: where it came from, its fingerprint and how many records were read, accepted and"
+    " quarantined (the reconciliation the asset check verifies).",
+    ("drop_id", V),
+    ("path", V),
+    ("fingerprint", V),
+    ("n_files", INT),
+    ("bytes", B),
+    ("mtime", T),
+    ("records_read", INT),
+    ("records_accepted", INT),
+    ("records_quarantined", INT),
+    ("events_read", INT),
+    ("events_accepted", INT),
+    ("events_quarantined", INT),
+)
+
+SESSIONS = _t(
+    "raw.sessions",
+    "One row per session record read (duplicates across drops kept here; staging resolves them).",
+    ("drop_id", V),
+    ("record_key", V),
+    ("source_file", V),
+    ("record_index", INT),
+    ("session_id", V),
+    ("source_format", V),
+    ("user_id", V),
+    ("experiment", V),
+    ("variant", V),
+    ("feedback", V),
+    ("started_at", T),
+    ("ended_at", T),
+    ("n_events", INT),
+    ("n_user_messages", INT),
+    ("n_segments", INT),
+    ("n_shell_commands", INT),
+    ("metadata_json", V),
+)
+
+EVENTS = _t(
+    "raw.events",
+    "One row per event, in the canonical event model, with the original event JSON kept in raw_json.",
+    ("drop_id", V),
+    ("record_key", V),
+    ("session_id", V),
+    ("seq", INT),
+    ("event_id", V),
+    ("timestamp", T),
+    ("source", V),
+    ("kind", V),
+    ("name", V),
+    ("original_name", V),
+    ("text", V),
+    ("command", V),
+    ("exit_code", INT),
+    ("agent_state", V),
+    ("cause", V),
+    ("wait_for_response", BOOL),
+    ("segment_index", INT),
+    ("segment_close", V),
+    ("raw_json", V),
+)
+
+RATINGS = _t(
+    "raw.ratings",
+    "One row per star rating read, from feedback files or from inside canonical sessions.",
+    ("drop_id", V),
+    ("source_file", V),
+    ("record_index", INT),
+    ("item_index", INT),
+    ("rating_id", V),
+    ("session_id", V),
+    ("event_id", V),
+    ("segment_index", INT),
+    ("rating", D),
+    ("reason", V),
+    ("created_at", T),
+    ("origin", V),
+)
+
+ASSIGNMENTS = _t(
+    "raw.assignments",
+    "One row per assignment read from an assignments file (session metadata assignments stay in raw.sessions).",
+    ("drop_id", V),
+    ("source_file", V),
+    ("record_index", INT),
+    ("session_id", V),
+    ("experiment", V),
+    ("variant", V),
+    ("user_id", V),
+)
+
+QUARANTINE = _t(
+    "raw.quarantine",
+    "Every record PULSE could not accept, with the stage, where it was, why, and its raw text.",
+    ("drop_id", V),
+    ("stage", V),
+    ("source_file", V),
+    ("record_index", INT),
+    ("event_index", INT),
+    ("record_type", V),
+    ("reason", V),
+    ("raw_text", V),
+)
+
+STAGING_SESSIONS = _t(
+    "staging.sessions",
+    "One row per session id: the record from the latest drop (later drops win; within a drop the later record).",
+    *SESSIONS.columns,
+)
+
+WORK_SEGMENTS = _t(
+    "staging.work_segments",
+    "One row per work segment: from the user message that opens it to the event that closes it.",
+    ("session_id", V),
+    ("segment_index", INT),
+    ("open_event_id", V),
+    ("close_event_id", V),
+    ("rated_event_id", V),
+    ("started_at", T),
+    ("ended_at", T),
+    ("n_events", INT),
+    ("n_user_messages", INT),
+    ("close_reason", V),
+    ("closed", BOOL),
+)
+
+SEGMENT_RATINGS = _t(
+    "staging.segment_ratings",
+    "One row per rated work segment (the latest rating when a segment was rated more than once).",
+    ("session_id", V),
+    ("segment_index", INT),
+    ("rating", D),
+    ("reason", V),
+    ("created_at", T),
+    ("rating_id", V),
+    ("matched_by", V),
+    ("drop_id", V),
+    ("source_file", V),
+    ("record_index", INT),
+)
+
+SESSION_LABELS = _t(
+    "staging.session_labels",
+    "One row per rated session: the mean of its segment ratings, and that mean normalized to [0, 1].",
+    ("session_id", V),
+    ("n_rated_segments", INT),
+    ("label_stars", D),
+    ("label", D),
+)
+
+STAGING_ASSIGNMENTS = _t(
+    "staging.assignments",
+    "One row per session with a known experiment arm.",
+    ("session_id", V),
+    ("experiment", V),
+    ("variant", V),
+    ("user_id", V),
+    ("assigned_by", V),
+)
+
+RAW_TABLES = (DROPS, SESSIONS, EVENTS, RATINGS, ASSIGNMENTS, QUARANTINE)
+STAGING_TABLES = (STAGING_SESSIONS, WORK_SEGMENTS, SEGMENT_RATINGS, SESSION_LABELS, STAGING_ASSIGNMENTS)
+ALL_TABLES = RAW_TABLES + STAGING_TABLES
