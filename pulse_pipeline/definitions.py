@@ -5,7 +5,6 @@ from __future__ import annotations
 import dagster as dg
 
 from .defs.ingest.assets import raw_drop
-from .defs.ingest.partitions import drops_partitions
 from .defs.ingest.sensors import INGEST_JOB, drop_sensor
 from .defs.resources import warehouse_resource
 from .defs.staging import assets as staging_assets
@@ -19,10 +18,7 @@ DOWNSTREAM_JOB = "refresh_downstream"
 def build_definitions(home: PulseHome) -> dg.Definitions:
     home.ensure()
     ingest_job = dg.define_asset_job(
-        INGEST_JOB,
-        selection=dg.AssetSelection.assets(raw_drop),
-        partitions_def=drops_partitions,
-        description="Read one drop into the raw tables.",
+        INGEST_JOB, selection=dg.AssetSelection.assets(raw_drop), description="Read one drop into the raw tables."
     )
     downstream_job = dg.define_asset_job(
         DOWNSTREAM_JOB, selection=STAGING, description="Rebuild every table derived from the raw tables."

@@ -83,7 +83,7 @@ class Warehouse:
         return self.con.execute(sql, params or []).fetchone()[0]
 
     def frame(self, sql: str, params: list | None = None) -> pl.DataFrame:
-        return pl.from_arrow(self.con.execute(sql, params or []).fetch_arrow_table())
+        return self.con.execute(sql, params or []).pl()
 
 
 def connect(path: Path, read_only: bool = False, wait_seconds: float = 60.0) -> duckdb.DuckDBPyConnection:
