@@ -18,6 +18,9 @@ from .warehouse import Warehouse, connect
 
 Say = Callable[[str], None]
 
+# Dagster's console logger at INFO: step-by-step DEBUG events stay in the run history, not on the terminal.
+QUIET = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
+
 
 def instance_for(home: PulseHome) -> dg.DagsterInstance:
     home.ensure()
@@ -88,7 +91,7 @@ def _check(result: dg.ExecuteInProcessResult, what: str) -> None:
 
 def _run(defs: dg.Definitions, job: str, instance: dg.DagsterInstance, partition_key: str | None = None) -> None:
     result = defs.resolve_job_def(job).execute_in_process(
-        instance=instance, partition_key=partition_key, raise_on_error=False
+        instance=instance, partition_key=partition_key, raise_on_error=False, run_config=QUIET
     )
     _check(result, f"run of {job} ({partition_key or 'all drops'})")
 
@@ -159,6 +162,7 @@ def materialize(home: PulseHome, selection: str | None = None, say: Say = print)
                     instance=instance,
                     resources=defs.resources,
                     raise_on_error=False,
+                    run_config=QUIET,
                 ),
                 f"drop {key}",
             )
@@ -167,7 +171,12 @@ def materialize(home: PulseHome, selection: str | None = None, say: Say = print)
         say(f"materializing {len(rest)} derived assets")
         _check(
             dg.materialize(
-                assets, selection=list(rest), instance=instance, resources=defs.resources, raise_on_error=False
+                assets,
+                selection=list(rest),
+                instance=instance,
+                resources=defs.resources,
+                raise_on_error=False,
+                run_config=QUIET,
             ),
             "derived assets",
         )

@@ -1,0 +1,118 @@
+"""The Dagster shell: definitions load, the sensor turns drops into partitions, checks guard the tables."""
+
+from __future__ import annotations
+
+import shutil
+
+import dagster as dg
+import duckdb
+
+from pulse_pipeline import tables
+from pulse_pipeline.definitions import build_definitions
+from pulse_pipeline.defs.ingest.partitions import drops_partitions
+from pulse_pipeline.defs.ingest.sensors import drop_sensor
+from pulse_pipeline.defs.resources import warehouse_resource
+from pulse_pipeline.ingest.drop import fingerprint
+from pulse_pipeline.ingest.load import reconcile_drop
+from pulse_pipeline.runs import materialize
+
+from .conftest import FIXTURES, SAMPLES, needs_samples
+
+
+def test_definitions_load_with_every_contract_table(pulse_home):
+    defs = build_definitions(pulse_home)
+    dg.Definitions.validate_loadable(defs)
+    keys = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
+    assert keys == {f"{t.schema}/{t.name}" for t in tables.ALL_TABLES}
+    assert {j.name for j in defs.resolve_all_job_defs()} >= {"ingest_drop", "refresh_downstream"}
+    assert {s.name for s in defs.sensors} == {"drop_sensor", "pulse_automation"}
+
+
+def test_workspace_module_exposes_defs():
+    import pulse_pipeline.definitions as module
+
+    assert isinstance(module.defs, dg.Definitions)
+
+
+def test_sensor_adds_a_partition_and_a_run_per_drop(pulse_home):
+    a = pulse_home.drops / "first batch.jsonl"
+    a.write_text('{"session_id": "s1", "events": [{"source": "user", "type": "message", "text": "hi"}]}\n')
+    folder = pulse_home.drops / "second"
+    folder.mkdir()
+    (folder / "ratings.csv").write_text("conversation_id,event_id,rating\ns1,,4\n")
+    (pulse_home.drops / ".hidden").write_text("ignored")
+    instance = dg.DagsterInstance.ephemeral()
+    resources = {"warehouse": warehouse_resource(pulse_home)}
+
+    result = drop_sensor(dg.build_sensor_context(instance=instance, resources=resources))
+    assert sorted(r.partition_key for r in result.run_requests) == ["first_batch.jsonl", "second"]
+    added = result.dynamic_partitions_requests[0]
+    assert added.partitions_def_name == drops_partitions.name
+    assert sorted(added.partition_keys) == ["first_batch.jsonl", "second"]
+    assert {r.run_key for r in result.run_requests} == {
+        f"first_batch.jsonl:{fingerprint(a)}",
+        f"second:{fingerprint(folder)}",
+    }
+
+    # once registered, a drop is not added again; its run key only changes when the drop is rewritten
+    instance.add_dynamic_partitions(drops_partitions.name, ["first_batch.jsonl", "second"])
+    again = drop_sensor(dg.build_sensor_context(instance=instance, resources=resources))
+    assert again.dynamic_partitions_requests == []
+    before = {r.run_key for r in again.run_requests}
+    (folder / "ratings.csv").write_text("conversation_id,event_id,rating\ns1,,5\n")
+    rewritten = drop_sensor(dg.build_sensor_context(instance=instance, resources=resources))
+    changed = {r.run_key for r in rewritten.run_requests} - before
+    assert [k.split(":")[0] for k in changed] == ["second"]
+
+
+def test_reconciliation_fails_when_a_row_goes_missing(wh):
+    drop = FIXTURES / "reconcile.jsonl"
+    from pulse_pipeline.ingest.load import load_drop
+
+    load_drop(wh, "d", drop)
+    ok, facts = reconcile_drop(wh, "d")
+    assert ok and facts["records_read"] == 3 and facts["events_read"] == 4
+    wh.con.execute("DELETE FROM raw.events WHERE seq = 1")
+    ok, facts = reconcile_drop(wh, "d")
+    assert not ok and facts["events_accepted"] == 3
+
+
+@needs_samples
+def test_materialize_runs_every_asset_and_its_checks(pulse_home):
+    for name in ("trajs_basic_gui_mode.json", "resolver_mock_output.jsonl"):
+        shutil.copy2(SAMPLES / "openhands_v0" / name, pulse_home.drops / name)
+    keys = materialize(pulse_home, say=lambda _: None)
+    assert len(keys) == len(tables.ALL_TABLES)
+    con = duckdb.connect(str(pulse_home.warehouse), read_only=True)  # the published copy
+    try:
+        assert con.execute("SELECT count(*) FROM staging.sessions").fetchone()[0] == 3
+        assert con.execute("SELECT count(*) FROM staging.work_segments").fetchone()[0] == 3
+    finally:
+        con.close()
+    instance = dg.DagsterInstance.get()
+    checks = [
+        dg.AssetCheckKey(dg.AssetKey(["staging", table]), name)
+        for table, name in (("sessions", "one_row_per_session"), ("work_segments", "segments_match_sessions"))
+    ]
+    latest = instance.event_log_storage.get_latest_asset_check_execution_by_key(checks)
+    assert {key: record.status.value for key, record in latest.items()} == {key: "SUCCEEDED" for key in checks}
+
+
+def test_published_copy_does_not_block_the_writer(pulse_home):
+    """An analyst holding the published warehouse open must not stop the pipeline from writing."""
+    from pulse_pipeline.runs import ingest
+
+    drop = FIXTURES / "reconcile.jsonl"
+    ingest(pulse_home, drop, say=lambda _: None)
+    analyst = duckdb.connect(str(pulse_home.warehouse), read_only=True)
+    try:
+        other = pulse_home.root / "other.jsonl"
+        other.write_text('{"session_id": "z", "events": [{"source": "user", "type": "message", "text": "x"}]}\n')
+        summary = ingest(pulse_home, other, say=lambda _: None)
+        assert summary.sessions == 1
+        # the analyst still sees the copy they opened
+        assert analyst.execute("SELECT count(*) FROM raw.drops").fetchone()[0] == 1
+    finally:
+        analyst.close()
+    with duckdb.connect(str(pulse_home.warehouse), read_only=True) as fresh:
+        assert fresh.execute("SELECT count(*) FROM raw.drops").fetchone()[0] == 2
