@@ -49,9 +49,7 @@ def test_every_sample_file_is_covered():
 def test_sample_counts(wh, path):
     sessions, events, user_messages, segments, shell = EXPECTED[path]
     ingest_paths(wh, path)
-    rows = wh.frame(
-        "SELECT n_user_messages, n_segments, n_shell_commands FROM raw.sessions ORDER BY record_index"
-    )
+    rows = wh.frame("SELECT n_user_messages, n_segments, n_shell_commands FROM raw.sessions ORDER BY record_index")
     assert rows.height == sessions
     assert wh.count(tables.EVENTS) == events
     assert rows["n_user_messages"].to_list() == user_messages

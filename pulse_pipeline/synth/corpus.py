@@ -1,0 +1,269 @@
+"""Write a synthetic corpus folder: what a real OpenHands export would hand PULSE, plus the truth beside it.
+
+Why: the pipeline's end-to-end tests and the paper-scale benchmark need a drop whose every count and every
+arm effect is known. Files written into ``out_dir``:
+
+- ``sessions-0000.jsonl``, ... one session a line: ``{"session_id", "user_id", "history": [V0 events]}``;
+- ``ratings.jsonl``      one row per rated segment, shaped like OpenHands' ``conversation_feedback`` table;
+  ``event_id`` is the id of the segment's closing agent message / finish, and the mean of a session's rows is
+  exactly its ``label``;
+- ``assignments.csv``    ``session_id,experiment,variant,user_id``, one row per session;
+- ``_truth.json``        params, seed, true arm means and effects, realized arm means, selection diagnostics;
+- ``_sessions_truth.csv`` the session-level truth (label, true_mean_rating, rated, p_rated, counts).
+
+Files starting with ``_`` are not data: an ingest must skip them.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import orjson
+import polars as pl
+
+from .model import (
+    CONTROLS,
+    EXPERIMENTS,
+    FEEDBACK_REASONS,
+    GeneratorParams,
+    SessionTable,
+    default_n_users,
+    direct_share,
+    normalize_stars,
+    rank_biserial,
+    simulate_sessions,
+    true_arm_means,
+)
+from .render import render_session, session_specs
+
+TRUTH_COLUMNS: tuple[str, ...] = (
+    "session_id",
+    "user_id",
+    "experiment",
+    "variant",
+    "task_type",
+    "language",
+    "label",
+    "true_mean_rating",
+    "rated",
+    "p_rated",
+    "n_rated_segments",
+    "n_label_segments",
+    "user_messages",
+    "n_segments",
+    "git_commit",
+    "git_push",
+    "git_pull",
+    "git_reset",
+    "git_rebase",
+    "test_runs",
+    "test_failures",
+    "failed_commands",
+    "file_edits",
+    "finished",
+    "sentiment_score",
+    "quality",
+    "work_quality",
+)
+
+
+@dataclass(frozen=True)
+class CorpusSummary:
+    out_dir: Path
+    n_sessions: int
+    n_users: int
+    n_rated: int  # rated sessions
+    n_events: int
+    bytes_written: int  # all files written, sidecars included
+    files: tuple[Path, ...]
+    n_ratings: int = 0  # rating rows (rated segments)
+
+
+def _reason(rating: int, finished: bool, rnd: random.Random) -> str | None:
+    """Reasons only for ratings <= 3 (as OpenHands asks), 15 % left empty; unfinished sessions blame that."""
+    if rating > 3 or rnd.random() < 0.15:
+        return None
+    if not finished and rnd.random() < 0.4:
+        return "didn't finish the job"
+    return rnd.choice(FEEDBACK_REASONS)
+
+
+def _iso(ts: str, plus_seconds: float) -> str:
+    return (datetime.fromisoformat(ts) + timedelta(seconds=plus_seconds)).isoformat(timespec="microseconds")
+
+
+def _arm_stats(table: SessionTable, experiment: str) -> dict[str, dict[str, float | int | None]]:
+    out: dict[str, dict[str, float | int | None]] = {}
+    for arm in EXPERIMENTS[experiment]:
+        mask = table.variant == arm
+        rated = mask & table.rated
+        mean = float(table.label[mask].mean()) if mask.any() else None
+        rated_mean = float(table.label[rated].mean()) if rated.any() else None
+        out[arm] = {
+            "n": int(mask.sum()),
+            "stars": mean,
+            "normalized": None if mean is None else float(normalize_stars(mean)),
+            "n_rated": int(rated.sum()),
+            "rated_stars": rated_mean,
+            "rated_normalized": None if rated_mean is None else float(normalize_stars(rated_mean)),
+        }
+    return out
+
+
+def truth_document(
+    table: SessionTable,
+    params: GeneratorParams,
+    *,
+    seed: int,
+    scenario: str,
+    n_users: int,
+    rated_fraction: float,
+) -> dict[str, object]:
+    """The ``_truth.json`` content: true arm means/effects (Monte Carlo, see ``true_arm_means``) and what the
+    sample realized, so an estimate can be scored against both the population and the sample truth."""
+    experiments: dict[str, object] = {}
+    for name, arms in EXPERIMENTS.items():
+        control = CONTROLS[name]
+        means = true_arm_means(params, name)
+        experiments[name] = {
+            "arms": list(arms),
+            "control": control,
+            "true_arm_means": {a: {"stars": m, "normalized": float(normalize_stars(m))} for a, m in means.items()},
+            "true_effects": {
+                a: {"stars": means[a] - means[control], "normalized": (means[a] - means[control]) / 4.0}
+                for a in arms
+                if a != control
+            },
+            "direct_share": {a: direct_share(params, a) for a in arms if a != control},
+            "sample_arm_means": _arm_stats(table, name),
+        }
+    rated = table.rated
+    return {
+        "generator": "pulse_pipeline.synth",
+        "seed": seed,
+        "scenario": scenario,
+        "n_sessions": len(table),
+        "n_users": n_users,
+        "n_active_users": int(np.unique(table.user_id).size),
+        "rated_fraction_target": rated_fraction,
+        "rated_fraction": float(rated.mean()),
+        "n_rated_sessions": int(rated.sum()),
+        "n_ratings": int(table.n_rated_segments.sum()),
+        "rank_biserial_user_messages": rank_biserial(table.user_messages[rated], table.user_messages[~rated]),
+        "mean_label_all": float(table.label.mean()),
+        "mean_label_rated": float(table.label[rated].mean()) if rated.any() else None,
+        "label_scale": "stars 1..5; normalized = (stars - 1) / 4",
+        "experiments": experiments,
+        "params": params.as_dict(),
+    }
+
+
+def write_corpus(
+    out_dir: Path,
+    n_sessions: int,
+    seed: int = 0,
+    n_users: int | None = None,
+    scenario: str = "self_selected",
+    sessions_per_file: int = 2000,
+    *,
+    rated_fraction: float = 0.05,
+    params: GeneratorParams | None = None,
+) -> CorpusSummary:
+    """Simulate ``n_sessions`` sessions and write the corpus folder (see the module docstring).
+
+    Deterministic: the same arguments give byte-identical files. Each session is rendered with its own
+    ``random.Random(f"{seed}/{index}")``, so a session's events do not depend on the file split. Stale
+    ``sessions-NNNN.jsonl`` files of an earlier, larger corpus in ``out_dir`` are removed.
+    """
+    if sessions_per_file < 1:
+        raise ValueError("sessions_per_file must be >= 1")
+    p = params or GeneratorParams()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    nu = default_n_users(n_sessions, p) if n_users is None else int(n_users)
+    table = simulate_sessions(n_sessions, seed, nu, scenario, rated_fraction, params=p)
+    specs = session_specs(table, seed, p)
+    rated = table.rated.tolist()
+    k_rated = table.n_rated_segments.tolist()
+    stars = table.segment_ratings.tolist()
+
+    files: list[Path] = []
+    n_events = 0
+    total_bytes = 0
+    rating_lines: list[bytes] = []
+    n_files = (n_sessions + sessions_per_file - 1) // sessions_per_file
+    for f in range(n_files):
+        lines: list[bytes] = []
+        for i in range(f * sessions_per_file, min(n_sessions, (f + 1) * sessions_per_file)):
+            spec = specs[i]
+            rnd = random.Random(f"{seed}/{i}")
+            rendered = render_session(spec, rnd)
+            n_events += len(rendered.history)
+            lines.append(
+                orjson.dumps({"session_id": spec.session_id, "user_id": spec.user_id, "history": rendered.history})
+            )
+            if rated[i]:
+                segments = sorted(rnd.sample(range(spec.n_segments), k_rated[i]))
+                for j, seg in enumerate(segments):
+                    rating = stars[i][j]
+                    rating_lines.append(
+                        orjson.dumps(
+                            {
+                                "id": f"r{len(rating_lines) + 1:06d}",
+                                "conversation_id": spec.session_id,
+                                "event_id": rendered.close_ids[seg],
+                                "rating": rating,
+                                "reason": _reason(rating, spec.finished, rnd),
+                                "created_at": _iso(rendered.close_times[seg], rnd.uniform(3.0, 300.0)),
+                            }
+                        )
+                    )
+        path = out / f"sessions-{f:04d}.jsonl"
+        data = b"\n".join(lines) + b"\n"
+        path.write_bytes(data)
+        files.append(path)
+        total_bytes += len(data)
+    for stale in out.glob("sessions-*.jsonl"):
+        if stale not in files and stale.stem[len("sessions-") :].isdigit():
+            stale.unlink()
+
+    def put(name: str, data: bytes) -> None:
+        nonlocal total_bytes
+        path = out / name
+        path.write_bytes(data)
+        files.append(path)
+        total_bytes += len(data)
+
+    put("ratings.jsonl", b"".join(line + b"\n" for line in rating_lines))
+    assignment_rows = zip(
+        table.session_id.tolist(),
+        table.experiment.tolist(),
+        table.variant.tolist(),
+        table.user_id.tolist(),
+        strict=True,
+    )
+    put(
+        "assignments.csv",
+        (
+            "session_id,experiment,variant,user_id\n" + "".join(f"{s},{e},{v},{u}\n" for s, e, v, u in assignment_rows)
+        ).encode(),
+    )
+    cols = table.columns()
+    put("_sessions_truth.csv", pl.DataFrame({c: cols[c] for c in TRUTH_COLUMNS}).write_csv().encode())
+    doc = truth_document(table, p, seed=seed, scenario=scenario, n_users=nu, rated_fraction=rated_fraction)
+    put("_truth.json", orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+
+    return CorpusSummary(
+        out_dir=out,
+        n_sessions=n_sessions,
+        n_users=nu,
+        n_rated=int(table.rated.sum()),
+        n_events=n_events,
+        bytes_written=total_bytes,
+        files=tuple(files),
+        n_ratings=len(rating_lines),
+    )

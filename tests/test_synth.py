@@ -1,0 +1,374 @@
+"""The synthetic corpus generator: its contract (what the pipeline reads) and its truth (what estimates are
+scored against). Every expected value is worked out here independently of the generator's own bookkeeping:
+counts are re-derived from the rendered events, rank-biserial by brute force, effects from sample means."""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+
+from pulse_pipeline.synth import (
+    CONTROLS,
+    EXPERIMENTS,
+    FEEDBACK_REASONS,
+    TASK_TYPES,
+    simulate_sessions,
+    true_arm_means,
+    true_effects,
+    write_corpus,
+)
+
+ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}$")
+TEST_CMD = re.compile(r"pytest|npm test")
+GIT_OPS = ("commit", "push", "pull", "reset", "rebase")
+N_CORPUS = 500
+
+
+def brute_rank_biserial(pos: np.ndarray, neg: np.ndarray) -> float:
+    """P(X_pos > X_neg) - P(X_pos < X_neg) over all pairs (= 2U/(n1 n2) - 1 with ties as one half)."""
+    diff = pos[:, None].astype(np.int64) - neg[None, :].astype(np.int64)
+    return float((diff > 0).mean() - (diff < 0).mean())
+
+
+@pytest.fixture(scope="module")
+def big():
+    return simulate_sessions(200_000, seed=7)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    out = tmp_path_factory.mktemp("corpus")
+    summary = write_corpus(out, N_CORPUS, seed=5, sessions_per_file=200)
+    sessions = {}
+    for path in sorted(out.glob("sessions-*.jsonl")):
+        for line in path.read_bytes().splitlines():
+            rec = orjson.loads(line)
+            sessions[rec["session_id"]] = rec
+    ratings = [orjson.loads(line) for line in (out / "ratings.jsonl").read_bytes().splitlines()]
+    table = simulate_sessions(N_CORPUS, seed=5)
+    return out, summary, sessions, ratings, table
+
+
+# --------------------------------------------------------------------------------------------------------
+# the files
+
+
+def test_files_and_summary(corpus):
+    out, summary, sessions, ratings, table = corpus
+    names = sorted(p.name for p in out.iterdir())
+    assert names == [
+        "_sessions_truth.csv",
+        "_truth.json",
+        "assignments.csv",
+        "ratings.jsonl",
+        "sessions-0000.jsonl",
+        "sessions-0001.jsonl",
+        "sessions-0002.jsonl",
+    ]
+    assert summary.n_sessions == N_CORPUS == len(sessions)
+    assert summary.n_users == round(N_CORPUS * 15000 / 36000)
+    assert summary.n_rated == len({r["conversation_id"] for r in ratings})
+    assert summary.n_events == sum(len(s["history"]) for s in sessions.values())
+    assert summary.bytes_written == sum(p.stat().st_size for p in out.iterdir())
+    assert len(summary.files) == len(names)
+
+
+def test_determinism(tmp_path):
+    a = write_corpus(tmp_path / "a", 120, seed=3, sessions_per_file=50)
+    b = write_corpus(tmp_path / "b", 120, seed=3, sessions_per_file=50)
+    write_corpus(tmp_path / "c", 120, seed=4, sessions_per_file=50)
+    for fa, fb in zip(a.files, b.files, strict=True):
+        assert fa.name == fb.name and fa.read_bytes() == fb.read_bytes()
+    assert (tmp_path / "a" / "sessions-0000.jsonl").read_bytes() != (
+        tmp_path / "c" / "sessions-0000.jsonl"
+    ).read_bytes()
+    x, y = simulate_sessions(3000, seed=11), simulate_sessions(3000, seed=11)
+    assert np.array_equal(x.label, y.label) and np.array_equal(x.user_messages, y.user_messages)
+    assert not np.array_equal(x.label, simulate_sessions(3000, seed=12).label)
+
+
+def test_event_shape(corpus):
+    _, _, sessions, _, _ = corpus
+    for rec in sessions.values():
+        h = rec["history"]
+        assert [e["id"] for e in h] == list(range(len(h)))
+        stamps = [e["timestamp"] for e in h]
+        assert all(ISO.match(t) for t in stamps)
+        assert stamps == sorted(stamps) and len(set(stamps)) == len(stamps)
+        assert [e["extras"]["agent_state"] for e in h[:2]] == ["loading", "init"]
+        by_id = {e["id"]: e for e in h}
+        for e in h:
+            if "observation" in e and e["observation"] in ("run", "edit", "read"):
+                action = by_id[e["cause"]]
+                assert action["action"] == e["observation"] and e["cause"] == e["id"] - 1
+            if e.get("observation") == "run":
+                code = e["extras"]["metadata"]["exit_code"]
+                assert e["success"] == (code == 0) and e["extras"]["command"] == by_id[e["cause"]]["args"]["command"]
+                assert e["message"] == f"Command `{e['extras']['command']}` executed with exit code {code}."
+            if e.get("action") == "run":
+                assert e["message"] == "Running command: " + e["args"]["command"]
+                assert set(e["llm_metrics"]["accumulated_token_usage"]) == {"prompt_tokens", "completion_tokens"}
+            if e.get("action") == "message":
+                assert e["args"]["wait_for_response"] == (e["source"] == "agent")
+                assert e["args"]["content"] == e["message"]
+
+
+def _counts(history: list[dict]) -> dict[str, int]:
+    """The table's counts, re-derived from the events the way a reader of OpenHands V0 would."""
+    c: dict[str, int] = defaultdict(int)
+    by_id = {e["id"]: e for e in history}
+    for e in history:
+        if e.get("action") == "message" and e["source"] == "user":
+            c["user_messages"] += 1
+        elif e.get("action") == "run":
+            cmd = e["args"]["command"]
+            for op in GIT_OPS:
+                c[f"git_{op}"] += f"git {op}" in cmd
+            c["test_runs"] += bool(TEST_CMD.search(cmd))
+        elif e.get("action") == "edit":
+            c["file_edits"] += 1
+        elif e.get("observation") == "run" and e["extras"]["metadata"]["exit_code"] != 0:
+            c["failed_commands"] += 1
+            c["test_failures"] += bool(TEST_CMD.search(by_id[e["cause"]]["args"]["command"]))
+        elif e.get("observation") == "agent_state_changed" and e["extras"]["agent_state"] in (
+            "awaiting_user_input",
+            "finished",
+        ):
+            c["n_segments"] += 1
+    c["finished"] = int(history[-1]["extras"]["agent_state"] == "finished" and history[-2]["action"] == "finish")
+    return c
+
+
+def test_rendered_counts_match_table(corpus):
+    _, _, sessions, _, table = corpus
+    keys = ["user_messages", "n_segments", "test_runs", "test_failures", "failed_commands", "file_edits"]
+    keys += [f"git_{op}" for op in GIT_OPS]
+    for i, sid in enumerate(table.session_id):
+        rec = sessions[sid]
+        assert rec["user_id"] == table.user_id[i]
+        got = _counts(rec["history"])
+        want = {k: int(getattr(table, k)[i]) for k in keys}
+        assert {k: got[k] for k in keys} == want, sid
+        assert got["finished"] == int(table.finished[i])
+    # the table is the CSV sidecar too
+    with open(corpus[0] / "_sessions_truth.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["session_id"] for r in rows] == table.session_id.tolist()
+    assert [int(r["git_push"]) for r in rows] == table.git_push.tolist()
+    assert np.allclose([float(r["label"]) for r in rows], table.label)
+    assert sum(table.git_push) > 0 and sum(table.test_failures) > 0 and sum(table.git_rebase) > 0
+
+
+def test_ratings_point_at_segment_ends_and_average_to_label(corpus):
+    _, _, sessions, ratings, table = corpus
+    assert [r["id"] for r in ratings] == [f"r{k:06d}" for k in range(1, len(ratings) + 1)]
+    per_session: dict[str, list[int]] = defaultdict(list)
+    for r in ratings:
+        h = sessions[r["conversation_id"]]["history"]
+        e = h[r["event_id"]]
+        assert e["source"] == "agent" and e["action"] in ("message", "finish")
+        # between a user message and the next closing state: the next event closes the segment, and the
+        # last state before it, looking back, is a "running" opened after a user message
+        assert h[e["id"] + 1]["extras"]["agent_state"] in ("awaiting_user_input", "finished")
+        back = [x for x in h[: e["id"]] if x.get("observation") == "agent_state_changed" or x.get("action")]
+        last_state = next(x for x in reversed(back) if x.get("observation") == "agent_state_changed")
+        assert last_state["extras"]["agent_state"] == "running"
+        assert h[last_state["id"] - 1]["source"] == "user"
+        assert isinstance(r["rating"], int) and 1 <= r["rating"] <= 5
+        assert r["reason"] is None or (r["rating"] <= 3 and r["reason"] in FEEDBACK_REASONS)
+        assert ISO.match(r["created_at"]) and r["created_at"] > e["timestamp"]
+        per_session[r["conversation_id"]].append(r["rating"])
+    rated = set(table.session_id[table.rated].tolist())
+    assert set(per_session) == rated
+    for i in np.flatnonzero(table.rated):
+        stars = per_session[table.session_id[i]]
+        assert len(stars) == table.n_rated_segments[i]
+        assert sum(stars) / len(stars) == table.label[i]
+
+
+def test_assignments_csv(corpus):
+    out, _, _, _, table = corpus
+    with open(out / "assignments.csv", newline="") as fh:
+        rows = list(csv.reader(fh))
+    assert rows[0] == ["session_id", "experiment", "variant", "user_id"]
+    body = rows[1:]
+    assert len(body) == N_CORPUS and len({r[0] for r in body}) == N_CORPUS
+    assert body == [list(t) for t in zip(table.session_id, table.experiment, table.variant, table.user_id, strict=True)]
+    for _, experiment, variant, _ in body:
+        assert variant in EXPERIMENTS[experiment]
+
+
+def test_truth_sidecar(corpus):
+    out, _, _, _, table = corpus
+    doc = orjson.loads((out / "_truth.json").read_bytes())
+    assert doc["seed"] == 5 and doc["scenario"] == "self_selected" and doc["n_sessions"] == N_CORPUS
+    assert doc["rated_fraction"] == pytest.approx(table.rated.mean())
+    rated = table.user_messages[table.rated]
+    assert doc["rank_biserial_user_messages"] == pytest.approx(
+        brute_rank_biserial(rated, table.user_messages[~table.rated])
+    )
+    for name, arms in EXPERIMENTS.items():
+        e = doc["experiments"][name]
+        assert e["arms"] == list(arms) and e["control"] == arms[0] == CONTROLS[name]
+        means = true_arm_means(None, name)
+        for arm in arms:
+            assert e["true_arm_means"][arm]["stars"] == pytest.approx(means[arm])
+            assert e["true_arm_means"][arm]["normalized"] == pytest.approx((means[arm] - 1) / 4)
+            mask = table.variant == arm
+            assert e["sample_arm_means"][arm]["n"] == mask.sum()
+            assert e["sample_arm_means"][arm]["stars"] == pytest.approx(table.label[mask].mean())
+        for arm in arms[1:]:
+            assert e["true_effects"][arm]["stars"] == pytest.approx(means[arm] - means[arms[0]])
+            assert e["true_effects"][arm]["normalized"] == pytest.approx((means[arm] - means[arms[0]]) / 4)
+
+
+# --------------------------------------------------------------------------------------------------------
+# the model
+
+
+def test_table_invariants(big):
+    s = big
+    assert s.session_id[0] == "s000001" and len(s) == 200_000
+    assert np.all(s.n_segments >= 1) and np.all(s.n_segments <= s.user_messages)
+    assert np.all(s.test_failures <= s.test_runs) and np.all(s.failed_commands >= s.test_failures)
+    assert np.all(np.abs(s.sentiment_score) <= 1)
+    assert np.all((s.true_mean_rating >= 1) & (s.true_mean_rating <= 5))
+    assert set(np.unique(s.task_type)) == set(TASK_TYPES)
+    k = s.n_label_segments
+    assert np.all(k >= 1) and np.all(k <= s.n_segments)
+    first_k = np.arange(s.segment_ratings.shape[1])[None, :] < k[:, None]
+    assert np.all((s.segment_ratings >= 1) == first_k) and np.all(s.segment_ratings <= 5)
+    assert np.allclose(s.label, s.segment_ratings.sum(axis=1) / k)
+    assert np.array_equal(s.n_rated_segments, np.where(s.rated, k, 0))
+    assert np.mean(k[s.rated] <= 2) > 0.85  # rated sessions rate mostly 1-2 segments
+    # E[label | session] is true_mean_rating: their means agree within a few standard errors
+    assert abs(s.label.mean() - s.true_mean_rating.mean()) < 4 * (s.label - s.true_mean_rating).std() / 447
+
+
+def test_marginals_match_the_paper(big):
+    s = big
+    assert 8 <= np.median(s.user_messages) <= 12
+    assert 3.8 <= s.label.mean() <= 4.3
+    assert 3.8 <= s.label[s.rated].mean() <= 4.3
+    # chattier users are a bit less satisfied
+    assert np.corrcoef(np.log(s.user_messages), s.label)[0, 1] < -0.05
+    # the label goes with pushes and tone, against failures
+    assert s.label[s.git_push > 0].mean() > s.label[s.git_push == 0].mean() + 0.1
+    assert s.label[s.sentiment_score > 0.3].mean() > s.label[s.sentiment_score < -0.3].mean() + 0.5
+    assert s.label[s.failed_commands == 0].mean() > s.label[s.failed_commands >= 5].mean() + 0.3
+
+
+def test_n_users(big):
+    s = simulate_sessions(3600, seed=1)
+    assert np.unique(s.user_id).size == 1500  # round(3600 * 15000 / 36000), everyone opens a session
+    assert np.unique(big.user_id).size == round(200_000 * 15000 / 36000)
+    assert np.unique(simulate_sessions(500, seed=1, n_users=40).user_id).size == 40
+
+
+def test_self_selection():
+    s = simulate_sessions(20_000, seed=2)
+    assert abs(s.rated.mean() - 0.05) < 0.01
+    r = brute_rank_biserial(s.user_messages[s.rated], s.user_messages[~s.rated])
+    assert 0.15 < r < 0.5
+    # P(rated) rises with user messages and is a fixed function of them
+    order = np.argsort(s.user_messages)
+    assert np.all(np.diff(s.p_rated[order]) >= -1e-15)
+    assert abs(s.p_rated.mean() - 0.05) < 0.01
+    other = simulate_sessions(2000, seed=9)  # same function of M in another sample
+    lookup = dict(zip(s.user_messages.tolist(), s.p_rated.tolist(), strict=True))
+    assert all(lookup.get(m, p) == p for m, p in zip(other.user_messages.tolist(), other.p_rated.tolist(), strict=True))
+
+
+def test_random_rating():
+    s = simulate_sessions(20_000, seed=2, scenario="random")
+    assert abs(s.rated.mean() - 0.05) < 0.01
+    assert np.all(s.p_rated == 0.05)
+    assert abs(brute_rank_biserial(s.user_messages[s.rated], s.user_messages[~s.rated])) < 0.08
+    for variant in ("gpt-5", "show-plan", "max-step-60"):
+        assert abs(s.rated[s.variant == variant].mean() - 0.05) < 0.02
+    with pytest.raises(ValueError):
+        simulate_sessions(10, scenario="volunteers")
+
+
+def test_true_effects_match_large_sample(big):
+    s = big
+    for name, arms in EXPERIMENTS.items():
+        truth = true_effects(None, name, normalized=False)
+        control = s.label[s.variant == arms[0]]
+        for arm in arms[1:]:
+            treated = s.label[s.variant == arm]
+            diff = treated.mean() - control.mean()
+            se = np.sqrt(treated.var() / treated.size + control.var() / control.size)
+            assert abs(diff - truth[arm]) < 4 * se, (arm, diff, truth[arm], se)
+    # the documented default sizes, normalized
+    assert -0.085 < true_effects(None, "llm-backbone")["gpt-5"] < -0.055
+    assert 0.02 < true_effects(None, "planning")["show-plan"] < 0.04
+    condenser = true_effects(None, "condenser")
+    assert abs(condenser["max-step-80"]) < 0.005 and -0.03 < condenser["max-step-60"] < -0.01
+    means = true_arm_means(None, "llm-backbone", normalized=True)
+    assert means["gpt-5"] - means["claude-4-sonnet"] == pytest.approx(true_effects(None, "llm-backbone")["gpt-5"])
+
+
+def test_effect_acts_through_features_and_directly(big):
+    s = big
+    m = s.experiment == "llm-backbone"
+    gpt5 = s.variant[m] == "gpt-5"
+    push, fails, fin = (s.git_push[m] > 0), s.test_failures[m], s.finished[m]
+    assert push[gpt5].mean() < push[~gpt5].mean() - 0.05
+    assert fails[gpt5].mean() > fails[~gpt5].mean() + 0.2
+    assert fin[gpt5].mean() < fin[~gpt5].mean() - 0.04
+    # label on the recorded features plus the arm: a clearly negative arm coefficient remains (direct part),
+    # smaller in size than the raw difference (the rest is explained by the features)
+    y = s.label[m]
+    features = [
+        np.log1p(getattr(s, f)[m])
+        for f in (
+            "git_commit",
+            "git_push",
+            "git_pull",
+            "git_reset",
+            "git_rebase",
+            "test_runs",
+            "test_failures",
+            "failed_commands",
+            "file_edits",
+        )
+    ]
+    features += [s.finished[m].astype(float), s.sentiment_score[m], np.log(s.user_messages[m]), np.log(s.n_segments[m])]
+    x = np.column_stack([np.ones(y.size), gpt5.astype(float), *features])
+    beta, *_ = np.linalg.lstsq(x, y, rcond=None)
+    resid = y - x @ beta
+    se = np.sqrt(resid @ resid / (y.size - x.shape[1]) * np.linalg.inv(x.T @ x)[1, 1])
+    raw = y[gpt5].mean() - y[~gpt5].mean()
+    assert beta[1] < -5 * se
+    assert raw < beta[1] < 0 and abs(beta[1]) < 0.8 * abs(raw)
+
+
+def test_write_corpus_accepts_a_path_string_and_cleans_stale_files(tmp_path):
+    write_corpus(tmp_path, 60, seed=1, sessions_per_file=20)
+    assert len(list(tmp_path.glob("sessions-*.jsonl"))) == 3
+    write_corpus(Path(str(tmp_path)), 30, seed=1, sessions_per_file=20)
+    assert sorted(p.name for p in tmp_path.glob("sessions-*.jsonl")) == ["sessions-0000.jsonl", "sessions-0001.jsonl"]
+
+
+def test_user_tone_follows_sentiment(corpus):
+    _, _, sessions, _, table = corpus
+    markers = ("wrong", "still", "not what", "no,", "no no", "forgot", "delete", "stop,", "no wait", "doesn't work")
+
+    def negative_share(mask: np.ndarray) -> float:
+        texts = [
+            e["message"].lower()
+            for sid in table.session_id[mask & (table.language == "en")]
+            for e in sessions[sid]["history"][3:]  # after the opening request
+            if e.get("action") == "message" and e["source"] == "user"
+        ]
+        return sum(any(m in t for m in markers) for t in texts) / len(texts)
+
+    assert negative_share(table.sentiment_score < -0.3) > 2 * negative_share(table.sentiment_score > 0.3)
+    assert set(table.language) > {"en"}
