@@ -11,7 +11,8 @@ Which kind of record an object is, is read from its keys, never from its file's 
 ========================  ==========================================================
 
 Session ids come from ``session_id``, ``conversation_id``, ``instance_id`` or ``id``; a record with none gets
-``h-`` + the first 16 hex digits of the SHA-1 of its bytes, stable across re-deliveries.
+``h-`` + the first 16 hex digits of the SHA-1 of the record's JSON (keys sorted), stable across re-deliveries:
+the same record on its own line, in an array, pretty-printed or with CRLF line ends keeps its id.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import hashlib
 import math
 from collections.abc import Callable, Iterable
 from typing import Any
+
+import orjson
 
 from .. import tables
 from .batch import Batch
@@ -59,12 +62,12 @@ def content_id(raw: bytes) -> str:
     return "h-" + hashlib.sha1(raw).hexdigest()[:16]
 
 
-def record_session_id(obj: dict[str, Any], raw: bytes) -> str:
+def record_session_id(obj: dict[str, Any]) -> str:
     for key in _ID_KEYS:
         value = as_id(obj.get(key))
         if value is not None:
             return value
-    return content_id(raw)
+    return content_id(orjson.dumps(obj, option=orjson.OPT_SORT_KEYS))
 
 
 def _meta(obj: dict[str, Any], key: str) -> str | None:
@@ -141,7 +144,7 @@ def add_record(batch: Batch, source_file: str, record_index: int, obj: Any, raw:
         ):
             normalize, fmt = normalize_v1, fmt.replace("v0", "v1")
         events, bad = normalize(raw_events)
-        session_id = record_session_id(obj, raw)
+        session_id = record_session_id(obj)
         add_session(batch, source_file, record_index, session_id, fmt, events, bad, obj)
         if kind == "canonical" and events:
             for j, rating in enumerate(obj.get("ratings") or []):
