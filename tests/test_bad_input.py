@@ -366,10 +366,10 @@ def test_rating_that_is_not_a_number(wh, tmp_path):
     ratings = write(tmp_path, "r.jsonl", "\n".join(lines) + "\n")
     ingest_reconciled(wh, sessions, ratings)
     assert [(q["record_index"], q["reason"], q["raw_text"]) for q in quarantine(wh)] == [
-        (0, "rating 'five' is not a number from 1 to 5", lines[0]),
-        (1, "rating True is not a number from 1 to 5", lines[1]),
-        (2, "rating None is not a number from 1 to 5", lines[2]),
-        (3, "rating 'NaN' is not a number from 1 to 5", lines[3]),
+        (0, 'rating "five" is not a number from 1 to 5', lines[0]),
+        (1, "rating true is not a number from 1 to 5", lines[1]),
+        (2, "rating null is not a number from 1 to 5", lines[2]),
+        (3, 'rating "NaN" is not a number from 1 to 5', lines[3]),
         (4, "rating [4] is not a number from 1 to 5", lines[4]),
     ]
     assert wh.con.execute("SELECT record_index, rating FROM raw.ratings").fetchall() == [(5, 4.0)]
@@ -527,3 +527,21 @@ def test_cli_ingest_of_a_mixed_drop_twice(pulse_home, capsys):
             con.close()
     assert summaries[0] == summaries[1]
     assert snapshots[0] == snapshots[1]
+
+
+def test_empty_json_array_is_quarantined_not_lost(wh, tmp_path):
+    # by hand: "[]" holds nothing to accept, so it is one quarantined record with the reason
+    f = tmp_path / "nothing.json"
+    f.write_text("[]")
+    ingest_paths(wh, f)
+    rows = wh.con.execute("SELECT record_type, reason, raw_text FROM raw.quarantine").fetchall()
+    assert rows == [("unknown", "file is an empty JSON array: no session, rating or event", "[]")]
+    assert reconcile_drop(wh, "nothing.json")[0]
+
+
+def test_a_file_holding_a_single_event_is_a_one_event_session(wh, tmp_path):
+    f = tmp_path / "one.json"
+    f.write_text('{"id": 7, "source": "user", "action": "message", "args": {"content": "hello"}}')
+    ingest_paths(wh, f)
+    assert wh.con.execute("SELECT n_events, n_user_messages FROM raw.sessions").fetchall() == [(1, 1)]
+    assert wh.count(tables.QUARANTINE) == 0

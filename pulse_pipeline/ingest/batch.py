@@ -36,16 +36,16 @@ class Batch:
             (self.drop_id, "ingest", source_file, record_index, event_index, record_type, reason, raw_text),
         )
 
-    def extend(self, other: Batch) -> None:
-        for name, rows in other.rows.items():
-            self.rows[name].extend(rows)
-        self.read.update(other.read)
-
     def count(self, table: Table) -> int:
         return len(self.rows[table.qualified])
 
-    def quarantined(self, record_type: str) -> int:
-        return sum(1 for r in self.rows[tables.QUARANTINE.qualified] if r[5] == record_type)
+    def freeze(self) -> ArrowBatch:
+        """The batch as Arrow tables with its counts: compact, and cheap to send between processes."""
+        return ArrowBatch(
+            tables={t.qualified: self.arrow(t) for t in tables.RAW_TABLES if self.count(t)},
+            read=Counter(self.read),
+            quarantined=Counter(r[5] for r in self.rows[tables.QUARANTINE.qualified]),
+        )
 
     def arrow(self, table: Table) -> pa.Table:
         """Columns as VARCHAR/INTEGER/... arrow arrays; timestamps stay ISO text and are cast by DuckDB."""
@@ -63,3 +63,14 @@ _ARROW = {
     "TIMESTAMP": pa.string(),
     "BOOLEAN": pa.bool_(),
 }
+
+
+@dataclass(frozen=True)
+class ArrowBatch:
+    tables: dict[str, pa.Table]
+    read: Counter
+    quarantined: Counter  # quarantine rows by record type
+
+    def count(self, table: Table) -> int:
+        data = self.tables.get(table.qualified)
+        return 0 if data is None else data.num_rows

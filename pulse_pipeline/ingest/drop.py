@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from .. import tables
-from .batch import RECORD_TYPES, Batch
-from .files import read_file, read_session_dir
+from .batch import RECORD_TYPES, ArrowBatch, Batch
+from .files import jsonl_mode, read_file, read_record_lines, read_session_dir
 
 _KEY_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -66,19 +66,54 @@ def fingerprint(path: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def read_unit(drop_id: str, unit: DropUnit) -> Batch:
-    batch = Batch(drop_id)
+SPLIT_BYTES = 8 << 20  # JSON-lines files larger than this are read in pieces of about this size
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Work for one reader: a whole unit, or a byte range of a JSON-lines file (``first_line`` numbers its lines)."""
+
+    unit: DropUnit
+    start: int = 0
+    end: int | None = None
+    first_line: int = 0
+
+
+def plan(unit: DropUnit, split_bytes: int | None = None) -> list[Piece]:
+    """Split a large file of JSON-lines records at line ends, so pieces can be read in parallel."""
+    split_bytes = split_bytes or SPLIT_BYTES
+    if unit.is_session_dir or unit.path.stat().st_size <= split_bytes:
+        return [Piece(unit)]
+    data = unit.path.read_bytes()
+    if jsonl_mode(data[: 1 << 20].split(b"\n")[:-1]) != "records":
+        return [Piece(unit)]
+    pieces: list[Piece] = []
+    start, line = 0, 0
+    while start < len(data):
+        cut = data.find(b"\n", start + split_bytes)
+        end = len(data) if cut < 0 else cut + 1
+        pieces.append(Piece(unit, start, end, line))
+        line += data.count(b"\n", start, end)
+        start = end
+    return pieces
+
+
+def read_piece(drop_id: str, piece: Piece) -> Iterator[Batch]:
+    unit = piece.unit
     if unit.is_session_dir:
-        read_session_dir(batch, unit.path, unit.source_file)
+        yield from read_session_dir(drop_id, unit.path, unit.source_file)
+    elif piece.end is None:
+        yield from read_file(drop_id, unit.path, unit.source_file)
     else:
-        read_file(batch, unit.path, unit.source_file)
-    return batch
+        with unit.path.open("rb") as f:
+            f.seek(piece.start)
+            lines = f.read(piece.end - piece.start).split(b"\n")
+        yield from read_record_lines(drop_id, enumerate(lines, start=piece.first_line), unit.source_file)
 
 
-def read_drop(drop_id: str, path: Path) -> Iterator[Batch]:
-    """One batch per unit, so memory is bounded by the largest file, not the drop."""
-    for unit in drop_units(path):
-        yield read_unit(drop_id, unit)
+def read_piece_frozen(drop_id: str, piece: Piece) -> list[ArrowBatch]:
+    """``read_piece`` as Arrow batches: what a worker process sends back."""
+    return [batch.freeze() for batch in read_piece(drop_id, piece)]
 
 
 @dataclass
@@ -92,13 +127,13 @@ class DropTally:
     events_accepted: int = 0
     events_quarantined: int = 0
 
-    def add(self, batch: Batch) -> None:
+    def add(self, batch: ArrowBatch) -> None:
         self.records_read += sum(batch.read[t] for t in RECORD_TYPES)
         self.records_accepted += sum(batch.count(t) for t in (tables.SESSIONS, tables.RATINGS, tables.ASSIGNMENTS))
-        self.records_quarantined += sum(batch.quarantined(t) for t in RECORD_TYPES)
+        self.records_quarantined += sum(batch.quarantined[t] for t in RECORD_TYPES)
         self.events_read += batch.read["event"]
         self.events_accepted += batch.count(tables.EVENTS)
-        self.events_quarantined += batch.quarantined("event")
+        self.events_quarantined += batch.quarantined["event"]
 
 
 def drop_row(drop_id: str, path: Path, tally: DropTally) -> tuple:

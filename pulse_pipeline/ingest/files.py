@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from .. import tables
 from .batch import Batch
 from .events import dump
 from .openhands_v0 import normalize_v0
@@ -26,6 +28,7 @@ from .openhands_v1 import looks_like_v1, normalize_v1
 from .records import add_assignment, add_rating, add_record, add_session, classify, content_id
 
 _EVENT_KINDS = ("v0_event", "v1_event")
+CHUNK_EVENTS = 50_000  # a batch is handed to the warehouse once it holds this many events
 
 
 def _why_unparseable(raw: bytes, error: Exception) -> str:
@@ -41,8 +44,8 @@ def _is_event_list(value: Any) -> bool:
     return first is not None and classify(first) in _EVENT_KINDS
 
 
-def _add_event_stream(batch: Batch, source_file: str, raw_events: list[Any], raw: bytes) -> None:
-    """A file that is one session's events: the session id is derived from the file's content."""
+def _add_event_stream(batch: Batch, source_file: str, raw_events: list[Any]) -> None:
+    """A file that is one session's events: the session id is derived from the events (``content_id``)."""
     first = next((e for e in raw_events if isinstance(e, dict)), None)
     if looks_like_v1(first):
         events, bad = normalize_v1(raw_events)
@@ -50,79 +53,108 @@ def _add_event_stream(batch: Batch, source_file: str, raw_events: list[Any], raw
     else:
         events, bad = normalize_v0(raw_events)
         fmt = "openhands_v0_events"
-    add_session(batch, source_file, 0, content_id(raw), fmt, events, bad, {})
+    add_session(batch, source_file, 0, content_id(raw_events), fmt, events, bad, {})
 
 
-def read_file(batch: Batch, path: Path, source_file: str) -> None:
+def read_file(drop_id: str, path: Path, source_file: str) -> Iterator[Batch]:
+    """Every record of one file, in batches of about ``CHUNK_EVENTS`` events (memory stays bounded)."""
     raw = path.read_bytes()
+    batch = Batch(drop_id)
     if not raw.strip():
         batch.read["unknown"] += 1
         batch.quarantine(source_file, None, "unknown", "file is empty", "")
+        yield batch
         return
     try:
         whole = orjson.loads(raw)
     except orjson.JSONDecodeError as error:
-        whole_error: Exception | None = error
-    else:
-        whole_error = None
-    if whole_error is None:
-        if isinstance(whole, list) and _is_event_list(whole):
-            _add_event_stream(batch, source_file, whole, raw)
-        elif isinstance(whole, list):
-            for i, obj in enumerate(whole):
-                add_record(batch, source_file, i, obj, orjson.dumps(obj))
+        if raw.lstrip()[:1] not in (b"{", b"["):
+            _read_csv(batch, raw, source_file)
         else:
-            add_record(batch, source_file, 0, whole, raw)
+            lines = raw.split(b"\n")
+            mode = jsonl_mode(lines)
+            if mode == "records":
+                yield from read_record_lines(drop_id, enumerate(lines), source_file)
+                return
+            if mode == "events":
+                _read_event_lines(batch, lines, source_file)
+            else:
+                # not JSON lines either: one document that does not parse (truncated or malformed), kept whole
+                batch.read["unknown"] += 1
+                batch.quarantine(
+                    source_file, None, "unknown", _why_unparseable(raw, error), raw.decode("utf-8", "replace")
+                )
+        yield batch
         return
-    first = raw.lstrip()[:1]
-    if first not in (b"{", b"["):
-        _read_csv(batch, raw, source_file)
+    if isinstance(whole, list) and not whole:
+        batch.read["unknown"] += 1
+        batch.quarantine(source_file, None, "unknown", "file is an empty JSON array: no session, rating or event", "[]")
+    elif isinstance(whole, list) and _is_event_list(whole):
+        _add_event_stream(batch, source_file, whole)
+    elif isinstance(whole, list):
+        for i, obj in enumerate(whole):
+            add_record(batch, source_file, i, obj, orjson.dumps(obj))
+    elif classify(whole) in _EVENT_KINDS:
+        _add_event_stream(batch, source_file, [whole])  # a conversation of a single event
     else:
-        _read_json_lines(batch, raw, source_file, whole_error)
+        add_record(batch, source_file, 0, whole, raw)
+    yield batch
 
 
-def _read_json_lines(batch: Batch, raw: bytes, source_file: str, whole_error: Exception) -> None:
-    lines = raw.split(b"\n")
-    parsed: list[tuple[int, bytes, Any, Exception | None]] = []
+def jsonl_mode(lines: list[bytes], sample: int = 20) -> str | None:
+    """``records`` or ``events`` when most of the first non-empty lines are JSON objects, else None."""
+    objects: list[Any] = []
+    seen = 0
+    for line in lines:
+        if not line.strip():
+            continue
+        seen += 1
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            obj = None
+        if isinstance(obj, dict):
+            objects.append(obj)
+        if seen >= sample:
+            break
+    if not objects or len(objects) * 2 < seen:
+        return None
+    return "events" if classify(objects[0]) in _EVENT_KINDS else "records"
+
+
+def read_record_lines(drop_id: str, numbered_lines: Iterable[tuple[int, bytes]], source_file: str) -> Iterator[Batch]:
+    """JSON lines, one record each; a record's index is its line number."""
+    batch = Batch(drop_id)
+    for i, line in numbered_lines:
+        if not line.strip():
+            continue
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError as error:
+            batch.read["unknown"] += 1
+            batch.quarantine(source_file, i, "unknown", _why_unparseable(line, error), line.decode("utf-8", "replace"))
+            continue
+        add_record(batch, source_file, i, obj, line)
+        if batch.count(tables.EVENTS) >= CHUNK_EVENTS:
+            yield batch
+            batch = Batch(drop_id)
+    yield batch
+
+
+def _read_event_lines(batch: Batch, lines: list[bytes], source_file: str) -> None:
+    """One conversation, one event per line (V1 JSONL); unreadable lines are quarantined as events."""
+    events: list[Any] = []
     for i, line in enumerate(lines):
         if not line.strip():
             continue
         try:
-            parsed.append((i, line, orjson.loads(line), None))
+            events.append(orjson.loads(line))
         except orjson.JSONDecodeError as error:
-            parsed.append((i, line, None, error))
-    good = [p for p in parsed if p[3] is None]
-    if sum(isinstance(p[2], dict) for p in good) * 2 < len(parsed):
-        # not JSON lines (most lines are not objects): one document that does not parse, e.g. a truncated
-        # or malformed JSON file; kept whole
-        batch.read["unknown"] += 1
-        batch.quarantine(
-            source_file, None, "unknown", _why_unparseable(raw, whole_error), raw.decode("utf-8", "replace")
-        )
-        return
-    first_kind = classify(good[0][2]) if good else None
-    if first_kind in _EVENT_KINDS:
-        # one conversation, one event per line; unreadable lines are quarantined as events
-        events = [obj for _, _, obj, err in parsed if err is None]
-        _add_event_stream(batch, source_file, events, raw)
-        for i, line, _, error in parsed:
-            if error is not None:
-                batch.read["event"] += 1
-                batch.quarantine(
-                    source_file,
-                    0,
-                    "event",
-                    _why_unparseable(line, error),
-                    line.decode("utf-8", "replace"),
-                    event_index=i,
-                )
-        return
-    for i, line, obj, error in parsed:
-        if error is not None:
-            batch.read["unknown"] += 1
-            batch.quarantine(source_file, i, "unknown", _why_unparseable(line, error), line.decode("utf-8", "replace"))
-        else:
-            add_record(batch, source_file, i, obj, line)
+            batch.read["event"] += 1
+            batch.quarantine(
+                source_file, 0, "event", _why_unparseable(line, error), line.decode("utf-8", "replace"), event_index=i
+            )
+    _add_event_stream(batch, source_file, events)
 
 
 def _read_csv(batch: Batch, raw: bytes, source_file: str) -> None:
@@ -151,7 +183,7 @@ def _read_csv(batch: Batch, raw: bytes, source_file: str) -> None:
         batch.read["unknown"] += 1
         batch.quarantine(
             source_file,
-            0,
+            None,
             "unknown",
             "not JSON, and not a CSV with a 'rating' or 'experiment'/'variant' column",
             raw.decode("utf-8", "replace")[:100_000],
@@ -174,7 +206,7 @@ def _read_csv(batch: Batch, raw: bytes, source_file: str) -> None:
             add_assignment(batch, source_file, line_no, obj, dump(obj))
 
 
-def read_session_dir(batch: Batch, events_dir: Path, source_file: str) -> None:
+def read_session_dir(drop_id: str, events_dir: Path, source_file: str) -> Iterator[Batch]:
     """``sessions/<sid>/events/<n>.json``: one event per file, ordered by number; the folder names the session."""
     files = sorted(
         events_dir.glob("*.json"), key=lambda p: (not p.stem.isdigit(), int(p.stem) if p.stem.isdigit() else 0, p.name)
@@ -193,6 +225,7 @@ def read_session_dir(batch: Batch, events_dir: Path, source_file: str) -> None:
     else:
         events, bad = normalize_v0(raw_events)
         fmt = "openhands_v0_session_dir"
+    batch = Batch(drop_id)
     add_session(batch, source_file, 0, events_dir.parent.name, fmt, events, bad, {})
     for i, f, error in unreadable:
         batch.read["event"] += 1
@@ -204,3 +237,4 @@ def read_session_dir(batch: Batch, events_dir: Path, source_file: str) -> None:
             f.read_bytes().decode("utf-8", "replace"),
             event_index=i,
         )
+    yield batch

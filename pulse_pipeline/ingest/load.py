@@ -1,51 +1,84 @@
-"""Loading one drop into the raw tables: delete what the drop wrote before, insert what it holds now."""
+"""Loading one drop into the raw tables: delete what the drop wrote before, insert what it holds now.
+
+Reading (parsing and normalizing JSON) is most of the work and is pure Python, so a large drop is read by worker
+processes, one piece of a file at a time, while this process inserts what they send back. At most two pieces
+per worker are in flight, so memory is bounded by a few pieces, not by the drop.
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import multiprocessing
+import os
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
-
-import pyarrow as pa
 
 from .. import tables
 from ..warehouse import Warehouse
-from .batch import Batch
-from .drop import DropTally, drop_row, read_drop
+from .batch import ArrowBatch, Batch
+from .drop import DropTally, Piece, drop_row, drop_units, plan, read_piece, read_piece_frozen
 
 log = logging.getLogger(__name__)
 
 Progress = Callable[[str], None]
 
+PARALLEL_BYTES = 32 << 20  # drops smaller than this are read in this process (starting workers costs ~1 s)
+
+
+def reader_processes(total_bytes: int) -> int:
+    """Worker processes for a drop of this size: ``PULSE_INGEST_WORKERS``, else one per core for large drops."""
+    configured = os.environ.get("PULSE_INGEST_WORKERS")
+    if configured:
+        return max(1, int(configured))
+    return 1 if total_bytes < PARALLEL_BYTES else max(1, min(os.cpu_count() or 1, 4))
+
+
+def _read_serial(drop_id: str, pieces: list[Piece]) -> Iterator[ArrowBatch]:
+    for piece in pieces:
+        for batch in read_piece(drop_id, piece):
+            yield batch.freeze()
+
+
+def _read_parallel(drop_id: str, pieces: list[Piece], workers: int) -> Iterator[ArrowBatch]:
+    spawn = multiprocessing.get_context("spawn")  # no fork: the parent holds threads and a DuckDB connection
+    with ProcessPoolExecutor(workers, mp_context=spawn) as pool:
+        in_flight: deque[Future[list[ArrowBatch]]] = deque()
+        queue = deque(pieces)
+        while queue or in_flight:
+            while queue and len(in_flight) < 2 * workers:
+                in_flight.append(pool.submit(read_piece_frozen, drop_id, queue.popleft()))
+            yield from in_flight.popleft().result()
+
 
 def load_drop(wh: Warehouse, drop_id: str, path: Path, progress: Progress | None = None) -> DropTally:
-    """Replace the drop's rows in one transaction; memory is bounded by one file of the drop."""
+    """Replace the drop's rows in one transaction; memory is bounded by a few pieces of the drop."""
     if not path.exists():
         raise FileNotFoundError(f"drop {drop_id!r}: {path} does not exist (was it moved out of the drop folder?)")
+    units = drop_units(path)
+    pieces = [piece for unit in units for piece in plan(unit)]
+    workers = reader_processes(sum(p.path.stat().st_size for p in units if not p.is_session_dir))
+    batches = _read_serial(drop_id, pieces) if workers == 1 else _read_parallel(drop_id, pieces, workers)
     tally = DropTally()
     wh.con.begin()
     try:
         wh.delete_drop(drop_id)
-        for n, batch in enumerate(read_drop(drop_id, path), start=1):
-            _insert(wh, batch)
+        for n, batch in enumerate(batches, start=1):
+            for t in tables.RAW_TABLES:
+                if batch.count(t):
+                    wh.insert(t, batch.tables[t.qualified])
             tally.add(batch)
-            if progress and n % 10 == 0:
-                progress(f"{drop_id}: {n} files, {tally.records_read} records, {tally.events_read} events read")
+            if progress and n % 20 == 0:
+                progress(f"{drop_id}: {tally.records_read} records, {tally.events_read} events read")
         drops = Batch(drop_id)
         drops.add(tables.DROPS, drop_row(drop_id, path, tally))
-        _insert(wh, drops)
+        wh.insert(tables.DROPS, drops.arrow(tables.DROPS))
         wh.con.commit()
     except BaseException:
         wh.con.rollback()
         raise
     return tally
-
-
-def _insert(wh: Warehouse, batch: Batch) -> None:
-    for t in tables.RAW_TABLES:
-        if batch.count(t):
-            data: pa.Table = batch.arrow(t)
-            wh.insert(t, data)
 
 
 def reconcile_drop(wh: Warehouse, drop_id: str) -> tuple[bool, dict[str, int]]:

@@ -58,8 +58,9 @@ def classify(obj: Any) -> str | None:
     return None
 
 
-def content_id(raw: bytes) -> str:
-    return "h-" + hashlib.sha1(raw).hexdigest()[:16]
+def content_id(value: Any) -> str:
+    """``h-`` + 16 hex digits of the SHA-1 of the parsed value with sorted keys (formatting does not matter)."""
+    return "h-" + hashlib.sha1(orjson.dumps(value, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 
 
 def record_session_id(obj: dict[str, Any]) -> str:
@@ -67,7 +68,7 @@ def record_session_id(obj: dict[str, Any]) -> str:
         value = as_id(obj.get(key))
         if value is not None:
             return value
-    return content_id(orjson.dumps(obj, option=orjson.OPT_SORT_KEYS))
+    return content_id(obj)
 
 
 def _meta(obj: dict[str, Any], key: str) -> str | None:
@@ -212,9 +213,9 @@ def add_rating(
     if session_id is None:
         reason = "rating names no session (conversation_id or session_id)"
     elif rating is None:
-        reason = f"rating {obj.get('rating')!r} is not a number from 1 to 5"
+        reason = f"rating {dump(obj.get('rating'))} is not a number from 1 to 5"
     elif segment not in (None, "") and (not str(segment).lstrip("-").isdigit() or int(segment) < 0):
-        reason = f"segment_index {segment!r} is not a non-negative whole number"
+        reason = f"segment_index {dump(segment)} is not a non-negative whole number"
     if reason:
         batch.quarantine(source_file, record_index, "rating", reason, raw_text, rating_index)
         return
