@@ -86,13 +86,18 @@ class Warehouse:
         return self.con.execute(sql, params or []).pl()
 
 
+def duckdb_config() -> dict[str, str]:
+    """DuckDB spills to disk beyond ``PULSE_DUCKDB_MEMORY`` (default 1GB), so a large drop fits in a small machine."""
+    return {"memory_limit": os.environ.get("PULSE_DUCKDB_MEMORY", "1GB"), "preserve_insertion_order": "false"}
+
+
 def connect(path: Path, read_only: bool = False, wait_seconds: float = 60.0) -> duckdb.DuckDBPyConnection:
     """Open a DuckDB file, waiting for another PULSE process that holds its lock, with a clear error if it stays."""
     path.parent.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + wait_seconds
     while True:
         try:
-            return duckdb.connect(str(path), read_only=read_only)
+            return duckdb.connect(str(path), read_only=read_only, config=duckdb_config())
         except duckdb.IOException as exc:
             if "lock" not in str(exc).lower() or time.monotonic() > deadline:
                 raise RuntimeError(

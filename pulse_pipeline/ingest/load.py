@@ -2,7 +2,8 @@
 
 Reading (parsing and normalizing JSON) is most of the work and is pure Python, so a large drop is read by worker
 processes, one piece of a file at a time, while this process inserts what they send back. At most two pieces
-per worker are in flight, so memory is bounded by a few pieces, not by the drop.
+per worker are in flight and rows are committed as they come, so memory is bounded by a few pieces, not by
+the drop.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ log = logging.getLogger(__name__)
 
 Progress = Callable[[str], None]
 
+COMMIT_ROWS = 500_000  # events per transaction while loading
 PARALLEL_BYTES = 32 << 20  # drops smaller than this are read in this process (starting workers costs ~1 s)
 
 
@@ -53,7 +55,12 @@ def _read_parallel(drop_id: str, pieces: list[Piece], workers: int) -> Iterator[
 
 
 def load_drop(wh: Warehouse, drop_id: str, path: Path, progress: Progress | None = None) -> DropTally:
-    """Replace the drop's rows in one transaction; memory is bounded by a few pieces of the drop."""
+    """Replace the drop's rows. Its ``raw.drops`` row is written last and marks the drop complete.
+
+    The rows are committed every ``COMMIT_ROWS`` events, because DuckDB holds a transaction's appends in memory.
+    Until the ``raw.drops`` row exists, staging ignores the drop (every staging query joins ``raw.drops``), and the
+    published copy is refreshed only after success; a failed load leaves rows that the next load deletes.
+    """
     if not path.exists():
         raise FileNotFoundError(f"drop {drop_id!r}: {path} does not exist (was it moved out of the drop folder?)")
     units = drop_units(path)
@@ -62,13 +69,21 @@ def load_drop(wh: Warehouse, drop_id: str, path: Path, progress: Progress | None
     batches = _read_serial(drop_id, pieces) if workers == 1 else _read_parallel(drop_id, pieces, workers)
     tally = DropTally()
     wh.con.begin()
+    wh.delete_drop(drop_id)
+    wh.con.commit()
+    wh.con.begin()
     try:
-        wh.delete_drop(drop_id)
+        uncommitted = 0
         for n, batch in enumerate(batches, start=1):
             for t in tables.RAW_TABLES:
                 if batch.count(t):
                     wh.insert(t, batch.tables[t.qualified])
             tally.add(batch)
+            uncommitted += batch.count(tables.EVENTS)
+            if uncommitted >= COMMIT_ROWS:
+                wh.con.commit()
+                wh.con.begin()
+                uncommitted = 0
             if progress and n % 20 == 0:
                 progress(f"{drop_id}: {tally.records_read} records, {tally.events_read} events read")
         drops = Batch(drop_id)

@@ -13,11 +13,8 @@ from pulse_pipeline.synth import write_corpus
 from pulse_pipeline.warehouse import Warehouse
 
 
-def _contents(wh: Warehouse) -> dict[str, list[tuple]]:
-    return {
-        t.qualified: sorted(wh.con.execute(f"SELECT * FROM {t.qualified}").fetchall(), key=repr)
-        for t in tables.RAW_TABLES
-    }
+def _contents(wh: Warehouse, which=tables.RAW_TABLES) -> dict[str, list[tuple]]:
+    return {t.qualified: sorted(wh.con.execute(f"SELECT * FROM {t.qualified}").fetchall(), key=repr) for t in which}
 
 
 def test_pieces_cover_every_line_once(tmp_path):
@@ -62,3 +59,37 @@ def test_parallel_pieces_give_the_same_tables_as_one_serial_read(tmp_path, monke
 
     assert tally.records_read == tally.records_accepted and tally.events_read == tally.events_accepted
     assert _contents(pieced) == _contents(serial)
+
+
+def test_a_load_that_fails_midway_leaves_no_partial_drop_in_staging(tmp_path, monkeypatch):
+    from pulse_pipeline.ingest import load as load_module
+
+    from .conftest import rebuild_staging
+
+    corpus = tmp_path / "corpus"
+    write_corpus(corpus, 40, seed=2, sessions_per_file=10)
+    wh = Warehouse(duckdb.connect())
+    load_drop(wh, "d", corpus)
+    rebuild_staging(wh)
+    before = _contents(wh, tables.ALL_TABLES)
+
+    real = load_module._read_serial
+
+    def failing(drop_id, pieces):
+        for n, batch in enumerate(real(drop_id, pieces)):
+            if n == 3:  # after assignments.csv, ratings.jsonl and the first sessions file
+                raise OSError("disk went away")
+            yield batch
+
+    monkeypatch.setattr(load_module, "COMMIT_ROWS", 1)  # commit after every batch, as a large drop would
+    monkeypatch.setattr(load_module, "_read_serial", failing)
+    with pytest.raises(OSError):
+        load_drop(wh, "d", corpus)
+    assert wh.count(tables.SESSIONS) > 0  # partial rows were committed ...
+    rebuild_staging(wh)
+    assert wh.count(tables.STAGING_SESSIONS) == 0  # ... but without its raw.drops row the drop is not in staging
+
+    monkeypatch.setattr(load_module, "_read_serial", real)
+    load_drop(wh, "d", corpus)
+    rebuild_staging(wh)
+    assert _contents(wh, tables.ALL_TABLES) == before
