@@ -56,7 +56,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .runs import ingest, materialize
+    from .runs import drop_summary, materialize, register_drop
     from .synth import write_corpus
 
     home = PulseHome.from_env().ensure()
@@ -64,8 +64,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if not (drop / "_truth.json").exists():
         _say(f"synthesizing {args.sessions} sessions into {drop}")
         write_corpus(drop, args.sessions, seed=args.seed)
-    summary = ingest(home, drop, say=_say)
+    key, _ = register_drop(home, drop)
     materialize(home, say=_say)
+    summary = drop_summary(home, key)
     print(
         f"\nPULSE demo: {summary.sessions} sessions, {summary.segments} work segments, {summary.ratings} ratings"
         f" ({summary.quarantined} quarantined) in drop {summary.drop}"

@@ -100,7 +100,6 @@ def ingest(home: PulseHome, path: Path, name: str | None = None, say: Say = prin
     from .definitions import DOWNSTREAM_JOB
     from .defs.ingest.partitions import drops_partitions
     from .defs.ingest.sensors import INGEST_JOB
-    from .ingest.load import reconcile_drop
 
     instance = instance_for(home)
     key, target = register_drop(home, path, name)
@@ -111,14 +110,22 @@ def ingest(home: PulseHome, path: Path, name: str | None = None, say: Say = prin
     _run(defs, INGEST_JOB, instance, key)
     say("rebuilding derived tables")
     _run(defs, DOWNSTREAM_JOB, instance)
+    return drop_summary(home, key)
+
+
+def drop_summary(home: PulseHome, key: str) -> DropSummary:
+    """What the warehouse holds for one drop (quarantine counts both ingest and staging rows)."""
+    from .ingest.load import reconcile_drop
+
     con = connect(home.work_db)
     try:
         wh = Warehouse(con)
         where = ("drop_id = ?", [key])
         ok, _ = reconcile_drop(wh, key)
+        path = con.execute("SELECT path FROM raw.drops WHERE drop_id = ?", [key]).fetchone()
         return DropSummary(
             drop=key,
-            path=str(target),
+            path=path[0] if path else "",
             sessions=wh.count(tables.SESSIONS, *where),
             events=wh.count(tables.EVENTS, *where),
             segments=con.execute(
