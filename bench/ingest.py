@@ -45,9 +45,8 @@ def parse_only(folder: Path) -> tuple[float, int]:
     return time.perf_counter() - started, total
 
 
-def pulse_ingest(home: Path, drop: Path) -> tuple[float, dict, float, float]:
-    """`pulse ingest` in a fresh interpreter: seconds, its JSON summary, its peak RSS and its largest reader
-    process's peak RSS, in MiB."""
+def pulse_ingest(home: Path, drop: Path) -> tuple[float, dict, float]:
+    """`pulse ingest` in a fresh interpreter: seconds, its JSON summary, and that process's peak RSS in MiB."""
     started = time.perf_counter()
     out = subprocess.run(
         [sys.executable, "-c", _RSS_CHILD, str(drop)],
@@ -57,8 +56,8 @@ def pulse_ingest(home: Path, drop: Path) -> tuple[float, dict, float, float]:
         text=True,
     )
     seconds = time.perf_counter() - started
-    *summary, worker_rss, rss = out.stdout.strip().splitlines()
-    return seconds, json.loads("\n".join(summary)), float(rss), float(worker_rss)
+    *summary, rss = out.stdout.strip().splitlines()
+    return seconds, json.loads("\n".join(summary)), float(rss)
 
 
 def main() -> None:
@@ -84,11 +83,11 @@ def main() -> None:
     print(f"orjson parse only : {parse_s:6.2f} s  {mb / parse_s:7.1f} MB/s  ({mb:.0f} MB)")
 
     with tempfile.TemporaryDirectory(prefix="pulse-bench-") as tmp:
-        seconds, summary, rss, worker_rss = pulse_ingest(Path(tmp) / "home", corpus)
+        seconds, summary, rss = pulse_ingest(Path(tmp) / "home", corpus)
     print(
         f"pulse ingest      : {seconds:6.2f} s  {mb / seconds:7.1f} MB/s  "
         f"{summary['sessions'] / seconds:8.0f} sessions/s  {summary['events'] / seconds:9.0f} events/s  "
-        f"peak RSS {rss:.0f} MiB (largest reader process {worker_rss:.0f} MiB)"
+        f"peak RSS {rss:.0f} MiB"
     )
     print(
         f"  {summary['sessions']} sessions, {summary['events']} events, {summary['segments']} segments, "
@@ -106,18 +105,17 @@ def main() -> None:
                 drop.mkdir()
                 for f in chunk:
                     shutil.copy2(f, drop / f.name)
-                seconds, summary, rss, _ = pulse_ingest(home, drop)
+                seconds, summary, rss = pulse_ingest(home, drop)
                 print(
                     f"drop {k}/{args.drops}: {summary['sessions']} sessions in {seconds:5.1f} s, peak RSS {rss:.0f} MiB"
                 )
 
 
-# Runs `pulse ingest` in a fresh interpreter; prints its reader processes' and its own peak RSS (MiB) last.
+# Runs `pulse ingest` in a fresh interpreter and prints that process's own peak RSS (MiB) last.
 _RSS_CHILD = """
 import resource, sys
 from pulse_pipeline.cli import main
 code = main(["ingest", sys.argv[1], "--json"])
-print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
 print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 sys.exit(code)
 """
