@@ -148,45 +148,45 @@ def materialize(home: PulseHome, selection: str | None = None, say: Say = print)
     instance = instance_for(home)
     defs = _definitions(home)
     graph = defs.resolve_asset_graph()
-    chosen = dg.AssetSelection.from_string(selection) if selection else dg.AssetSelection.all()
+    # a raw table is written with the rest of its drop, so selecting one selects its whole multi-asset
+    chosen = (
+        dg.AssetSelection.from_string(selection) if selection else dg.AssetSelection.all()
+    ).required_multi_asset_neighbors()
     keys = chosen.resolve(graph)
     if not keys:
         raise ValueError(f"selection {selection!r} matches no asset")
-    assets = list(defs.assets or []) + list(defs.asset_checks or [])
     partitioned = {k for k in keys if graph.get(k).partitions_def is not None}
-    drops = list_drops(home.drops)
+    runs: list[tuple[str, dg.AssetSelection, str | None]] = []
     if partitioned:
+        drops = list_drops(home.drops)
         missing = [k for k in drops if not instance.has_dynamic_partition(drops_partitions.name, k)]
         if missing:
             instance.add_dynamic_partitions(drops_partitions.name, missing)
-        for i, key in enumerate(drops, start=1):
-            say(f"[{i}/{len(drops)}] drop {key}")
-            _check(
-                dg.materialize(
-                    assets,
-                    selection=list(partitioned),
-                    partition_key=key,
-                    instance=instance,
-                    resources=defs.resources,
-                    raise_on_error=False,
-                    run_config=QUIET,
-                ),
-                f"drop {key}",
+        runs += [
+            (f"[{i}/{len(drops)}] drop {key}", dg.AssetSelection.assets(*partitioned), key)
+            for i, key in enumerate(drops, start=1)
+        ]
+    if keys - partitioned:
+        runs.append(
+            (
+                f"materializing {len(keys - partitioned)} derived assets",
+                dg.AssetSelection.assets(*(keys - partitioned)),
+                None,
             )
-    rest = keys - partitioned
-    if rest:
-        say(f"materializing {len(rest)} derived assets")
-        _check(
-            dg.materialize(
-                assets,
-                selection=list(rest),
-                instance=instance,
-                resources=defs.resources,
-                raise_on_error=False,
-                run_config=QUIET,
-            ),
-            "derived assets",
         )
+    assets = list(defs.assets or []) + list(defs.asset_checks or [])
+    for message, subset, partition_key in runs:
+        say(message)
+        result = dg.materialize(
+            assets,
+            selection=subset,
+            partition_key=partition_key,
+            instance=instance,
+            resources=defs.resources,
+            raise_on_error=False,
+            run_config=QUIET,
+        )
+        _check(result, message)
     return sorted(k.to_user_string() for k in keys)
 
 

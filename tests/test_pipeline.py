@@ -41,3 +41,24 @@ def test_demo_materializes_everything_and_says_where(pulse_home, capsys):
     with duckdb.connect(str(pulse_home.warehouse), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM staging.sessions").fetchone()[0] == 150
         assert con.execute("SELECT count(*) FROM raw.quarantine").fetchone()[0] == 0
+
+
+def test_synth_cli_writes_a_corpus_with_its_truth(tmp_path, capsys):
+    out = tmp_path / "c"
+    assert main(["synth", "--sessions", "60", "--out", str(out), "--seed", "4"]) == 0
+    assert "wrote 60 sessions" in capsys.readouterr().out
+    truth = pl.read_csv(out / "_sessions_truth.csv")
+    assert truth.height == 60 and (out / "_truth.json").exists() and (out / "assignments.csv").exists()
+
+
+def test_materialize_a_selection_only_touches_it(pulse_home, tmp_path, capsys):
+    write_corpus(pulse_home.drops / "c", 30, seed=8)
+    assert main(["materialize", "--select", "key:raw/sessions"]) == 0  # the raw multi-asset, every drop
+    with duckdb.connect(str(pulse_home.warehouse), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM raw.sessions").fetchone()[0] == 30
+        assert con.execute("SELECT count(*) FROM staging.sessions").fetchone()[0] == 0
+    assert main(["materialize", "--select", "group:staging"]) == 0
+    with duckdb.connect(str(pulse_home.warehouse), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM staging.sessions").fetchone()[0] == 30
+    assert main(["materialize", "--select", "key:nothing/here"]) == 2
+    assert "matches no asset" in capsys.readouterr().err
