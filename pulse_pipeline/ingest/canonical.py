@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .events import ACTION_NAMES, OBSERVATION_NAMES, BadEvent, Event, as_id, as_int, as_text, dump
+from .events import ACTION_NAMES, OBSERVATION_NAMES, BadEvent, Event, as_id, as_int, as_text, dump, make_event
 
 
 def normalize_canonical(raw_events: Iterable[Any]) -> tuple[list[Event], list[BadEvent]]:
@@ -56,20 +56,19 @@ def normalize_canonical(raw_events: Iterable[Any]) -> tuple[list[Event], list[Ba
         wait = e.get("wait_for_response") if isinstance(e.get("wait_for_response"), bool) else None
         source = e.get("source") if isinstance(e.get("source"), str) else "unknown"
         events.append(
-            Event(
-                as_id(e.get("id")) or f"#{len(events)}",
-                e.get("timestamp") if isinstance(e.get("timestamp"), str) else None,
+            make_event(
+                e,
+                len(events),
                 source,
                 kind,
                 name,
-                original,
-                text,
-                command,
-                exit_code,
-                agent_state,
-                as_id(e.get("cause")),
-                wait,
-                dump(e),
+                original=original,
+                text=text,
+                command=command,
+                exit_code=exit_code,
+                agent_state=agent_state,
+                cause=as_id(e.get("cause")),
+                wait_for_response=wait,
             )
         )
     return events, bad

@@ -114,6 +114,41 @@ CLOSING_STATES = frozenset(
 )
 
 
+def make_event(
+    raw: dict[str, Any],
+    seq: int,
+    source: str,
+    kind: str,
+    name: str,
+    *,
+    original: str | None = None,
+    text: str | None = None,
+    command: str | None = None,
+    exit_code: int | None = None,
+    agent_state: str | None = None,
+    cause: str | None = None,
+    wait_for_response: bool | None = None,
+) -> Event:
+    """An event from its parsed fields; the id (``#seq`` when the source has none), timestamp and original JSON
+    are taken from ``raw`` the same way for every format."""
+    timestamp = raw.get("timestamp")
+    return Event(
+        as_id(raw.get("id")) or f"#{seq}",
+        timestamp if isinstance(timestamp, str) else None,
+        source,
+        kind,
+        name,
+        original,
+        text,
+        command,
+        exit_code,
+        agent_state if isinstance(agent_state, str) else None,
+        cause,
+        wait_for_response,
+        dump(raw),
+    )
+
+
 def as_text(value: Any) -> str | None:
     """Text of a content field: strings as they are, OpenAI-style content part lists joined, else JSON."""
     if value is None:

@@ -26,6 +26,7 @@ from .events import (
     as_int,
     as_text,
     dump,
+    make_event,
 )
 
 _OLD_ACTION_ALIASES = {"initialize": "start"}
@@ -61,8 +62,6 @@ def normalize_v0(raw_events: Iterable[Any]) -> tuple[list[Event], list[BadEvent]
         action = e.get("action")
         observation = e.get("observation")
         source = e.get("source") if isinstance(e.get("source"), str) else None
-        event_id = as_id(e.get("id")) or f"#{len(events)}"
-        timestamp = e.get("timestamp") if isinstance(e.get("timestamp"), str) else None
         text = command = agent_state = original = None
         exit_code = None
         wait = None
@@ -113,23 +112,20 @@ def normalize_v0(raw_events: Iterable[Any]) -> tuple[list[Event], list[BadEvent]
         else:
             kind, name, source = "other", "other", source or "unknown"
             original = as_text(e.get("kind") or e.get("type"))
-        if agent_state is not None and not isinstance(agent_state, str):
-            agent_state = None
         events.append(
-            Event(
-                event_id,
-                timestamp,
+            make_event(
+                e,
+                len(events),
                 source,
                 kind,
                 name,
-                original,
-                text,
-                command,
-                exit_code,
-                agent_state,
-                as_id(e.get("cause")),
-                wait,
-                dump(e),
+                original=original,
+                text=text,
+                command=command,
+                exit_code=exit_code,
+                agent_state=agent_state,
+                cause=as_id(e.get("cause")),
+                wait_for_response=wait,
             )
         )
     return events, bad

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .events import BadEvent, Event, as_id, as_int, as_text, dump
+from .events import BadEvent, Event, as_id, as_int, as_text, dump, make_event
 
 _STATUS = {
     "idle": "awaiting_user_input",
@@ -92,7 +92,6 @@ def normalize_v1(raw_events: Iterable[Any]) -> tuple[list[Event], list[BadEvent]
         source = e.get("source") if isinstance(e.get("source"), str) else "unknown"
         text = command = agent_state = original = None
         exit_code = None
-        wait = None
         cause = None
         if kind_tag == "MessageEvent":
             kind, name = "action", "message"
@@ -138,20 +137,18 @@ def normalize_v1(raw_events: Iterable[Any]) -> tuple[list[Event], list[BadEvent]
         else:
             kind, name, original = "other", "other", as_text(kind_tag)
         events.append(
-            Event(
-                as_id(e.get("id")) or f"#{len(events)}",
-                e.get("timestamp") if isinstance(e.get("timestamp"), str) else None,
+            make_event(
+                e,
+                len(events),
                 source,
                 kind,
                 name,
-                original,
-                text,
-                command,
-                exit_code,
-                agent_state,
-                cause,
-                wait,
-                dump(e),
+                original=original,
+                text=text,
+                command=command,
+                exit_code=exit_code,
+                agent_state=agent_state,
+                cause=cause,
             )
         )
     return events, bad
