@@ -194,6 +194,110 @@ STAGING_ASSIGNMENTS = _t(
     ("assigned_by", V),
 )
 
+EVENT_FEATURES = _t(
+    "features.event_features",
+    "One row per session: signals read off the event stream (the paper's six plus what a user would feel).",
+    ("session_id", V),
+    ("user_message_count", INT),
+    ("n_segments", INT),
+    ("git_commit_count", INT),
+    ("git_commit", INT),
+    ("git_push_count", INT),
+    ("git_push", INT),
+    ("git_pull_count", INT),
+    ("git_pull", INT),
+    ("git_reset_count", INT),
+    ("git_reset", INT),
+    ("git_rebase_count", INT),
+    ("git_rebase", INT),
+    ("shell_commands", INT),
+    ("failed_commands", INT),
+    ("test_runs", INT),
+    ("test_failures", INT),
+    ("file_edits", INT),
+    ("error_observations", INT),
+    ("condensations", INT),
+    ("last_segment_finished", INT),
+    ("duration_seconds", D),
+    ("llm_cost_usd", D),
+    ("llm_prompt_tokens", B),
+    ("llm_completion_tokens", B),
+)
+
+ANNOTATIONS = _t(
+    "features.annotations",
+    "One row per session, annotator and prompt version: the summary answers, status and what it cost.",
+    ("session_id", V),
+    ("annotator", V),
+    ("prompt_version", V),
+    ("task_description", V),
+    ("sentiment", V),
+    ("sentiment_explanation", V),
+    ("task_type", V),
+    ("development_clusters", V),
+    ("status", V),
+    ("model", V),
+    ("prompt_tokens", B),
+    ("completion_tokens", B),
+    ("cost_usd", D),
+    ("error", V),
+    ("notes_json", V),
+)
+
+ANNOTATION_VALUES = _t(
+    "features.annotation_values",
+    "One row per session, annotator, prompt version and rubric feature: the answer and its explanation.",
+    ("session_id", V),
+    ("annotator", V),
+    ("prompt_version", V),
+    ("feature", V),
+    ("value", V),
+    ("explanation", V),
+)
+
+LLM_CACHE = _t(
+    "features.llm_cache",
+    "LLM answers by hash of (prompt version, model, rendered and redacted prompt): an unchanged session costs no call.",
+    ("cache_key", V),
+    ("prompt_version", V),
+    ("model", V),
+    ("prompt", V),
+    ("response", V),
+    ("prompt_tokens", B),
+    ("completion_tokens", B),
+    ("cost_usd", D),
+)
+
+JUDGE_SCORES = _t(
+    "features.judge_scores",
+    "One row per session: the paper's LLM-as-a-judge baseline (binary satisfaction, 1-5 Likert, explanation).",
+    ("session_id", V),
+    ("model", V),
+    ("prompt_version", V),
+    ("binary_satisfied", BOOL),
+    ("likert_score", INT),
+    ("explanation", V),
+    ("status", V),
+    ("prompt_tokens", B),
+    ("completion_tokens", B),
+    ("cost_usd", D),
+    ("error", V),
+)
+
+ANNOTATOR_AGREEMENT = _t(
+    "features.annotator_agreement",
+    "One row per rubric feature and pair of annotators that labelled the same sessions: Cohen's kappa, agreement.",
+    ("feature", V),
+    ("annotator_a", V),
+    ("annotator_b", V),
+    ("n_sessions", INT),
+    ("raw_agreement", D),
+    ("cohen_kappa", D),
+    ("note", V),
+)
+
 RAW_TABLES = (DROPS, SESSIONS, EVENTS, RATINGS, ASSIGNMENTS, QUARANTINE)
 STAGING_TABLES = (STAGING_SESSIONS, WORK_SEGMENTS, SEGMENT_RATINGS, SESSION_LABELS, STAGING_ASSIGNMENTS)
-ALL_TABLES = RAW_TABLES + STAGING_TABLES
+FEATURE_TABLES = (EVENT_FEATURES, ANNOTATIONS, ANNOTATION_VALUES, LLM_CACHE, JUDGE_SCORES, ANNOTATOR_AGREEMENT)
+ALL_TABLES = RAW_TABLES + STAGING_TABLES + FEATURE_TABLES
+# features.session_features is built from the rubric, so its columns are not listed here (see features/wide.py)

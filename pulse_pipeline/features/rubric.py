@@ -1,0 +1,89 @@
+"""Rubrics are data: the features an annotator answers, read from a TOML file (see ``rubric_default.toml``).
+
+The LLM prompts, the annotations tables, the wide feature table and the model stage all iterate over the rubric,
+so adding a feature is an entry in a rubric file (plus, for the offline annotator, a rule).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_RUBRIC = Path(__file__).with_name("rubric_default.toml")
+VALUE_TYPES = ("category", "categories", "yes_no")
+PROMPTS = ("analysis", "issues")
+
+
+@dataclass(frozen=True)
+class RubricFeature:
+    name: str
+    definition: str
+    value_type: str
+    prompt: str
+    heuristic: str
+    options: tuple[str, ...] = ()
+    examples: tuple[str, ...] = ()
+    max_choices: int = 1
+
+
+@dataclass(frozen=True)
+class Rubric:
+    version: str
+    features: tuple[RubricFeature, ...]
+    digest: str  # changes whenever the file's content changes (part of the LLM cache key)
+
+    def by_prompt(self, prompt: str) -> list[RubricFeature]:
+        return [f for f in self.features if f.prompt == prompt]
+
+    def get(self, name: str) -> RubricFeature:
+        for f in self.features:
+            if f.name == name:
+                return f
+        raise KeyError(name)
+
+
+class RubricError(ValueError):
+    pass
+
+
+def load_rubric(path: Path | None = None) -> Rubric:
+    """The rubric at ``path``, else ``PULSE_RUBRIC``, else the paper's default."""
+    path = path or Path(os.environ.get("PULSE_RUBRIC") or DEFAULT_RUBRIC)
+    raw = path.read_bytes()
+    try:
+        doc = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise RubricError(f"{path}: not a TOML rubric ({exc})") from exc
+    features = []
+    for i, entry in enumerate(doc.get("feature", [])):
+        where = f"{path}: feature #{i + 1} ({entry.get('name', '?')})"
+        missing = [k for k in ("name", "definition", "value_type", "prompt", "heuristic") if not entry.get(k)]
+        if missing:
+            raise RubricError(f"{where} lacks {', '.join(missing)}")
+        if entry["value_type"] not in VALUE_TYPES:
+            raise RubricError(f"{where}: value_type must be one of {VALUE_TYPES}")
+        if entry["prompt"] not in PROMPTS:
+            raise RubricError(f"{where}: prompt must be one of {PROMPTS}")
+        if entry["value_type"] != "yes_no" and not entry.get("options"):
+            raise RubricError(f"{where}: a {entry['value_type']} feature needs options")
+        if not entry["name"].isidentifier():
+            raise RubricError(f"{where}: name must be a plain identifier (it becomes a column)")
+        features.append(
+            RubricFeature(
+                name=entry["name"],
+                definition=entry["definition"],
+                value_type=entry["value_type"],
+                prompt=entry["prompt"],
+                heuristic=entry["heuristic"],
+                options=tuple(entry.get("options", ())),
+                examples=tuple(entry.get("examples", ())),
+                max_choices=int(entry.get("max_choices", 1)),
+            )
+        )
+    names = [f.name for f in features]
+    if len(set(names)) != len(names):
+        raise RubricError(f"{path}: feature names repeat")
+    return Rubric(str(doc.get("version", "unversioned")), tuple(features), hashlib.sha1(raw).hexdigest()[:12])
