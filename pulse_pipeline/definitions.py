@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import dagster as dg
 
+from .defs.features import assets as feature_assets
+from .defs.features.checks import feature_checks
+from .defs.features.resources import annotator_resource
 from .defs.ingest.assets import raw_drop
 from .defs.ingest.sensors import INGEST_JOB, drop_sensor
 from .defs.resources import warehouse_resource
@@ -11,7 +14,7 @@ from .defs.staging import assets as staging_assets
 from .defs.staging.checks import staging_checks
 from .paths import PulseHome
 
-STAGING = dg.AssetSelection.groups("staging")
+DERIVED = dg.AssetSelection.all() - dg.AssetSelection.assets(raw_drop).required_multi_asset_neighbors()
 DOWNSTREAM_JOB = "refresh_downstream"
 
 
@@ -21,11 +24,11 @@ def build_definitions(home: PulseHome) -> dg.Definitions:
         INGEST_JOB, selection=dg.AssetSelection.assets(raw_drop), description="Read one drop into the raw tables."
     )
     downstream_job = dg.define_asset_job(
-        DOWNSTREAM_JOB, selection=STAGING, description="Rebuild every table derived from the raw tables."
+        DOWNSTREAM_JOB, selection=DERIVED, description="Rebuild every table derived from the raw tables."
     )
     return dg.Definitions(
-        assets=[raw_drop, *dg.load_assets_from_modules([staging_assets])],
-        asset_checks=staging_checks,
+        assets=[raw_drop, *dg.load_assets_from_modules([staging_assets, feature_assets])],
+        asset_checks=[*staging_checks, *feature_checks],
         jobs=[ingest_job, downstream_job],
         sensors=[
             drop_sensor,
@@ -45,7 +48,7 @@ def build_definitions(home: PulseHome) -> dg.Definitions:
                 description="Safety net: rebuild derived tables nightly even if no drop came.",
             ),
         ],
-        resources={"warehouse": warehouse_resource(home)},
+        resources={"warehouse": warehouse_resource(home), "annotator": annotator_resource()},
         executor=dg.in_process_executor,
     )
 

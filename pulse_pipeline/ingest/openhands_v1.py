@@ -125,6 +125,8 @@ def normalize_v1(raw_events: Iterable[Any]) -> tuple[list[Event], list[BadEvent]
             if name == "run":
                 command = obs.get("command") if isinstance(obs.get("command"), str) else None
                 exit_code = as_int(obs.get("exit_code"))
+                if exit_code is None and isinstance(obs.get("metadata"), dict):
+                    exit_code = as_int(obs["metadata"].get("exit_code"))  # e.g. -1: timed out / no exit
         elif kind_tag == "ConversationStateUpdateEvent":
             kind = "state"
             key = e.get("key")

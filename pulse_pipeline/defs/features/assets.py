@@ -1,0 +1,190 @@
+"""Feature tables: event features, annotations (heuristic or LLM), the LLM judge, agreement, the wide table."""
+
+import time
+from pathlib import Path
+
+import dagster as dg
+
+from ... import tables
+from ...features import store
+from ...features.agreement import agreement, read_human_labels
+from ...features.event_features import build_event_features
+from ...features.transcripts import iter_transcripts
+from ...features.wide import build_session_features, feature_columns
+from ..markdown import markdown_table
+from ..resources import WarehouseResource
+from .resources import AnnotatorResource
+
+EAGER = dg.AutomationCondition.eager()
+
+
+def key(t: tables.Table) -> dg.AssetKey:
+    return dg.AssetKey([t.schema, t.name])
+
+
+SESSION_FEATURES_KEY = dg.AssetKey(["features", "session_features"])
+_STAGED = [key(tables.STAGING_SESSIONS)]
+
+
+@dg.asset(
+    key=key(tables.EVENT_FEATURES),
+    deps=[*_STAGED, key(tables.WORK_SEGMENTS), key(tables.EVENTS)],
+    description=tables.EVENT_FEATURES.description,
+    group_name="features",
+    kinds={"duckdb"},
+    automation_condition=EAGER,
+)
+def event_features(warehouse: WarehouseResource) -> dg.MaterializeResult:
+    started = time.perf_counter()
+    with warehouse.warehouse() as wh:
+        n = build_event_features(wh)
+    seconds = time.perf_counter() - started
+    return dg.MaterializeResult(metadata={"dagster/row_count": n, "sessions_per_second": round(n / max(seconds, 1e-9))})
+
+
+@dg.multi_asset(
+    specs=[
+        dg.AssetSpec(
+            key(t),
+            deps=[*_STAGED, key(tables.EVENTS)],
+            description=t.description,
+            group_name="features",
+            kinds={"duckdb"},
+            automation_condition=EAGER,
+        )
+        for t in (tables.ANNOTATIONS, tables.ANNOTATION_VALUES)
+    ],
+    name="annotations",
+)
+def annotations(context: dg.AssetExecutionContext, warehouse: WarehouseResource, annotator: AnnotatorResource):
+    """Label every staged session with the configured annotator; one bad session never fails the run."""
+    rubric = annotator.rubric()
+    statuses: dict[str, int] = {}
+    n = 0
+    with warehouse.warehouse() as wh:
+        labeller = annotator.build(wh.con, context.log.info)
+        for i, batch in enumerate(iter_transcripts(wh)):
+            result = labeller.annotate(batch, rubric)
+            store.write_annotations(wh, result, first_batch=i == 0)
+            for a in result:
+                statuses[a.status] = statuses.get(a.status, 0) + 1
+            n += len(result)
+            context.log.info(f"annotated {n} sessions with {annotator.annotator} ({statuses})")
+        version = result[0].prompt_version if n else ""
+    totals = getattr(labeller, "totals", None)
+    meta = {
+        "annotator": annotator.annotator,
+        "prompt_version": version,
+        "rubric": rubric.version,
+        "dagster/row_count": n,
+        **{f"status_{k}": v for k, v in statuses.items()},
+    }
+    if totals is not None:
+        meta.update({f"llm_{k}": v for k, v in vars(totals).items()})
+    yield dg.MaterializeResult(asset_key=key(tables.ANNOTATIONS), metadata=meta)
+    yield dg.MaterializeResult(
+        asset_key=key(tables.ANNOTATION_VALUES), metadata={"dagster/row_count": n * len(rubric.features)}
+    )
+
+
+@dg.asset(
+    key=key(tables.JUDGE_SCORES),
+    deps=[*_STAGED, key(tables.EVENTS)],
+    group_name="features",
+    description=tables.JUDGE_SCORES.description,
+    kinds={"duckdb"},
+    automation_condition=EAGER,
+)
+def judge_scores(
+    context: dg.AssetExecutionContext, warehouse: WarehouseResource, annotator: AnnotatorResource
+) -> dg.MaterializeResult:
+    """The paper's LLM-as-a-judge baseline; without an LLM configured it is skipped, with the reason, and passes."""
+    if not annotator.llm_model:
+        reason = "skipped: no LLM configured (set PULSE_LLM_MODEL to run the LLM-as-a-judge baseline)"
+        context.log.warning(reason)
+        return dg.MaterializeResult(metadata={"skipped": reason})
+    from ...features.llm import LLMCache, LLMJudge, LLMSettings
+
+    n = 0
+    with warehouse.warehouse() as wh:
+        judge = LLMJudge(LLMSettings.from_env(), LLMCache(wh.con))
+        wh.con.execute("DELETE FROM features.judge_scores WHERE model = ?", [judge.settings.model])
+        for batch in iter_transcripts(wh):
+            scores = judge.judge(batch)
+            wh.insert(tables.JUDGE_SCORES, _frame(tables.JUDGE_SCORES, [tuple(vars(s).values()) for s in scores]))
+            n += len(scores)
+    return dg.MaterializeResult(metadata={"dagster/row_count": n, "model": judge.settings.model})
+
+
+def _frame(t: tables.Table, rows: list[tuple]):
+    import polars as pl
+
+    return pl.DataFrame(rows, schema=t.column_names, orient="row", infer_schema_length=None)
+
+
+@dg.asset(
+    key=key(tables.ANNOTATOR_AGREEMENT),
+    deps=[key(tables.ANNOTATION_VALUES)],
+    group_name="features",
+    description=tables.ANNOTATOR_AGREEMENT.description,
+    kinds={"duckdb"},
+    automation_condition=EAGER,
+)
+def annotator_agreement(
+    context: dg.AssetExecutionContext, warehouse: WarehouseResource, annotator: AnnotatorResource
+) -> dg.MaterializeResult:
+    """Cohen's kappa per rubric feature for every pair of annotators (and a human-labelled file, if configured)."""
+    rubric = annotator.rubric()
+    with warehouse.warehouse() as wh:
+        names = [
+            r[0] for r in wh.con.execute("SELECT DISTINCT annotator FROM features.annotations ORDER BY 1").fetchall()
+        ]
+        labels = {name: store.read_labels(wh, name) for name in names}
+        if annotator.human_labels_path and Path(annotator.human_labels_path).exists():
+            human, ignored = read_human_labels(Path(annotator.human_labels_path))
+            labels["human"] = human
+            if ignored:
+                context.log.warning(f"human labels: columns not in the rubric ignored: {ignored}")
+        rows = []
+        ordered = sorted(labels)
+        for i, a in enumerate(ordered):
+            for b in ordered[i + 1 :]:
+                rows.extend(tuple(vars(r).values()) for r in agreement(labels[a], labels[b], rubric, a, b))
+        wh.con.execute("DELETE FROM features.annotator_agreement")
+        if rows:
+            wh.insert(tables.ANNOTATOR_AGREEMENT, _frame(tables.ANNOTATOR_AGREEMENT, rows))
+    note = "" if len(labels) > 1 else "only one annotator has labelled sessions: nothing to compare"
+    return dg.MaterializeResult(
+        metadata={"dagster/row_count": len(rows), "annotators": ", ".join(ordered), **({"note": note} if note else {})}
+    )
+
+
+@dg.asset(
+    key=SESSION_FEATURES_KEY,
+    deps=[key(tables.EVENT_FEATURES), key(tables.ANNOTATION_VALUES)],
+    group_name="features",
+    kinds={"duckdb"},
+    automation_condition=EAGER,
+    description="One row per session: event features and the chosen annotator's rubric answers, one-hot, "
+    "in a stable column order (the model stage reads this).",
+)
+def session_features(warehouse: WarehouseResource, annotator: AnnotatorResource) -> dg.MaterializeResult:
+    rubric = annotator.rubric()
+    with warehouse.warehouse() as wh:
+        version = (
+            wh.con.execute(
+                "SELECT max(prompt_version) FROM features.annotations WHERE annotator = ?", [annotator.annotator]
+            ).fetchone()[0]
+            or ""
+        )
+        n = build_session_features(wh, rubric, annotator.annotator, version)
+        preview = wh.frame("SELECT * FROM features.session_features LIMIT 5")
+    return dg.MaterializeResult(
+        metadata={
+            "dagster/row_count": n,
+            "annotator": annotator.annotator,
+            "prompt_version": version,
+            "annotated_columns": len(feature_columns(rubric)),
+            "preview": dg.MetadataValue.md(markdown_table(preview)),
+        }
+    )

@@ -1,0 +1,207 @@
+"""``features.event_features``: one row per staged session, counted off its event stream.
+
+Why: these are the behavioural signals (the paper's six, plus what a user would feel: failures, errors, cost,
+duration) that the happiness model reads next to the annotations. Everything is counted inside DuckDB except
+the parsing of shell commands and Python cells (``git.py``), which runs once per *distinct* command string and is
+joined back as a small lookup table: a paper-scale corpus has millions of command events but few distinct ones.
+
+Rules (events are those of the session's winning record in ``staging.sessions``):
+
+- ``user_message_count``: ``message`` actions with source ``user``; ``n_segments``: from ``staging.sessions``.
+- Git: the command of every ``run`` action (``command``, else ``text``) and the shell lines of every
+  ``run_ipython`` action's code (``text``, else ``args.code`` / ``action.code`` / ``code`` of the raw event) are
+  parsed by ``git.git_subcommands`` / ``git.python_shell_commands``. ``git_<op>_count`` is how many times the
+  session runs ``git <op>`` (every occurrence in every command); ``git_<op>`` is 1 when that count is > 0.
+- ``shell_commands``: ``run`` actions. ``failed_commands``: ``run`` observations whose ``exit_code`` is set and
+  non-zero (an observation without an exit code is not a failure).
+- ``test_runs``: ``run`` actions whose command ``git.is_test_command`` accepts. ``test_failures``: those whose
+  observation has a non-zero exit code; an action's observation is the ``run`` observation whose ``cause`` is the
+  action's ``event_id``, else the session's next ``run`` observation after it.
+- ``file_edits``: ``edit`` and ``write`` actions. ``error_observations``: ``error`` observations.
+  ``condensations``: ``condensation`` actions and observations.
+- ``last_segment_finished``: 1 when the session's last work segment (``staging.work_segments``) contains a
+  ``finish`` action, else 0 (also 0 with no segment).
+- ``duration_seconds``: last minus first event timestamp; NULL without timestamps.
+- LLM usage (cumulative in both formats, so never summed over events). V0: the maximum over the session's events
+  of ``llm_metrics.accumulated_cost``, ``.accumulated_token_usage.prompt_tokens`` and ``.completion_tokens``.
+  V1: the last ``ConversationStateUpdateEvent`` carrying stats (key ``stats``: ``value.usage_to_metrics``; key
+  ``full_state``: ``value.stats.usage_to_metrics``), summed over its ``usage_to_metrics`` entries (agent,
+  condenser, ...). V1 wins when a stream has both. NULL when the stream carries neither.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pyarrow as pa
+
+from .. import tables
+from ..warehouse import Warehouse
+from .git import GIT_OPERATIONS, git_subcommands, is_test_command, python_shell_commands
+
+LOOKUP = "_pulse_event_feature_commands"
+
+_CODE = (
+    "coalesce(e.text, json_extract_string(e.raw_json, '$.args.code'),"
+    " json_extract_string(e.raw_json, '$.action.code'), json_extract_string(e.raw_json, '$.code'))"
+)
+BODY_SQL = f"CASE WHEN e.name = 'run' THEN coalesce(e.command, e.text) ELSE {_CODE} END"
+"""The text parsed for a ``run`` / ``run_ipython`` action (``e`` is a ``raw.events`` row)."""
+
+DISTINCT_BODIES_SQL = f"""
+SELECT DISTINCT e.name = 'run_ipython' AS is_code, {BODY_SQL} AS body
+FROM raw.events e
+WHERE e.kind = 'action' AND e.name IN ('run', 'run_ipython') AND body IS NOT NULL
+"""
+"""Every command / cell to parse. All drops' events, not only the winning records: a superset is harmless and
+spares a join."""
+
+_SUM_OPS = ",\n    ".join(f"sum(c.{op}_n)::INTEGER AS {op}_n" for op in GIT_OPERATIONS)
+_OP_COLUMNS = ",\n    ".join(f"coalesce(g.{op}_n, 0), (coalesce(g.{op}_n, 0) > 0)::INTEGER" for op in GIT_OPERATIONS)
+_METRIC = "json_extract_string(e.raw_json, '$.value.{prefix}usage_to_metrics.*.{path}')"
+
+
+def _v1_sum(path: str, cast: str) -> str:
+    """Sum of one field over the usage_to_metrics entries of a V1 stats (or full_state) event."""
+    stats = _METRIC.format(prefix="", path=path)
+    full = _METRIC.format(prefix="stats.", path=path)
+    return (
+        f"list_sum(list_transform(CASE WHEN e.name = 'stats' THEN {stats} ELSE {full} END, x -> TRY_CAST(x AS {cast})))"
+    )
+
+
+EVENT_FEATURES_SQL = f"""
+WITH ev AS NOT MATERIALIZED (
+    SELECT s.session_id, e.*
+    FROM raw.events e JOIN staging.sessions s USING (record_key)
+), counts AS (
+    SELECT session_id,
+        count(*) FILTER (WHERE kind = 'action' AND name = 'message' AND source = 'user') AS user_message_count,
+        count(*) FILTER (WHERE kind = 'action' AND name = 'run') AS shell_commands,
+        count(*) FILTER (WHERE kind = 'observation' AND name = 'run' AND exit_code <> 0) AS failed_commands,
+        count(*) FILTER (WHERE kind = 'action' AND name IN ('edit', 'write')) AS file_edits,
+        count(*) FILTER (WHERE kind = 'observation' AND name = 'error') AS error_observations,
+        count(*) FILTER (WHERE kind IN ('action', 'observation') AND name = 'condensation') AS condensations,
+        max(segment_index) FILTER (WHERE kind = 'action' AND name = 'finish') AS last_finish_segment,
+        date_diff('microsecond', min(timestamp), max(timestamp)) / 1e6 AS duration_seconds
+    FROM ev GROUP BY session_id
+), commands AS (
+    SELECT e.session_id, e.record_key, e.seq, e.event_id, e.name, c.*
+    FROM ev e JOIN {LOOKUP} c ON c.is_code = (e.name = 'run_ipython') AND c.body = {BODY_SQL}
+    WHERE e.kind = 'action' AND e.name IN ('run', 'run_ipython')
+), git AS (
+    SELECT session_id,
+    {_SUM_OPS}
+    FROM commands c GROUP BY session_id
+), run_rows AS (
+    SELECT record_key, seq, event_id, true AS is_action, NULL::INTEGER AS exit_code
+    FROM commands WHERE name = 'run' AND is_test
+    UNION ALL
+    SELECT record_key, seq, event_id, false, exit_code
+    FROM ev WHERE kind = 'observation' AND name = 'run'
+), paired AS (
+    SELECT record_key, event_id, is_action,
+        min(CASE WHEN NOT is_action THEN {{'seq': seq, 'exit_code': exit_code}} END)
+            OVER (PARTITION BY record_key ORDER BY seq DESC) AS next_observation
+    FROM run_rows
+), by_cause AS (
+    SELECT record_key, cause, min({{'seq': seq, 'exit_code': exit_code}}) AS observation
+    FROM ev WHERE kind = 'observation' AND name = 'run' AND cause IS NOT NULL
+    GROUP BY record_key, cause
+), tests AS (
+    SELECT s.session_id, count(*) AS test_runs,
+        count(*) FILTER (WHERE coalesce(b.observation, p.next_observation).exit_code <> 0) AS test_failures
+    FROM paired p JOIN staging.sessions s USING (record_key)
+    LEFT JOIN by_cause b ON b.record_key = p.record_key AND b.cause = p.event_id
+    WHERE p.is_action
+    GROUP BY s.session_id
+), last_segment AS (
+    SELECT session_id, max(segment_index) AS last_segment FROM staging.work_segments GROUP BY session_id
+), v0 AS (
+    SELECT session_id, max(TRY_CAST(m[1] AS DOUBLE)) AS cost, max(TRY_CAST(m[2] AS BIGINT)) AS prompt_tokens,
+        max(TRY_CAST(m[3] AS BIGINT)) AS completion_tokens
+    FROM (
+        SELECT e.session_id, json_extract_string(e.raw_json, [
+            '$.llm_metrics.accumulated_cost',
+            '$.llm_metrics.accumulated_token_usage.prompt_tokens',
+            '$.llm_metrics.accumulated_token_usage.completion_tokens']) AS m
+        FROM ev e WHERE e.raw_json LIKE '%"llm_metrics"%'
+    )
+    GROUP BY session_id
+), v1 AS (
+    SELECT e.session_id,
+        arg_max({_v1_sum("accumulated_cost", "DOUBLE")}, e.seq) AS cost,
+        arg_max({_v1_sum("accumulated_token_usage.prompt_tokens", "BIGINT")}, e.seq) AS prompt_tokens,
+        arg_max({_v1_sum("accumulated_token_usage.completion_tokens", "BIGINT")}, e.seq) AS completion_tokens
+    FROM ev e
+    WHERE e.kind = 'state' AND (e.name = 'stats' OR (e.name = 'full_state' AND e.raw_json LIKE '%usage_to_metrics%'))
+    GROUP BY e.session_id
+)
+SELECT s.session_id,
+    coalesce(k.user_message_count, 0),
+    s.n_segments,
+    {_OP_COLUMNS},
+    coalesce(k.shell_commands, 0),
+    coalesce(k.failed_commands, 0),
+    coalesce(t.test_runs, 0),
+    coalesce(t.test_failures, 0),
+    coalesce(k.file_edits, 0),
+    coalesce(k.error_observations, 0),
+    coalesce(k.condensations, 0),
+    coalesce((k.last_finish_segment = l.last_segment)::INTEGER, 0),
+    k.duration_seconds,
+    CASE WHEN v1.session_id IS NOT NULL THEN v1.cost ELSE v0.cost END,
+    CASE WHEN v1.session_id IS NOT NULL THEN v1.prompt_tokens ELSE v0.prompt_tokens END,
+    CASE WHEN v1.session_id IS NOT NULL THEN v1.completion_tokens ELSE v0.completion_tokens END
+FROM staging.sessions s
+LEFT JOIN counts k USING (session_id)
+LEFT JOIN git g USING (session_id)
+LEFT JOIN tests t USING (session_id)
+LEFT JOIN last_segment l USING (session_id)
+LEFT JOIN v0 USING (session_id)
+LEFT JOIN v1 USING (session_id)
+ORDER BY s.session_id
+"""
+"""The table, given the lookup ``{LOOKUP}(is_code, body, <op>_n..., is_test)`` of parsed commands."""
+
+LOOKUP_SCHEMA = pa.schema(
+    [("is_code", pa.bool_()), ("body", pa.string())]
+    + [(f"{op}_n", pa.int32()) for op in GIT_OPERATIONS]
+    + [("is_test", pa.bool_())]
+)
+
+
+def parse_command(body: str, is_code: bool) -> tuple[dict[str, int], bool]:
+    """Git operation counts and test-ness of one ``run`` command (``is_code=False``) or ``run_ipython`` cell."""
+    if "git" in body:
+        lines = python_shell_commands(body) if is_code else [body]
+        found = Counter(sub for line in lines for sub in git_subcommands(line))
+        ops = {op: found[op] for op in GIT_OPERATIONS}
+    else:
+        ops = dict.fromkeys(GIT_OPERATIONS, 0)
+    return ops, (not is_code and is_test_command(body))
+
+
+def command_lookup(wh: Warehouse) -> pa.Table:
+    """Every distinct command / cell that runs a counted git operation or a test, parsed once (others omitted)."""
+    rows: dict[str, list] = {name: [] for name in LOOKUP_SCHEMA.names}
+    for is_code, body in wh.con.execute(DISTINCT_BODIES_SQL).fetchall():
+        ops, is_test = parse_command(body, is_code)
+        if not is_test and not any(ops.values()):
+            continue
+        rows["is_code"].append(is_code)
+        rows["body"].append(body)
+        for op in GIT_OPERATIONS:
+            rows[f"{op}_n"].append(ops[op])
+        rows["is_test"].append(is_test)
+    return pa.table(rows, schema=LOOKUP_SCHEMA)
+
+
+def build_event_features(wh: Warehouse) -> int:
+    """Replace ``features.event_features`` (one row per session of ``staging.sessions``); returns its row count."""
+    lookup = command_lookup(wh)
+    wh.con.register(LOOKUP, lookup)
+    try:
+        return wh.replace_table(tables.EVENT_FEATURES, EVENT_FEATURES_SQL)
+    finally:
+        wh.con.unregister(LOOKUP)

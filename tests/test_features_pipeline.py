@@ -1,0 +1,90 @@
+"""The feature stage through the Dagster assets: heuristic by default, the LLM against a fake server on loopback,
+the judge skipped without an LLM, agreement between annotators, and a rubric entry reaching the wide table."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+from pulse_pipeline.features.rubric import DEFAULT_RUBRIC, load_rubric
+from pulse_pipeline.runs import ingest, materialize
+from pulse_pipeline.synth import write_corpus
+
+from .fake_llm_server import fake_llm as fake_llm  # noqa: F401
+
+
+def _sql(home, query):
+    with duckdb.connect(str(home.warehouse), read_only=True) as con:
+        return con.execute(query).fetchall()
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    path = tmp_path / "corpus"
+    write_corpus(path, 40, seed=21)
+    return path
+
+
+def test_heuristic_by_default_and_judge_skipped_with_a_reason(pulse_home, corpus, monkeypatch):
+    monkeypatch.delenv("PULSE_LLM_MODEL", raising=False)
+    monkeypatch.delenv("PULSE_ANNOTATOR", raising=False)
+    ingest(pulse_home, corpus, say=lambda _: None)
+    assert _sql(pulse_home, "SELECT annotator, count(*) FROM features.annotations GROUP BY 1") == [("heuristic", 40)]
+    assert _sql(pulse_home, "SELECT count(*) FROM features.session_features") == [(40,)]
+    assert _sql(pulse_home, "SELECT count(*) FROM features.judge_scores") == [(0,)]
+    import dagster as dg
+
+    record = dg.DagsterInstance.get().get_latest_materialization_event(dg.AssetKey(["features", "judge_scores"]))
+    skipped = record.asset_materialization.metadata["skipped"].value
+    assert skipped.startswith("skipped: no LLM configured")
+
+
+def test_a_rubric_entry_reaches_the_wide_table(pulse_home, corpus, tmp_path, monkeypatch):
+    rubric = tmp_path / "rubric.toml"
+    rubric.write_text(
+        DEFAULT_RUBRIC.read_text().replace('version = "paper-a2"', 'version = "team-v2"')
+        + """
+[[feature]]
+name = "loop_behavior"
+definition = "The same failed action repeated three or more times."
+examples = ["runs the same failing test command again and again without changing anything"]
+value_type = "yes_no"
+prompt = "issues"
+heuristic = "loop_behavior"
+"""
+    )
+    monkeypatch.setenv("PULSE_RUBRIC", str(rubric))
+    ingest(pulse_home, corpus, say=lambda _: None)
+    cols = [r[0] for r in _sql(pulse_home, "SELECT column_name FROM (DESCRIBE features.session_features)")]
+    assert "loop_behavior" in cols and cols.index("loop_behavior") == cols.index("scope_creep") + 1
+    values = _sql(pulse_home, "SELECT DISTINCT value FROM features.annotation_values WHERE feature = 'loop_behavior'")
+    assert {v for (v,) in values} <= {"YES", "NO"} and values
+
+
+def test_llm_annotator_through_the_assets_with_cache_judge_and_agreement(pulse_home, corpus, monkeypatch, fake_llm):
+    monkeypatch.delenv("PULSE_ANNOTATOR", raising=False)
+    monkeypatch.delenv("PULSE_LLM_MODEL", raising=False)
+    ingest(pulse_home, corpus, say=lambda _: None)  # heuristic first
+    monkeypatch.setenv("PULSE_ANNOTATOR", "llm")
+    monkeypatch.setenv("PULSE_LLM_MODEL", "openai/fake-model")
+    monkeypatch.setenv("PULSE_LLM_API_BASE", fake_llm.api_base)
+    monkeypatch.setenv("PULSE_LLM_API_KEY", "sk-fake")
+    materialize(pulse_home, "group:features", say=lambda _: None)
+    first = len(fake_llm.requests)
+    with_messages = _sql(pulse_home, "SELECT count(*) FROM features.event_features WHERE user_message_count > 0")[0][0]
+    # two annotation prompts and one judge prompt per session with a user message
+    assert first == 3 * with_messages
+    assert _sql(pulse_home, "SELECT annotator, count(*) FROM features.annotations GROUP BY 1 ORDER BY 1") == [
+        ("heuristic", 40),
+        ("llm", 40),
+    ]
+    assert _sql(pulse_home, "SELECT count(*) FROM features.judge_scores WHERE status = 'ok'") == [(with_messages,)]
+    wide = _sql(pulse_home, "SELECT sentiment__negative, task_type__fix_bugs FROM features.session_features LIMIT 1")
+    assert wide == [(1, 1)]  # the fake server's canned answer: Negative, Fix Bugs
+    pairs = _sql(pulse_home, "SELECT DISTINCT annotator_a, annotator_b FROM features.annotator_agreement")
+    assert pairs == [("heuristic", "llm")]
+    n_features = len(load_rubric().features)
+    assert _sql(pulse_home, "SELECT count(*) FROM features.annotator_agreement") == [(n_features,)]
+
+    materialize(pulse_home, "group:features", say=lambda _: None)  # warm cache: no call leaves the machine
+    assert len(fake_llm.requests) == first
