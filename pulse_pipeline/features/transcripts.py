@@ -37,9 +37,11 @@ WITH ev AS (
         'name': name, 'text': text,
         'exit_code': CASE WHEN next_kind = 'observation' THEN next_exit END,
         'written': CASE WHEN name IN ('edit', 'write') THEN coalesce(
-            json_extract_string(raw_json, '$.args.content'), json_extract_string(raw_json, '$.args.new_str'),
-            json_extract_string(raw_json, '$.args.file_text'), json_extract_string(raw_json, '$.action.file_text'),
-            json_extract_string(raw_json, '$.action.new_str')) END,
+            nullif(json_extract_string(raw_json, '$.args.content'), ''),
+            nullif(json_extract_string(raw_json, '$.args.new_str'), ''),
+            nullif(json_extract_string(raw_json, '$.args.file_text'), ''),
+            nullif(json_extract_string(raw_json, '$.action.file_text'), ''),
+            nullif(json_extract_string(raw_json, '$.action.new_str'), '')) END,
         'error': next_kind = 'observation' AND next_name = 'error'
     }} ORDER BY seq) AS steps
     FROM ev WHERE kind = 'action' AND source <> 'user' AND name IN {STEP_NAMES}
