@@ -88,3 +88,38 @@ def test_llm_annotator_through_the_assets_with_cache_judge_and_agreement(pulse_h
 
     materialize(pulse_home, "group:features", say=lambda _: None)  # warm cache: no call leaves the machine
     assert len(fake_llm.requests) == first
+
+
+def test_llm_failures_spend_cap_and_totals_through_the_asset(pulse_home, corpus, monkeypatch, fake_llm):
+    """Through `pulse materialize`: a rate limit is retried, a malformed answer is re-asked, and the spend cap
+    stops new calls; the statuses land in the table and the totals in the asset's metadata."""
+    import dagster as dg
+
+    from .fake_llm_server import Reply
+
+    for name, value in {
+        "PULSE_ANNOTATOR": "llm",
+        "PULSE_LLM_MODEL": "openai/fake-model",
+        "PULSE_LLM_API_BASE": fake_llm.api_base,
+        "PULSE_LLM_API_KEY": "sk-fake",
+        "PULSE_LLM_CONCURRENCY": "1",  # one request at a time, so the scripted replies land in order
+        "PULSE_LLM_INPUT_COST_PER_TOKEN": "0.001",  # the fake server reports 100 + 20 tokens: $0.10 + $0.02
+        "PULSE_LLM_OUTPUT_COST_PER_TOKEN": "0.001",
+        "PULSE_LLM_SPEND_CAP_USD": "1.0",  # $1 at $0.12 a call: 9 calls are paid for, the 10th would exceed it
+    }.items():
+        monkeypatch.setenv(name, value)
+    fake_llm.push(Reply(status=429), Reply(content="not json at all"))
+    ingest(pulse_home, corpus, say=lambda _: None)
+
+    # the 429 costs a request but no money; every 200 answer is paid for, the malformed one (re-asked) included:
+    # after 9 paid answers, 9 x $0.12 = $1.08 >= $1.00, so no further request is sent
+    annotation_requests = len(fake_llm.prompts("analysis")) + len(fake_llm.prompts("issues"))
+    assert annotation_requests == 1 + 9
+    assert len(fake_llm.prompts("judge")) == 9  # the judge has its own budget, under the same cap
+    statuses = dict(_sql(pulse_home, "SELECT status, count(*) FROM features.annotations GROUP BY 1"))
+    assert statuses["failed"] > 0 and sum(statuses.values()) == 40
+    capped = _sql(pulse_home, "SELECT count(*) FROM features.annotations WHERE error LIKE '%spend cap%'")[0][0]
+    assert capped == statuses["failed"]
+    meta = dg.DagsterInstance.get().get_latest_materialization_event(dg.AssetKey(["features", "annotations"]))
+    totals = meta.asset_materialization.metadata
+    assert totals["llm_calls"].value == 10 and abs(totals["llm_cost_usd"].value - 9 * 0.12) < 1e-9
