@@ -25,7 +25,7 @@ Rules (each stated once, here):
   starting with ``-`` (``--no-pager``, ``-P``, ``--bare``, ...) is a flag. So ``git log --grep=push`` is a ``log``.
   ``GIT_OPERATIONS`` are the ones the features count; each occurrence counts (``git push; git push`` is two).
 - **Test run**: a simple command whose program is ``pytest``/``py.test``, ``tox``, ``nox``, ``ctest``, ``rspec``,
-  ``phpunit``, ``jest``, ``vitest`` or ``nosetests``; ``python* -m pytest|unittest|tox|nox|nose`` (also
+  ``phpunit``, ``jest``, ``vitest``, ``mocha`` or ``nosetests``; ``python* -m pytest|unittest|tox|nox|nose`` (also
   ``coverage run -m ...`` and ``python manage.py test``); ``npm``/``yarn``/``pnpm``/``bun`` ``test`` (``t``, or
   ``run test``/``run test:*``), ``yarn|pnpm jest|vitest``, ``npx``/``bunx``/``pnpm exec|dlx`` ``jest|vitest``;
   ``go|cargo|dotnet|deno|bun test`` (``cargo nextest``); ``mvn``/``mvnw`` or ``gradle``/``gradlew`` with a ``test``
@@ -314,14 +314,14 @@ def git_subcommands(command: str) -> list[str]:
 # tests
 
 _TEST_PROGRAMS = frozenset(
-    ["pytest", "py.test", "tox", "nox", "ctest", "rspec", "phpunit", "jest", "vitest", "nosetests"]
+    ["pytest", "py.test", "tox", "nox", "ctest", "rspec", "phpunit", "jest", "vitest", "nosetests", "mocha"]
 )
 _TEST_MODULES = frozenset(["pytest", "unittest", "tox", "nox", "nose"])
-_JS_TEST_BINS = frozenset(["jest", "vitest"])
+_JS_TEST_BINS = frozenset(["jest", "vitest", "mocha"])
 _PYTHON = re.compile(r"^(?:python(?:\d+(?:\.\d+)*)?|pypy3?)$")
 _RUNNERS = {"uv": "run", "poetry": "run", "pipenv": "run", "pdm": "run", "hatch": "run", "rye": "run", "bundle": "exec"}
 _RUNNER_VALUE_OPTIONS = frozenset(["--with", "--python", "-p", "--extra", "--group", "--package", "--directory"])
-_TEST_KEYWORDS = re.compile(r"test|tox|nox|jest|rspec|phpunit|check|npm")  # a cheap pre-filter
+_TEST_KEYWORDS = re.compile(r"test|tox|nox|jest|rspec|phpunit|check|npm|mocha")  # a cheap pre-filter
 
 
 def _positionals(args: list[str]) -> list[str]:
