@@ -161,23 +161,28 @@ class LLMCache:
         ensure_tables(con, [tables.LLM_CACHE])
         self._cur = con.cursor()
         self._lock = threading.Lock()
+        self._loaded: dict[str, CachedAnswer] | None = None  # the table, read once: a lookup is a dict get
+
+    def _entries(self) -> dict[str, CachedAnswer]:
+        """Every cached answer by key, read on first use (a point query per lookup would scan the table)."""
+        if self._loaded is None:
+            rows = self._cur.execute(
+                "SELECT cache_key, response, prompt_tokens, completion_tokens, cost_usd"
+                f" FROM {tables.LLM_CACHE.qualified}"
+            ).fetchall()
+            self._loaded = {r[0]: CachedAnswer(r[1], int(r[2] or 0), int(r[3] or 0), float(r[4] or 0.0)) for r in rows}
+        return self._loaded
 
     @staticmethod
     def key(prompt_version: str, model: str, prompt: str) -> str:
-        payload = json.dumps([prompt_version, model, redact(prompt)], ensure_ascii=False)
+        """The key of a prompt as given (callers pass redacted prompts; ``put`` redacts again before storing)."""
+        payload = json.dumps([prompt_version, model, prompt], ensure_ascii=False)
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
     def get(self, prompt_version: str, model: str, prompt: str) -> CachedAnswer | None:
         key = self.key(prompt_version, model, prompt)
         with self._lock:
-            row = self._cur.execute(
-                f"SELECT response, prompt_tokens, completion_tokens, cost_usd FROM {tables.LLM_CACHE.qualified}"
-                " WHERE cache_key = ? LIMIT 1",
-                [key],
-            ).fetchone()
-        if row is None:
-            return None
-        return CachedAnswer(row[0], int(row[1] or 0), int(row[2] or 0), float(row[3] or 0.0))
+            return self._entries().get(key)
 
     def put(self, prompt_version: str, model: str, prompt: str, answer: CachedAnswer) -> None:
         prompt = redact(prompt)
@@ -201,6 +206,7 @@ class LLMCache:
                     ],
                 )
                 self._cur.execute("COMMIT")
+                self._entries()[key] = answer
             except Exception:
                 self._cur.execute("ROLLBACK")
                 raise
@@ -587,7 +593,8 @@ class _Engine:
             self.totals.calls += 1
 
     def ask(self, prompt: str, check: SchemaCheck) -> CallResult:
-        prompt = redact(prompt)
+        """``prompt`` holds a transcript already redacted by ``render_transcript``: a cache hit costs no redaction
+        pass; what is sent and stored is redacted once more (idempotent), whatever the caller did."""
         model = self.settings.model
         if self.cache is not None:
             hit = self.cache.get(PROMPT_VERSION, model, prompt)
@@ -602,6 +609,7 @@ class _Engine:
                     return CallResult(
                         "ok", value, hit.response, hit.prompt_tokens, hit.completion_tokens, hit.cost_usd, cached=True
                     )
+        prompt = redact(prompt)
         res = complete_json(self.settings, prompt, check, budget=self.budget, on_request=self._count_request)
         with self._lock:
             self.totals.prompt_tokens += res.prompt_tokens

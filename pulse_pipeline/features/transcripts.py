@@ -27,10 +27,15 @@ STEP_NAMES = (
 )
 
 TRANSCRIPTS_SQL = f"""
-WITH ev AS (
-    SELECT e.session_id, e.seq, e.kind, e.name, e.source, e.text, e.raw_json,
+WITH chosen AS (
+    SELECT record_key, session_id FROM staging.sessions WHERE session_id IN (SELECT unnest(?))
+), ev AS (
+    -- only what a transcript needs: an action's text, an edit's JSON, the next event's kind, exit code and name
+    SELECT c.session_id, e.seq, e.kind, e.name, e.source,
+           CASE WHEN e.kind = 'action' THEN e.text END AS text,
+           CASE WHEN e.kind = 'action' AND e.name IN ('edit', 'write') THEN e.raw_json END AS raw_json,
            lead(e.kind) OVER w AS next_kind, lead(e.exit_code) OVER w AS next_exit, lead(e.name) OVER w AS next_name
-    FROM raw.events e JOIN staging.sessions s USING (record_key)
+    FROM raw.events e JOIN chosen c USING (record_key)
     WINDOW w AS (PARTITION BY e.record_key ORDER BY e.seq)
 ), steps AS (
     SELECT session_id, list({{
@@ -53,31 +58,31 @@ WITH ev AS (
     FROM ev WHERE kind = 'action' AND name = 'message'
     GROUP BY session_id
 )
-SELECT s.session_id, m.user_messages, m.agent_messages, st.steps
-FROM staging.sessions s LEFT JOIN messages m USING (session_id) LEFT JOIN steps st USING (session_id)
-{{where}}
-ORDER BY s.session_id
+SELECT c.session_id, m.user_messages, m.agent_messages, st.steps
+FROM chosen c LEFT JOIN messages m USING (session_id) LEFT JOIN steps st USING (session_id)
+ORDER BY c.session_id
 """
 
 
 def iter_transcripts(
     wh: Warehouse, batch_size: int = 2000, session_ids: list[str] | None = None
 ) -> Iterator[list[SessionTranscript]]:
-    """Transcripts of every staged session (or the given ones), ``batch_size`` at a time, ordered by session id."""
-    where, params = "", []
-    if session_ids is not None:
-        where, params = "WHERE s.session_id IN (SELECT unnest(?))", [session_ids]
-    reader = wh.con.execute(TRANSCRIPTS_SQL.replace("{where}", where), params).to_arrow_reader(batch_size)
-    for record_batch in reader:
-        batch = []
-        for row in record_batch.to_pylist():
-            steps = tuple(
-                AgentStep(s["name"], s["text"], s["exit_code"], s["written"], bool(s["error"]))
-                for s in row["steps"] or ()
+    """Transcripts of every staged session (or the given ones), ``batch_size`` at a time, ordered by session id.
+
+    One query per batch keeps DuckDB's memory to a batch's events, whatever the size of the warehouse."""
+    if session_ids is None:
+        session_ids = [r[0] for r in wh.con.execute("SELECT session_id FROM staging.sessions ORDER BY 1").fetchall()]
+    for start in range(0, len(session_ids), batch_size):
+        rows = wh.con.execute(TRANSCRIPTS_SQL, [session_ids[start : start + batch_size]]).to_arrow_table().to_pylist()
+        yield [
+            SessionTranscript(
+                row["session_id"],
+                tuple(row["user_messages"] or ()),
+                tuple(
+                    AgentStep(s["name"], s["text"], s["exit_code"], s["written"], bool(s["error"]))
+                    for s in row["steps"] or ()
+                ),
+                tuple(row["agent_messages"] or ()),
             )
-            batch.append(
-                SessionTranscript(
-                    row["session_id"], tuple(row["user_messages"] or ()), steps, tuple(row["agent_messages"] or ())
-                )
-            )
-        yield batch
+            for row in rows
+        ]
