@@ -72,6 +72,11 @@ class Warehouse:
     def insert(self, t: Table, data: pa.Table | pl.DataFrame) -> None:
         insert_arrow(self.con, t, data.to_arrow() if isinstance(data, pl.DataFrame) else data)
 
+    def insert_rows(self, t: Table, rows: list[tuple]) -> None:
+        """Append Python rows whose values are in the table's column order."""
+        if rows:
+            self.insert(t, pl.DataFrame(rows, schema=t.column_names, orient="row", infer_schema_length=None))
+
     def replace_table(self, t: Table, select_sql: str, params: list | None = None) -> int:
         """Rebuild a whole derived table from a query whose columns are the table's, in order."""
         self.con.execute(f"DELETE FROM {t.qualified}")

@@ -4,7 +4,6 @@ session and rubric feature), replacing what the same annotator and prompt versio
 from __future__ import annotations
 
 import orjson
-import polars as pl
 
 from .. import tables
 from ..warehouse import Warehouse
@@ -56,9 +55,8 @@ def write_annotations(wh: Warehouse, annotations: list[Annotation], *, first_bat
             (a.session_id, a.annotator, a.prompt_version, name, ans.value, ans.explanation)
             for name, ans in a.answers.items()
         )
-    for t, data in ((tables.ANNOTATIONS, rows), (tables.ANNOTATION_VALUES, values)):
-        if data:
-            wh.insert(t, pl.DataFrame(data, schema=t.column_names, orient="row", infer_schema_length=None))
+    wh.insert_rows(tables.ANNOTATIONS, rows)
+    wh.insert_rows(tables.ANNOTATION_VALUES, values)
 
 
 def read_labels(wh: Warehouse, annotator: str, prompt_version: str | None = None) -> dict[str, dict[str, str]]:

@@ -111,15 +111,10 @@ def judge_scores(
         wh.con.execute("DELETE FROM features.judge_scores WHERE model = ?", [judge.settings.model])
         for batch in iter_transcripts(wh):
             scores = judge.judge(batch)
-            wh.insert(tables.JUDGE_SCORES, _frame(tables.JUDGE_SCORES, [tuple(vars(s).values()) for s in scores]))
+            wh.insert_rows(tables.JUDGE_SCORES, [tuple(vars(s).values()) for s in scores])
             n += len(scores)
-    return dg.MaterializeResult(metadata={"dagster/row_count": n, "model": judge.settings.model})
-
-
-def _frame(t: tables.Table, rows: list[tuple]):
-    import polars as pl
-
-    return pl.DataFrame(rows, schema=t.column_names, orient="row", infer_schema_length=None)
+    totals = {f"llm_{k}": v for k, v in vars(judge.totals).items()}
+    return dg.MaterializeResult(metadata={"dagster/row_count": n, "model": judge.settings.model, **totals})
 
 
 @dg.asset(
@@ -151,8 +146,7 @@ def annotator_agreement(
             for b in ordered[i + 1 :]:
                 rows.extend(tuple(vars(r).values()) for r in agreement(labels[a], labels[b], rubric, a, b))
         wh.con.execute("DELETE FROM features.annotator_agreement")
-        if rows:
-            wh.insert(tables.ANNOTATOR_AGREEMENT, _frame(tables.ANNOTATOR_AGREEMENT, rows))
+        wh.insert_rows(tables.ANNOTATOR_AGREEMENT, rows)
     note = "" if len(labels) > 1 else "only one annotator has labelled sessions: nothing to compare"
     return dg.MaterializeResult(
         metadata={"dagster/row_count": len(rows), "annotators": ", ".join(ordered), **({"note": note} if note else {})}
