@@ -73,12 +73,35 @@ def cmd_demo(args: argparse.Namespace) -> int:
     )
     print(f"warehouse (open it with duckdb or `pulse sql`): {home.warehouse}")
     print(f"ground truth of the synthetic corpus: {drop / '_truth.json'}")
+    _show(
+        home,
+        "Satisfaction models, out of fold (mean ± sd over CV seeds; * = chosen):",
+        """
+        PIVOT (SELECT model || CASE WHEN chosen THEN ' *' ELSE '' END AS model, metric,
+                      printf('%.3f', mean) || coalesce(' ± ' || printf('%.3f', sd), '') AS cell
+               FROM modeling.cv_metrics)
+        ON model USING first(cell) GROUP BY metric ORDER BY metric""",
+    )
     print(f"report folder: {home.report}")
     print(
         'try: pulse sql "SELECT variant, count(*), avg(label) FROM staging.session_labels '
         'JOIN staging.assignments USING (session_id) GROUP BY variant"'
     )
     return 0
+
+
+def _show(home: PulseHome, title: str, sql: str) -> None:
+    """Print a small query result from the published warehouse, or nothing if the table is empty or absent."""
+    import duckdb
+
+    with duckdb.connect(str(home.warehouse), read_only=True) as con:
+        try:
+            rel = con.sql(sql)
+        except duckdb.Error:
+            return
+        if rel is not None and rel.fetchone() is not None:
+            print(f"\n{title}")
+            rel.show(max_width=200)
 
 
 def cmd_sql(args: argparse.Namespace) -> int:

@@ -9,6 +9,9 @@ from .defs.features.checks import feature_checks
 from .defs.features.resources import annotator_resource
 from .defs.ingest.assets import raw_drop
 from .defs.ingest.sensors import INGEST_JOB, drop_sensor
+from .defs.modeling import assets as modeling_assets
+from .defs.modeling.checks import modeling_checks
+from .defs.modeling.resources import modeling_resource
 from .defs.resources import warehouse_resource
 from .defs.staging import assets as staging_assets
 from .defs.staging.checks import staging_checks
@@ -27,8 +30,8 @@ def build_definitions(home: PulseHome) -> dg.Definitions:
         DOWNSTREAM_JOB, selection=DERIVED, description="Rebuild every table derived from the raw tables."
     )
     return dg.Definitions(
-        assets=[raw_drop, *dg.load_assets_from_modules([staging_assets, feature_assets])],
-        asset_checks=[*staging_checks, *feature_checks],
+        assets=[raw_drop, *dg.load_assets_from_modules([staging_assets, feature_assets, modeling_assets])],
+        asset_checks=[*staging_checks, *feature_checks, *modeling_checks],
         jobs=[ingest_job, downstream_job],
         sensors=[
             drop_sensor,
@@ -48,7 +51,11 @@ def build_definitions(home: PulseHome) -> dg.Definitions:
                 description="Safety net: rebuild derived tables nightly even if no drop came.",
             ),
         ],
-        resources={"warehouse": warehouse_resource(home), "annotator": annotator_resource()},
+        resources={
+            "warehouse": warehouse_resource(home),
+            "annotator": annotator_resource(),
+            "modeling": modeling_resource(),
+        },
         executor=dg.in_process_executor,
     )
 

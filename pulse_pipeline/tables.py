@@ -296,8 +296,56 @@ ANNOTATOR_AGREEMENT = _t(
     ("note", V),
 )
 
+CV_METRICS = _t(
+    "modeling.cv_metrics",
+    "The paper's Table 2: out-of-fold MSE, MAE and Pearson r of each model family (mean and sd over CV seeds),"
+    " and of the LLM judge when it ran.",
+    ("model", V),
+    ("metric", V),
+    ("mean", D),
+    ("sd", D),
+    ("n_labeled", INT),
+    ("n_seeds", INT),
+    ("chosen", BOOL),
+    ("source", V),
+)
+
+PREDICTIONS = _t(
+    "modeling.predictions",
+    "One row per session: a cross-fit prediction. Rated sessions: the out-of-fold prediction and its fold;"
+    " unrated sessions: the mean of the fold models' predictions.",
+    ("session_id", V),
+    ("labeled", BOOL),
+    ("label_stars", D),
+    ("label", D),
+    ("prediction_stars", D),
+    ("prediction", D),
+    ("fold", INT),
+    ("model", V),
+    ("method", V),
+)
+
+FOLD_TRAINING = _t(
+    "modeling.fold_training",
+    "Which rated sessions each fold's model was trained on (what the out-of-fold check reads).",
+    ("model", V),
+    ("fold", INT),
+    ("session_id", V),
+)
+
+FEATURE_IMPORTANCE = _t(
+    "modeling.feature_importance",
+    "Permutation importance of the chosen model on out-of-fold data: rise in MSE when a feature is shuffled.",
+    ("model", V),
+    ("feature", V),
+    ("importance_mean", D),
+    ("importance_sd", D),
+    ("rank", INT),
+)
+
 RAW_TABLES = (DROPS, SESSIONS, EVENTS, RATINGS, ASSIGNMENTS, QUARANTINE)
 STAGING_TABLES = (STAGING_SESSIONS, WORK_SEGMENTS, SEGMENT_RATINGS, SESSION_LABELS, STAGING_ASSIGNMENTS)
 FEATURE_TABLES = (EVENT_FEATURES, ANNOTATIONS, ANNOTATION_VALUES, LLM_CACHE, JUDGE_SCORES, ANNOTATOR_AGREEMENT)
-ALL_TABLES = RAW_TABLES + STAGING_TABLES + FEATURE_TABLES
+MODELING_TABLES = (CV_METRICS, PREDICTIONS, FOLD_TRAINING, FEATURE_IMPORTANCE)
+ALL_TABLES = RAW_TABLES + STAGING_TABLES + FEATURE_TABLES + MODELING_TABLES
 # features.session_features is built from the rubric, so its columns are not listed here (see features/wide.py)

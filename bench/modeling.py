@@ -1,0 +1,167 @@
+"""Modeling benchmark at the paper's scale: cross-validate every family (5 folds x 5 seeds), cross-fit predictions
+for every session, choose a family, permutation importance of the chosen one; time each step and peak RSS.
+
+The data are the generator's session-level table (``simulate_sessions(36000, seed=7)``: ~1 800 rated, ~34 000
+unrated sessions), with the counts, tone, finish flag and task-type one-hot as features (20 columns), so the
+numbers measure the models, not the warehouse.
+
+    .venv/bin/python bench/modeling.py                          # the paper's scale, all four families
+    .venv/bin/python bench/modeling.py --seeds 2 --families hist_gbm,lightgbm
+    .venv/bin/python bench/modeling.py --pad-features 40     # 60 columns, like a wide table with a rubric
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from pulse_pipeline.modeling.crossfit import (  # noqa: E402
+    CVResult,
+    choose_family,
+    cross_validate,
+    crossfit_predict,
+    oof_violations,
+    pearson,
+)
+from pulse_pipeline.modeling.families import FAMILIES  # noqa: E402
+from pulse_pipeline.modeling.importance import permutation_importance_oof  # noqa: E402
+from pulse_pipeline.synth import TASK_TYPES, simulate_sessions  # noqa: E402
+
+COLUMNS = (
+    "user_messages",
+    "git_commit",
+    "git_push",
+    "git_pull",
+    "git_reset",
+    "git_rebase",
+    "test_runs",
+    "test_failures",
+    "failed_commands",
+    "file_edits",
+    "finished",
+    "sentiment_score",
+)
+TARGET_SECONDS = 60.0
+
+
+def design(table) -> tuple[np.ndarray, list[str]]:
+    """Session-level features like ``features.session_features``: counts, tone, finish, task type one-hot."""
+    cols = [getattr(table, c).astype(np.float64) for c in COLUMNS]
+    cols += [(table.task_type == t).astype(np.float64) for t in TASK_TYPES]
+    return np.column_stack(cols), [*COLUMNS, *(f"task_type__{t}" for t in TASK_TYPES)]
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: kilobytes
+
+
+def fmt(result: CVResult, name: str) -> str:
+    m = result.metric(name)
+    return f"{m.mean:.3f} ± {m.sd:.3f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sessions", type=int, default=36000)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--seeds", type=int, default=5, help="CV seeds, from 42 (the paper: 42)")
+    parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--families", default=",".join(FAMILIES))
+    parser.add_argument(
+        "--pad-features",
+        type=int,
+        default=0,
+        help="append this many irrelevant columns (Poisson(1) counts and 0/1 flags, half each): the real "
+        "features.session_features has ~60 columns once the rubric's one-hot options are added",
+    )
+    args = parser.parse_args()
+    families = [f.strip() for f in args.families.split(",") if f.strip()]
+    seeds = tuple(42 + i for i in range(args.seeds))
+
+    print(f"load average before start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
+    started = time.perf_counter()
+    table = simulate_sessions(args.sessions, seed=args.seed)
+    X, names = design(table)
+    if args.pad_features:
+        rng = np.random.default_rng(0)
+        n_counts = args.pad_features // 2
+        pad = np.column_stack(
+            [
+                rng.poisson(1.0, (len(table), n_counts)),
+                rng.random((len(table), args.pad_features - n_counts)) < 0.2,
+            ]
+        ).astype(np.float64)
+        X = np.column_stack([X, pad])
+        names += [f"pad_{j}" for j in range(args.pad_features)]
+    Xl, y, Xu = X[table.rated], table.label[table.rated], X[~table.rated]
+    t_data = time.perf_counter() - started
+    print(
+        f"data: {len(table)} sessions, {len(y)} rated, {len(Xu)} unrated, {X.shape[1]} features "
+        f"({t_data:.2f} s to simulate)"
+    )
+    print(f"cross-validation: {args.folds} folds x {len(seeds)} seeds = {args.folds * len(seeds)} fits per family\n")
+
+    header = f"{'family':<14} {'CV s':>7} {'cross-fit s':>11}   {'MSE':>13} {'MAE':>13} {'Pearson r':>13}"
+    print(header)
+    print("-" * len(header))
+    results: list[CVResult] = []
+    crossfits = {}
+    timings: dict[str, tuple[float, float]] = {}
+    for family in families:
+        t0 = time.perf_counter()
+        result = cross_validate(Xl, y, family, k=args.folds, seeds=seeds)
+        t1 = time.perf_counter()
+        cf = crossfit_predict(Xl, y, Xu, family, k=args.folds, seed=42)
+        t2 = time.perf_counter()
+        assert oof_violations(cf.fold, cf.train_index_by_fold) == 0
+        results.append(result)
+        crossfits[family] = cf
+        timings[family] = (t1 - t0, t2 - t1)
+        print(
+            f"{family:<14} {t1 - t0:7.2f} {t2 - t1:11.2f}   {fmt(result, 'mse'):>13} {fmt(result, 'mae'):>13} "
+            f"{fmt(result, 'pearson'):>13}"
+        )
+
+    chosen = choose_family(results, by="pearson")
+    cf = crossfits[chosen.family]
+    r, _ = pearson(y, cf.oof)
+    print(
+        f"\nchosen: {chosen.family} (highest mean Pearson {chosen.metric('pearson').mean:.3f}); "
+        f"cross-fit OOF Pearson (seed 42) {r:.3f}; oof_violations 0 of {len(y)}"
+    )
+    # the memory a run keeps: the chosen family's fold models (the others would be dropped after predicting)
+    for family in families:
+        if family != chosen.family:
+            del crossfits[family]
+
+    t0 = time.perf_counter()
+    importance = permutation_importance_oof(cf, Xl, y, names, n_repeats=5, seed=0)
+    t_imp = time.perf_counter() - t0
+    top = ", ".join(f"{i.feature} {i.mean:.3f}" for i in importance[:5])
+    print(f"permutation importance ({chosen.family}, 5 repeats x {cf.k} folds): {t_imp:.2f} s; top 5: {top}")
+
+    total = time.perf_counter() - started
+    modeling = sum(a + b for a, b in timings.values()) + t_imp
+    # what the Dagster stage runs: CV of every family, then cross-fit and importance of the chosen one only
+    stage = sum(cv for cv, _ in timings.values()) + timings[chosen.family][1] + t_imp
+    print(f"\nstage as the pipeline runs it (CV all, cross-fit + importance of {chosen.family}): {stage:.2f} s")
+    print(f"everything above (cross-fit of every family too): {modeling:.2f} s; total with data: {total:.2f} s")
+    print(f"peak RSS: {peak_rss_mb():.0f} MB")
+    verdict = "within" if total <= TARGET_SECONDS else "OVER"
+    print(f"target {TARGET_SECONDS:.0f} s: {verdict}")
+    slowest = max(timings, key=lambda f: sum(timings[f]))
+    share = sum(timings[slowest]) / modeling
+    print(f"slowest family: {slowest} ({sum(timings[slowest]):.2f} s, {share:.0%} of the modeling time)")
+
+
+if __name__ == "__main__":
+    main()

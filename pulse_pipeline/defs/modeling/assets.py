@@ -1,0 +1,166 @@
+"""Modeling tables: cross-validated metrics per family (the paper's Table 2), cross-fit predictions for every
+session with the fold models' training sets, and permutation importance of the chosen model."""
+
+import dagster as dg
+import numpy as np
+import polars as pl
+
+from ... import tables
+from ...modeling.crossfit import choose_family, cross_validate, crossfit_predict
+from ...modeling.data import load_modeling_data
+from ...modeling.importance import permutation_importance_oof
+from ..features.assets import SESSION_FEATURES_KEY, key
+from ..markdown import markdown_table
+from ..resources import WarehouseResource
+from .resources import ModelingResource
+
+EAGER = dg.AutomationCondition.eager()
+MIN_LABELED = 10  # fewer rated sessions than this: no model is fit, and the assets say so
+
+
+def _skip(wh, reason: str, *which: tables.Table) -> dict:
+    for t in which:
+        wh.con.execute(f"DELETE FROM {t.qualified}")
+    return {"skipped": reason}
+
+
+def table2(metrics: pl.DataFrame) -> str:
+    """Metrics as rows and models as columns, 'mean ± sd', like the paper's Table 2."""
+    cells = metrics.with_columns(
+        cell=pl.when(pl.col("sd").is_null())
+        .then(pl.col("mean").round(3).cast(str))
+        .otherwise(pl.format("{} ± {}", pl.col("mean").round(3), pl.col("sd").round(3)))
+    )
+    wide = cells.pivot(on="model", index="metric", values="cell", aggregate_function="first")
+    return markdown_table(wide)
+
+
+def judge_rows(wh, n_seeds: int) -> list[tuple]:
+    """The LLM judge's Likert scores against the ratings, on rated sessions (no cross-validation: nothing is fit)."""
+    rows = wh.con.execute("""
+        SELECT j.model, count(*), avg((j.likert_score - l.label_stars) ^ 2), avg(abs(j.likert_score - l.label_stars)),
+               corr(j.likert_score, l.label_stars)
+        FROM features.judge_scores j JOIN staging.session_labels l USING (session_id)
+        WHERE j.status = 'ok' AND j.likert_score IS NOT NULL GROUP BY j.model""").fetchall()
+    out = []
+    for model, n, mse, mae, r in rows:
+        for metric, value in (("mse", mse), ("mae", mae), ("pearson", r)):
+            out.append((f"llm_judge:{model}", metric, value, None, n, 0, False, "llm_judge"))
+    return out
+
+
+@dg.asset(
+    key=key(tables.CV_METRICS),
+    deps=[SESSION_FEATURES_KEY, key(tables.SESSION_LABELS), key(tables.JUDGE_SCORES)],
+    description=tables.CV_METRICS.description,
+    group_name="modeling",
+    kinds={"duckdb", "scikit-learn"},
+    automation_condition=EAGER,
+)
+def cv_metrics(context: dg.AssetExecutionContext, warehouse: WarehouseResource, modeling: ModelingResource):
+    with warehouse.warehouse() as wh:
+        data = load_modeling_data(wh)
+        n = int(data.labeled.sum())
+        if n < MIN_LABELED:
+            reason = f"skipped: {n} rated sessions, at least {MIN_LABELED} are needed to cross-validate a model"
+            context.log.warning(reason)
+            return dg.MaterializeResult(metadata=_skip(wh, reason, tables.CV_METRICS))
+        X, y = data.X[data.labeled], data.y[data.labeled]
+        results = []
+        for family in modeling.families:
+            context.log.info(f"cross-validating {family} on {n} rated sessions ({len(modeling.seeds)} seeds)")
+            results.append(cross_validate(X, y, family, k=modeling.folds, seeds=modeling.seeds))
+        chosen = choose_family(results, by=modeling.choose_by)
+        rows = [
+            (
+                r.family,
+                m.name,
+                m.mean,
+                m.sd,
+                r.n_labeled,
+                len(modeling.seeds),
+                r.family == chosen.family,
+                "cross_validation",
+            )
+            for r in results
+            for m in r.metrics
+        ] + judge_rows(wh, len(modeling.seeds))
+        wh.con.execute("DELETE FROM modeling.cv_metrics")
+        wh.insert_rows(tables.CV_METRICS, rows)
+        metrics = wh.frame("SELECT model, metric, mean, sd FROM modeling.cv_metrics")
+    return dg.MaterializeResult(
+        metadata={
+            "dagster/row_count": len(rows),
+            "chosen_model": chosen.family,
+            "chosen_by": modeling.choose_by,
+            **{f"chosen_{m.name}": float(m.mean) for m in chosen.metrics},
+            "table_2": dg.MetadataValue.md(table2(metrics)),
+        }
+    )
+
+
+@dg.multi_asset(
+    specs=[
+        dg.AssetSpec(
+            key(t),
+            deps=[key(tables.CV_METRICS), SESSION_FEATURES_KEY],
+            description=t.description,
+            group_name="modeling",
+            kinds={"duckdb", "scikit-learn"},
+            automation_condition=EAGER,
+        )
+        for t in (tables.PREDICTIONS, tables.FOLD_TRAINING, tables.FEATURE_IMPORTANCE)
+    ],
+    name="crossfit",
+)
+def crossfit(context: dg.AssetExecutionContext, warehouse: WarehouseResource, modeling: ModelingResource):
+    """Cross-fit predictions with the chosen family: one model is fit across all experiment arms, as the paper
+    does (the arms share users, tasks and the agent's scaffold; a model per arm would have a fraction of the labels)."""
+    outputs = (tables.PREDICTIONS, tables.FOLD_TRAINING, tables.FEATURE_IMPORTANCE)
+    with warehouse.warehouse() as wh:
+        chosen = wh.con.execute("SELECT DISTINCT model FROM modeling.cv_metrics WHERE chosen").fetchone()
+        data = load_modeling_data(wh)
+        if chosen is None:
+            meta = _skip(wh, "skipped: no model was chosen (see modeling/cv_metrics)", *outputs)
+            for t in outputs:
+                yield dg.MaterializeResult(asset_key=key(t), metadata=meta)
+            return
+        family = chosen[0]
+        lab = data.labeled
+        context.log.info(f"cross-fitting {family}: {int(lab.sum())} rated, {int((~lab).sum())} unrated sessions")
+        cf = crossfit_predict(data.X[lab], data.y[lab], data.X[~lab], family, k=modeling.folds, seed=42)
+        ids_lab, ids_unlab = data.session_ids[lab], data.session_ids[~lab]
+        y = data.y[lab]
+        rows = [
+            (sid, True, float(yy), (float(yy) - 1) / 4, float(p), (float(p) - 1) / 4, int(f), family, "out_of_fold")
+            for sid, yy, p, f in zip(ids_lab, y, cf.oof, cf.fold, strict=True)
+        ] + [
+            (sid, False, None, None, float(p), (float(p) - 1) / 4, None, family, "fold_mean")
+            for sid, p in zip(ids_unlab, cf.unlabeled, strict=True)
+        ]
+        training = [(family, fold, str(ids_lab[i])) for fold, index in enumerate(cf.train_index_by_fold) for i in index]
+        importance = permutation_importance_oof(cf, data.X[lab], y, list(data.feature_names))
+        for t in outputs:
+            wh.con.execute(f"DELETE FROM {t.qualified}")
+        wh.insert_rows(tables.PREDICTIONS, rows)
+        wh.insert_rows(tables.FOLD_TRAINING, training)
+        wh.insert_rows(tables.FEATURE_IMPORTANCE, [(family, i.feature, i.mean, i.sd, i.rank) for i in importance])
+        top = wh.frame("SELECT feature, importance_mean, importance_sd FROM modeling.feature_importance ORDER BY rank")
+    r = float(np.corrcoef(cf.oof, y)[0, 1]) if np.std(cf.oof) > 0 else float("nan")
+    yield dg.MaterializeResult(
+        asset_key=key(tables.PREDICTIONS),
+        metadata={
+            "dagster/row_count": len(rows),
+            "model": family,
+            "oof_pearson": r,
+            **({"note": cf.note} if cf.note else {}),
+        },
+    )
+    yield dg.MaterializeResult(asset_key=key(tables.FOLD_TRAINING), metadata={"dagster/row_count": len(training)})
+    yield dg.MaterializeResult(
+        asset_key=key(tables.FEATURE_IMPORTANCE),
+        metadata={
+            "dagster/row_count": len(importance),
+            "top_features": dg.MetadataValue.md(markdown_table(top, max_rows=15)),
+        },
+    )

@@ -1,0 +1,1 @@
+"""Satisfaction models: families, cross-validation, cross-fit predictions, importance (no Dagster here)."""

@@ -1,0 +1,78 @@
+"""The model families that predict a session's satisfaction (stars) from its features: the paper's Appendix A.2.
+
+The paper's set-up ("ML Model set-up and parameters"), one scikit-learn ``Pipeline`` per family:
+
+- ``ordinal_logit``: StandardScaler(with_mean=True) -> OrdinalLogitRegressor(C=2.0, class_weight="balanced"),
+  an ordinal logistic model whose ``predict`` is the expected rating sum_k k * P(stars = k | x); the L2 penalty
+  (C=2.0) is the paper's explicit regularization against outliers;
+- ``random_forest``: RandomForestRegressor(n_estimators=400) (the paper's best model, Table 2: r = 0.29);
+- ``hist_gbm``: HistGradientBoostingRegressor() with scikit-learn's defaults;
+- ``lightgbm``: LGBMRegressor(n_estimators=300, learning_rate=0.05, num_leaves=15, min_child_samples=20), not in
+  the paper: a second boosted-tree family, small and shallow because the labeled set is small (~1 750 rows).
+
+Every pipeline starts with ``SimpleImputer(strategy="constant", fill_value=0)``. Why zero and not the mean: most
+columns are counts read off the event stream (commits, pushes, failed commands, test runs), and a count that is
+missing means the session had none of those events (``features.event_features`` has no row, the LEFT JOIN gives
+NULL); a 0/1 rubric column whose annotation failed is read as "not flagged", the conservative reading, and
+``annotation_status`` says how often that happened. A mean imputation would also leak the other rows' values into
+each row, which is harmless here but pointless.
+
+The paper's pipelines begin with DictVectorizer -> to_dense because its features were per-session dicts. That step
+is not needed here: ``features.session_features`` is already a dense numeric table, one column per feature, with
+each category one-hot encoded as ``<feature>__<option>`` 0/1 columns (see ``features/wide.py``), so the arrays go
+straight to the imputer.
+
+``OrdinalLogitRegressor`` is imported inside ``make_model`` so the other families work without it.
+"""
+
+from __future__ import annotations
+
+from sklearn.ensemble import HistGradientBoostingRegressor, RandomForestRegressor
+from sklearn.impute import SimpleImputer
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import StandardScaler
+
+FAMILIES: tuple[str, ...] = ("ordinal_logit", "random_forest", "hist_gbm", "lightgbm")
+"""Every model family, in the order ties are broken (the earlier family wins)."""
+
+
+def _imputer() -> SimpleImputer:
+    # constant 0: a missing count means no such event (see the module docstring)
+    return SimpleImputer(strategy="constant", fill_value=0.0, keep_empty_features=True)
+
+
+def make_model(family: str, random_state: int = 0) -> Pipeline:
+    """A fresh, unfitted pipeline ``impute -> [scale ->] model`` for ``family`` (one of ``FAMILIES``).
+
+    ``random_state`` seeds the randomized families (random_forest, hist_gbm, lightgbm); the ordinal logit is
+    deterministic. Tree families use ``n_jobs=2`` (this project's machines have two cores).
+    """
+    if family == "ordinal_logit":
+        from .ordinal import OrdinalLogitRegressor  # lazy: written in a separate module
+
+        return Pipeline(
+            [
+                ("impute", _imputer()),
+                ("scale", StandardScaler(with_mean=True)),
+                ("model", OrdinalLogitRegressor(C=2.0, class_weight="balanced")),
+            ]
+        )
+    if family == "random_forest":
+        model = RandomForestRegressor(n_estimators=400, n_jobs=2, random_state=random_state)
+    elif family == "hist_gbm":
+        model = HistGradientBoostingRegressor(random_state=random_state)
+    elif family == "lightgbm":
+        from lightgbm import LGBMRegressor  # lazy: importing lightgbm costs ~0.3 s
+
+        model = LGBMRegressor(
+            n_estimators=300,
+            learning_rate=0.05,
+            num_leaves=15,
+            min_child_samples=20,
+            n_jobs=2,
+            verbose=-1,
+            random_state=random_state,
+        )
+    else:
+        raise ValueError(f"unknown model family {family!r}; known families: {', '.join(FAMILIES)}")
+    return Pipeline([("impute", _imputer()), ("model", model)])

@@ -1,0 +1,68 @@
+"""The modeling stage through the Dagster assets, and the check that predictions never saw their own labels."""
+
+from __future__ import annotations
+
+import dagster as dg
+import duckdb
+
+from pulse_pipeline import tables
+from pulse_pipeline.defs.modeling.checks import OOF_VIOLATIONS_SQL
+from pulse_pipeline.runs import ingest
+from pulse_pipeline.synth import write_corpus
+from pulse_pipeline.warehouse import Warehouse
+
+
+def test_the_out_of_fold_check_fails_on_in_sample_predictions():
+    wh = Warehouse(duckdb.connect())
+    labeled = [f"s{i}" for i in range(6)]
+    fold = {sid: i % 3 for i, sid in enumerate(labeled)}
+
+    def write(training: list[tuple]) -> int:
+        for t in (tables.PREDICTIONS, tables.FOLD_TRAINING):
+            wh.con.execute(f"DELETE FROM {t.qualified}")
+        wh.insert_rows(
+            tables.PREDICTIONS,
+            [(s, True, 4.0, 0.75, 4.1, 0.775, fold[s], "m", "out_of_fold") for s in labeled]
+            + [("u1", False, None, None, 4.0, 0.75, None, "m", "fold_mean")],
+        )
+        wh.insert_rows(tables.FOLD_TRAINING, training)
+        return wh.con.execute(OOF_VIOLATIONS_SQL).fetchone()[0]
+
+    cross_fit = [("m", k, s) for k in range(3) for s in labeled if fold[s] != k]
+    in_sample = [("m", k, s) for k in range(3) for s in labeled]  # every fold model saw every label
+    assert write(cross_fit) == 0
+    assert write(in_sample) == len(labeled)
+
+
+def test_modeling_stage_on_a_synthetic_corpus(pulse_home, tmp_path, monkeypatch):
+    monkeypatch.setenv("PULSE_CV_SEEDS", "2")  # all four families, two CV seeds: enough to test, quick to run
+    corpus = tmp_path / "corpus"
+    write_corpus(corpus, 1200, seed=9)
+    ingest(pulse_home, corpus, say=lambda _: None)
+    with duckdb.connect(str(pulse_home.warehouse), read_only=True) as con:
+        n_rated = con.execute("SELECT count(*) FROM staging.session_labels").fetchone()[0]
+        metrics = con.execute("SELECT model, metric, n_labeled, n_seeds, chosen FROM modeling.cv_metrics").fetchall()
+        assert {(m, k) for m, k, *_ in metrics} == {
+            (m, k)
+            for m in ("ordinal_logit", "random_forest", "hist_gbm", "lightgbm")
+            for k in ("mse", "mae", "pearson")
+        }
+        assert {(n, s) for _, _, n, s, _ in metrics} == {(n_rated, 2)}
+        chosen = {m for m, _, _, _, c in metrics if c}
+        assert len(chosen) == 1
+        best = con.execute(
+            "SELECT model FROM modeling.cv_metrics WHERE metric = 'pearson' ORDER BY mean DESC LIMIT 1"
+        ).fetchone()[0]
+        assert chosen == {best}
+        preds = con.execute("""
+            SELECT count(*), count(*) FILTER (WHERE labeled), count(*) FILTER (WHERE labeled AND fold IS NOT NULL),
+                   count(*) FILTER (WHERE NOT labeled AND fold IS NULL AND method = 'fold_mean'),
+                   count(DISTINCT model)
+            FROM modeling.predictions""").fetchone()
+        assert preds == (1200, n_rated, n_rated, 1200 - n_rated, 1)
+        n_features = len(con.execute("DESCRIBE features.session_features").fetchall()) - 2
+        assert con.execute("SELECT count(*) FROM modeling.feature_importance").fetchone()[0] == n_features
+    latest = dg.DagsterInstance.get().event_log_storage.get_latest_asset_check_execution_by_key(
+        [dg.AssetCheckKey(dg.AssetKey(["modeling", "predictions"]), "predictions_are_out_of_fold")]
+    )
+    assert [r.status.value for r in latest.values()] == ["SUCCEEDED"]
