@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 import duckdb
+import pytest
 
 from pulse_pipeline import tables
 from pulse_pipeline.defs.modeling.checks import OOF_VIOLATIONS_SQL
@@ -66,3 +67,26 @@ def test_modeling_stage_on_a_synthetic_corpus(pulse_home, tmp_path, monkeypatch)
         [dg.AssetCheckKey(dg.AssetKey(["modeling", "predictions"]), "predictions_are_out_of_fold")]
     )
     assert [r.status.value for r in latest.values()] == ["SUCCEEDED"]
+
+
+def test_judge_rows_compare_likert_scores_with_ratings():
+    from pulse_pipeline.defs.modeling.assets import judge_rows
+
+    wh = Warehouse(duckdb.connect())
+    # three rated sessions: ratings 5, 3, 1 stars; the judge says 4, 3, 3 (and one failed answer, ignored)
+    wh.insert_rows(tables.SESSION_LABELS, [("a", 1, 5.0, 1.0), ("b", 1, 3.0, 0.5), ("c", 1, 1.0, 0.0)])
+    wh.insert_rows(
+        tables.JUDGE_SCORES,
+        [
+            ("a", "m", "v", True, 4, "", "ok", 0, 0, 0.0, None),
+            ("b", "m", "v", True, 3, "", "ok", 0, 0, 0.0, None),
+            ("c", "m", "v", False, 3, "", "ok", 0, 0, 0.0, None),
+            ("d", "m", "v", None, None, "", "failed", 0, 0, 0.0, "bad"),
+        ],
+    )
+    rows = {metric: (value, sd, n, source) for _, metric, value, sd, n, _, _, source in judge_rows(wh)}
+    # by hand: errors -1, 0, +2 -> MSE (1 + 0 + 4) / 3 = 5/3, MAE 3/3 = 1;
+    # Pearson of (4, 3, 3) with (5, 3, 1): deviations (2/3, -1/3, -1/3) and (2, 0, -2) -> 2 / sqrt(2/3 * 8) = 0.866
+    assert rows["mse"][0] == pytest.approx(5 / 3) and rows["mae"][0] == pytest.approx(1.0)
+    assert rows["pearson"][0] == pytest.approx(3**0.5 / 2)
+    assert {(sd, n, source) for _, sd, n, source in rows.values()} == {(None, 3, "llm_judge")}

@@ -35,7 +35,7 @@ def table2(metrics: pl.DataFrame) -> str:
     return markdown_table(wide)
 
 
-def judge_rows(wh, n_seeds: int) -> list[tuple]:
+def judge_rows(wh) -> list[tuple]:
     """The LLM judge's Likert scores against the ratings, on rated sessions (no cross-validation: nothing is fit)."""
     rows = wh.con.execute("""
         SELECT j.model, count(*), avg((j.likert_score - l.label_stars) ^ 2), avg(abs(j.likert_score - l.label_stars)),
@@ -84,7 +84,7 @@ def cv_metrics(context: dg.AssetExecutionContext, warehouse: WarehouseResource, 
             )
             for r in results
             for m in r.metrics
-        ] + judge_rows(wh, len(modeling.seeds))
+        ] + judge_rows(wh)
         wh.con.execute("DELETE FROM modeling.cv_metrics")
         wh.insert_rows(tables.CV_METRICS, rows)
         metrics = wh.frame("SELECT model, metric, mean, sd FROM modeling.cv_metrics")
