@@ -82,6 +82,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
                FROM modeling.cv_metrics)
         ON model USING first(cell) GROUP BY metric ORDER BY metric""",
     )
+    _show(
+        home,
+        "Did the treatment make users happier? Effect on the normalized rating (0-1), 95 % intervals:",
+        """
+        SELECT experiment, treatment || ' vs ' || control AS comparison, method,
+               printf('%+.3f', effect) AS effect, printf('[%+.3f, %+.3f]', ci_low, ci_high) AS ci95,
+               printf('%.3f', p_value) AS p, printf('%.2f', width_vs_naive) AS width_vs_naive,
+               coalesce(flags, '') AS flags
+        FROM estimates.experiment_effects
+        WHERE method IN ('naive_welch', 'ppi', 'crossppi', 'aipw') ORDER BY experiment, treatment, method""",
+    )
     print(f"report folder: {home.report}")
     print(
         'try: pulse sql "SELECT variant, count(*), avg(label) FROM staging.session_labels '

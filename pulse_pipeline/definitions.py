@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from .defs.estimates import assets as estimate_assets
 from .defs.features import assets as feature_assets
 from .defs.features.checks import feature_checks
 from .defs.features.resources import annotator_resource
@@ -30,8 +31,11 @@ def build_definitions(home: PulseHome) -> dg.Definitions:
         DOWNSTREAM_JOB, selection=DERIVED, description="Rebuild every table derived from the raw tables."
     )
     return dg.Definitions(
-        assets=[raw_drop, *dg.load_assets_from_modules([staging_assets, feature_assets, modeling_assets])],
-        asset_checks=[*staging_checks, *feature_checks, *modeling_checks],
+        assets=[
+            raw_drop,
+            *dg.load_assets_from_modules([staging_assets, feature_assets, modeling_assets, estimate_assets]),
+        ],
+        asset_checks=[*staging_checks, *feature_checks, *modeling_checks, estimate_assets.intervals_are_not_too_good],
         jobs=[ingest_job, downstream_job],
         sensors=[
             drop_sensor,
@@ -55,6 +59,7 @@ def build_definitions(home: PulseHome) -> dg.Definitions:
             "warehouse": warehouse_resource(home),
             "annotator": annotator_resource(),
             "modeling": modeling_resource(),
+            "estimates": estimate_assets.estimates_resource(home.root),
         },
         executor=dg.in_process_executor,
     )

@@ -343,9 +343,41 @@ FEATURE_IMPORTANCE = _t(
     ("rank", INT),
 )
 
+EXPERIMENT_EFFECTS = _t(
+    "estimates.experiment_effects",
+    "One row per experiment, treatment-vs-control comparison and method: the effect on the normalized label"
+    " (and in stars), its interval, p-value, the data behind it and the honesty diagnostics.",
+    ("experiment", V),
+    ("treatment", V),
+    ("control", V),
+    ("method", V),
+    ("effect", D),
+    ("se", D),
+    ("ci_low", D),
+    ("ci_high", D),
+    ("p_value", D),
+    ("effect_stars", D),
+    ("ci_low_stars", D),
+    ("ci_high_stars", D),
+    ("n_labeled_treatment", INT),
+    ("n_labeled_control", INT),
+    ("N_unlabeled_treatment", INT),
+    ("N_unlabeled_control", INT),
+    ("lambda_treatment", D),
+    ("lambda_control", D),
+    ("oof_rho", D),
+    ("rated_vs_unrated_auc", D),
+    ("width_vs_naive", D),
+    ("best_width_theory", D),
+    ("valid", BOOL),
+    ("flags", V),
+    ("note", V),
+)
+
 RAW_TABLES = (DROPS, SESSIONS, EVENTS, RATINGS, ASSIGNMENTS, QUARANTINE)
 STAGING_TABLES = (STAGING_SESSIONS, WORK_SEGMENTS, SEGMENT_RATINGS, SESSION_LABELS, STAGING_ASSIGNMENTS)
 FEATURE_TABLES = (EVENT_FEATURES, ANNOTATIONS, ANNOTATION_VALUES, LLM_CACHE, JUDGE_SCORES, ANNOTATOR_AGREEMENT)
 MODELING_TABLES = (CV_METRICS, PREDICTIONS, FOLD_TRAINING, FEATURE_IMPORTANCE)
-ALL_TABLES = RAW_TABLES + STAGING_TABLES + FEATURE_TABLES + MODELING_TABLES
+ESTIMATE_TABLES = (EXPERIMENT_EFFECTS,)
+ALL_TABLES = RAW_TABLES + STAGING_TABLES + FEATURE_TABLES + MODELING_TABLES + ESTIMATE_TABLES
 # features.session_features is built from the rubric, so its columns are not listed here (see features/wide.py)

@@ -74,6 +74,9 @@ class Warehouse:
 
     def insert_rows(self, t: Table, rows: list[tuple]) -> None:
         """Append Python rows whose values are in the table's column order."""
+        wrong = next((r for r in rows if len(r) != len(t.columns)), None)
+        if wrong is not None:
+            raise ValueError(f"{t.qualified} has {len(t.columns)} columns, a row has {len(wrong)}: {wrong!r:.200}")
         if rows:
             self.insert(t, pl.DataFrame(rows, schema=t.column_names, orient="row", infer_schema_length=None))
 

@@ -1,0 +1,167 @@
+"""Estimates: per experiment and treatment-vs-control comparison, every method's effect and its diagnostics."""
+
+import os
+from pathlib import Path
+
+import dagster as dg
+import numpy as np
+import polars as pl
+
+from ... import tables
+from ...estimates.effects import ArmData, Settings, compare
+from ...estimates.experiments import experiments, read_controls
+from ...modeling.crossfit import insample_predict
+from ...modeling.data import load_modeling_data
+from ..features.assets import SESSION_FEATURES_KEY, key
+from ..markdown import markdown_table
+from ..resources import WarehouseResource
+
+EAGER = dg.AutomationCondition.eager()
+
+
+class EstimatesResource(dg.ConfigurableResource):
+    """``PULSE_HOME/experiments.toml`` names control arms; ``PULSE_SHIFT_AUC`` (default 0.6) is the AUC above which
+    rated sessions count as not representative; ``PULSE_WIDTH_TOLERANCE`` (0.02) the slack before a PPI interval
+    narrower than theory allows is flagged."""
+
+    experiments_path: str
+    auc_threshold: float = 0.6
+    tolerance: float = 0.02
+
+
+def estimates_resource(home_root: Path) -> EstimatesResource:
+    return EstimatesResource(
+        experiments_path=str(home_root / "experiments.toml"),
+        auc_threshold=float(os.environ.get("PULSE_SHIFT_AUC", "0.6")),
+        tolerance=float(os.environ.get("PULSE_WIDTH_TOLERANCE", "0.02")),
+    )
+
+
+def _arm(name: str, sel: pl.DataFrame, X: np.ndarray, row_of: dict, ins: dict | None) -> ArmData:
+    rated = sel.filter(pl.col("labeled"))
+    unrated = sel.filter(~pl.col("labeled"))
+
+    def rows(frame: pl.DataFrame) -> np.ndarray:
+        return X[[row_of[s] for s in frame["session_id"]]] if frame.height else np.empty((0, X.shape[1]))
+
+    def insample(frame: pl.DataFrame) -> np.ndarray | None:
+        return None if ins is None else np.array([ins[s] for s in frame["session_id"]], dtype=float)
+
+    return ArmData(
+        name,
+        rated["label"].to_numpy().astype(float),
+        rated["prediction"].to_numpy().astype(float),
+        unrated["prediction"].to_numpy().astype(float),
+        rows(rated),
+        rows(unrated),
+        insample(rated),
+        insample(unrated),
+    )
+
+
+def _row(exp, treatment, r, diag, arms) -> tuple:
+    t, c = arms
+    stars = [None if v is None or np.isnan(v) else 4 * v for v in (r.effect, r.ci_low, r.ci_high)]
+    return (
+        exp.name,
+        treatment,
+        exp.control,
+        r.method,
+        r.effect,
+        r.se,
+        r.ci_low,
+        r.ci_high,
+        r.p_value,
+        *stars,
+        len(t.y),
+        len(c.y),
+        len(t.f_unlabeled),
+        len(c.f_unlabeled),
+        r.lambda_treatment,
+        r.lambda_control,
+        diag["oof_rho"],
+        diag["auc"],
+        r.width_vs_naive,
+        diag["best_width_theory"],
+        r.valid,
+        r.flags,
+        "; ".join(x for x in (exp.note, r.note) if x) or None,
+    )
+
+
+@dg.asset(
+    key=key(tables.EXPERIMENT_EFFECTS),
+    deps=[key(tables.PREDICTIONS), key(tables.STAGING_ASSIGNMENTS), SESSION_FEATURES_KEY],
+    description=tables.EXPERIMENT_EFFECTS.description,
+    group_name="estimates",
+    kinds={"duckdb"},
+    automation_condition=EAGER,
+)
+def experiment_effects(context: dg.AssetExecutionContext, warehouse: WarehouseResource, estimates: EstimatesResource):
+    settings = Settings(auc_threshold=estimates.auc_threshold, tolerance=estimates.tolerance)
+    out: list[tuple] = []
+    with warehouse.warehouse() as wh:
+        data = load_modeling_data(wh)
+        frame = wh.frame("""
+            SELECT a.session_id, a.experiment, a.variant, p.labeled, p.label, p.prediction
+            FROM staging.assignments a JOIN modeling.predictions p USING (session_id)""")
+        wh.con.execute("DELETE FROM estimates.experiment_effects")
+        if frame.height == 0:
+            reason = "skipped: no cross-fit predictions for assigned sessions (see modeling/predictions)"
+            context.log.warning(reason)
+            return dg.MaterializeResult(metadata={"skipped": reason})
+        row_of = {s: i for i, s in enumerate(data.session_ids)}
+        chosen = wh.con.execute("SELECT DISTINCT model FROM modeling.cv_metrics WHERE chosen").fetchone()
+        ins = None
+        if chosen:  # the paper's way, only to show what it does: one model fit on every label, then PPI
+            lab = data.labeled
+            fit = insample_predict(data.X[lab], data.y[lab], data.X[~lab], chosen[0])
+            ins = dict(zip(data.session_ids[lab], (fit.oof - 1) / 4, strict=True))
+            ins.update(zip(data.session_ids[~lab], (fit.unlabeled - 1) / 4, strict=True))
+        arms_by_exp = {e: sorted(g["variant"].unique().to_list()) for (e,), g in frame.group_by("experiment")}
+        for exp in experiments(arms_by_exp, read_controls(Path(estimates.experiments_path))):
+            sub = frame.filter(pl.col("experiment") == exp.name)
+            if not exp.treatments:
+                note = f"single-arm experiment (only {exp.control!r}): nothing to compare"
+                out.append((exp.name, None, exp.control, "none", *[None] * 18, False, None, note))
+                continue
+            control = _arm(exp.control, sub.filter(pl.col("variant") == exp.control), data.X, row_of, ins)
+            for treatment in exp.treatments:
+                context.log.info(f"{exp.name}: {treatment} vs {exp.control}")
+                treat = _arm(treatment, sub.filter(pl.col("variant") == treatment), data.X, row_of, ins)
+                rows, diag = compare(treat, control, settings)
+                out.extend(_row(exp, treatment, r, diag, (treat, control)) for r in rows)
+        wh.insert_rows(tables.EXPERIMENT_EFFECTS, out)
+        headline = wh.frame("""
+            SELECT experiment, treatment, control, method, round(effect, 4) AS effect,
+                   '[' || round(ci_low, 4) || ', ' || round(ci_high, 4) || ']' AS ci95, round(p_value, 4) AS p,
+                   round(width_vs_naive, 2) AS width_vs_naive, flags
+            FROM estimates.experiment_effects ORDER BY experiment, treatment, method""")
+    flagged = sum(1 for r in out if r[-2])
+    return dg.MaterializeResult(
+        metadata={
+            "dagster/row_count": len(out),
+            "flagged_rows": flagged,
+            "effects": dg.MetadataValue.md(markdown_table(headline, max_rows=60)),
+        }
+    )
+
+
+@dg.asset_check(
+    asset=key(tables.EXPERIMENT_EFFECTS),
+    blocking=False,
+    description="Warns when a valid method's interval is narrower than theory allows.",
+)
+def intervals_are_not_too_good(warehouse: WarehouseResource) -> dg.AssetCheckResult:
+    with warehouse.warehouse(publish_after=False) as wh:
+        rows = wh.con.execute("""
+            SELECT experiment, treatment, method FROM estimates.experiment_effects
+            WHERE valid AND flags LIKE '%predictions may have seen the labels%'""").fetchall()
+    return dg.AssetCheckResult(
+        passed=not rows,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=("predictions may have seen the labels: " + ", ".join("/".join(map(str, r)) for r in rows))
+        if rows
+        else None,
+        metadata={"flagged": len(rows)},
+    )

@@ -1,0 +1,107 @@
+"""Experiments, comparisons and the honesty diagnostics of the estimates stage."""
+
+from __future__ import annotations
+
+import math
+
+import duckdb
+import numpy as np
+import pytest
+
+from pulse_pipeline.estimates.effects import NOT_REPRESENTATIVE, SEEN_LABELS, ArmData, Settings, compare
+from pulse_pipeline.estimates.experiments import experiments, read_controls
+from pulse_pipeline.runs import ingest
+from pulse_pipeline.synth import write_corpus
+
+FAST = Settings(n_resamples=2_000, n_permutations=2_000)
+
+
+def test_controls_come_from_the_file_else_the_first_arm_alphabetically(tmp_path):
+    path = tmp_path / "experiments.toml"
+    path.write_text('[experiments.a]\ncontrol = "z-arm"\n[experiments.b]\ncontrol = "gone"\n')
+    found = {e.name: e for e in experiments({"a": ["m", "z-arm"], "b": ["y", "x"], "c": ["q"]}, read_controls(path))}
+    assert (found["a"].control, found["a"].treatments, found["a"].note) == ("z-arm", ("m",), None)
+    assert (found["b"].control, found["b"].treatments) == ("x", ("y",))
+    assert "'gone' has no sessions" in found["b"].note
+    assert (found["c"].control, found["c"].treatments) == ("q", ())
+    assert read_controls(tmp_path / "missing.toml") == {}
+
+
+def _arm(name, rng, n, N, shift=0.0, insample=False):
+    """Labels y = s + noise on [0, 1]-ish scale; predictions see s only (as a cross-fit model would)."""
+    s = rng.normal(0.7 + shift, 0.1, n + N)
+    y = s[:n] + rng.normal(0, 0.15, n)
+    X = s.reshape(-1, 1)
+    return ArmData(
+        name,
+        y,
+        s[:n],
+        s[n:],
+        X[:n],
+        X[n:],
+        f_insample_labeled=y if insample else None,  # a model that memorized its labels
+        f_insample_unlabeled=s[n:] if insample else None,
+    )
+
+
+def test_random_rating_gives_valid_unflagged_rows_and_insample_is_flagged():
+    rng = np.random.default_rng(3)
+    treat, control = _arm("t", rng, 300, 6000, 0.05, True), _arm("c", rng, 300, 6000, 0.0, True)
+    rows, diag = compare(treat, control, FAST)
+    by = {r.method: r for r in rows}
+    assert set(by) == {"naive_welch", "naive_bootstrap", "ppi", "crossppi", "aipw", "ppi_insample"}
+    assert 0.4 < diag["oof_rho"] < 0.8 and diag["auc"] < 0.6  # rated at random: nothing tells them apart
+    for m in ("ppi", "crossppi", "aipw"):
+        assert by[m].valid and by[m].flags is None
+        assert by[m].ci_low < 0.05 < by[m].ci_high
+    assert by["ppi"].width_vs_naive >= diag["best_width_theory"] - FAST.tolerance
+    # the memorizing model: an interval far narrower than theory allows, flagged and never valid
+    assert not by["ppi_insample"].valid and SEEN_LABELS in by["ppi_insample"].flags
+    assert by["naive_welch"].p_value == by["naive_bootstrap"].p_value  # one permutation test for both rows
+
+
+def test_rated_sessions_that_differ_are_flagged_for_ppi():
+    rng = np.random.default_rng(4)
+    arms = []
+    for name in ("t", "c"):
+        s = rng.normal(0.7, 0.1, 4000)
+        rated = rng.random(4000) < 1 / (1 + np.exp(-(s - 0.8) * 40))  # high-s sessions rate far more often
+        y = s + rng.normal(0, 0.1, 4000)
+        X = s.reshape(-1, 1)
+        arms.append(ArmData(name, y[rated], s[rated], s[~rated], X[rated], X[~rated]))
+    rows, diag = compare(*arms, FAST)
+    assert diag["auc"] > 0.6
+    flagged = {r.method for r in rows if r.flags and NOT_REPRESENTATIVE in r.flags}
+    assert flagged == {"ppi", "crossppi"}
+
+
+def test_an_arm_with_one_rating_gives_rows_with_the_reason():
+    rng = np.random.default_rng(5)
+    treat = _arm("t", rng, 1, 50)
+    rows, _ = compare(treat, _arm("c", rng, 40, 50), FAST)
+    assert all(math.isnan(r.effect) and not r.valid for r in rows)
+    assert all("arm t has fewer than 2 ratings" in r.note for r in rows)
+
+
+@pytest.mark.parametrize("single_arm", [False, True])
+def test_experiment_effects_through_the_pipeline(pulse_home, tmp_path, monkeypatch, single_arm):
+    monkeypatch.setenv("PULSE_CV_SEEDS", "2")
+    monkeypatch.setenv("PULSE_MODEL_FAMILIES", "lightgbm")
+    corpus = tmp_path / "corpus"
+    write_corpus(corpus, 1500, seed=12)
+    if single_arm:  # move every planning session to one arm: a single-arm experiment
+        text = (corpus / "assignments.csv").read_text().replace(",planning,show-plan,", ",planning,no-plan,")
+        (corpus / "assignments.csv").write_text(text)
+    ingest(pulse_home, corpus, say=lambda _: None)
+    with duckdb.connect(str(pulse_home.warehouse), read_only=True) as con:
+        rows = con.execute("""SELECT experiment, treatment, method, valid, note FROM estimates.experiment_effects
+                              ORDER BY ALL""").fetchall()
+    comparisons = {(e, t) for e, t, *_ in rows}
+    expected = {("condenser", "max-step-60"), ("condenser", "max-step-80"), ("llm-backbone", "gpt-5")}
+    expected |= {("planning", None)} if single_arm else {("planning", "show-plan")}
+    assert comparisons == expected
+    if single_arm:
+        [(_, _, method, valid, note)] = [r for r in rows if r[0] == "planning"]
+        assert (method, valid) == ("none", False) and "single-arm experiment" in note
+    methods = {m for e, t, m, *_ in rows if t == "gpt-5"}
+    assert methods == {"naive_welch", "naive_bootstrap", "ppi", "crossppi", "aipw", "ppi_insample"}
