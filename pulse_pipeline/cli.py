@@ -101,6 +101,26 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_validate(args: argparse.Namespace) -> int:
+    from .runs import materialize
+
+    home = PulseHome.from_env()
+    _say(f"coverage validation: {args.replications} replications per scenario on {args.workers} processes")
+    config = {"replications": args.replications, "seed": args.seed, "workers": args.workers}
+    materialize(
+        home, "key:estimates/coverage_validation", say=_say, op_config={"estimates__coverage_validation": config}
+    )
+    _show(
+        home,
+        "Coverage of 95 % intervals over replications with a known effect:",
+        """
+        SELECT scenario, method, printf('%.3f', coverage) AS coverage, printf('%.4f', mean_width) AS mean_width,
+               printf('%+.4f', bias) AS bias, replications, printf('%.2f', share_flagged) AS share_flagged
+        FROM estimates.coverage_validation ORDER BY scenario, method""",
+    )
+    return 0
+
+
 def _show(home: PulseHome, title: str, sql: str) -> None:
     """Print a small query result from the published warehouse, or nothing if the table is empty or absent."""
     import duckdb
@@ -173,6 +193,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--sessions", type=int, default=4000)
     s.add_argument("--seed", type=int, default=0)
     s.set_defaults(func=cmd_demo)
+
+    s = sub.add_parser("validate", help="coverage of every estimator over replications with a known effect")
+    s.add_argument("--replications", type=int, default=500)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--workers", type=int, default=2)
+    s.set_defaults(func=cmd_validate)
 
     s = sub.add_parser("sql", help="query the published warehouse (read-only)")
     s.add_argument("query")

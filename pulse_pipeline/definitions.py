@@ -18,7 +18,9 @@ from .defs.staging import assets as staging_assets
 from .defs.staging.checks import staging_checks
 from .paths import PulseHome
 
-DERIVED = dg.AssetSelection.all() - dg.AssetSelection.assets(raw_drop).required_multi_asset_neighbors()
+# Coverage validation (20 minutes) runs only when asked for: `pulse validate`.
+ON_DEMAND = dg.AssetSelection.groups("validation")
+DERIVED = dg.AssetSelection.all() - dg.AssetSelection.assets(raw_drop).required_multi_asset_neighbors() - ON_DEMAND
 DOWNSTREAM_JOB = "refresh_downstream"
 
 
@@ -41,7 +43,7 @@ def build_definitions(home: PulseHome) -> dg.Definitions:
             drop_sensor,
             dg.AutomationConditionSensorDefinition(
                 "pulse_automation",
-                target=dg.AssetSelection.all(),
+                target=dg.AssetSelection.all() - ON_DEMAND,
                 default_status=dg.DefaultSensorStatus.RUNNING,
                 minimum_interval_seconds=30,
             ),

@@ -141,8 +141,14 @@ def drop_summary(home: PulseHome, key: str) -> DropSummary:
         con.close()
 
 
-def materialize(home: PulseHome, selection: str | None = None, say: Say = print) -> list[str]:
-    """Materialize every asset (or the selection) over all drops in the drop folder; returns the asset keys."""
+def materialize(
+    home: PulseHome, selection: str | None = None, say: Say = print, op_config: dict | None = None
+) -> list[str]:
+    """Materialize every asset (or the selection) over all drops in the drop folder; returns the asset keys.
+
+    "Every asset" leaves out the on-demand ones (coverage validation); select them by name. ``op_config`` maps an
+    asset's op name to its config (e.g. the validation's replications)."""
+    from .definitions import ON_DEMAND
     from .defs.ingest.partitions import drops_partitions
 
     instance = instance_for(home)
@@ -150,7 +156,7 @@ def materialize(home: PulseHome, selection: str | None = None, say: Say = print)
     graph = defs.resolve_asset_graph()
     # a raw table is written with the rest of its drop, so selecting one selects its whole multi-asset
     chosen = (
-        dg.AssetSelection.from_string(selection) if selection else dg.AssetSelection.all()
+        dg.AssetSelection.from_string(selection) if selection else dg.AssetSelection.all() - ON_DEMAND
     ).required_multi_asset_neighbors()
     keys = chosen.resolve(graph)
     if not keys:
@@ -177,6 +183,7 @@ def materialize(home: PulseHome, selection: str | None = None, say: Say = print)
     assets = list(defs.assets or []) + list(defs.asset_checks or [])
     for message, subset, partition_key in runs:
         say(message)
+        run_config = {**QUIET, **({"ops": {k: {"config": v} for k, v in op_config.items()}} if op_config else {})}
         result = dg.materialize(
             assets,
             selection=subset,
@@ -184,7 +191,7 @@ def materialize(home: PulseHome, selection: str | None = None, say: Say = print)
             instance=instance,
             resources=defs.resources,
             raise_on_error=False,
-            run_config=QUIET,
+            run_config=run_config,
         )
         _check(result, message)
     return sorted(k.to_user_string() for k in keys)

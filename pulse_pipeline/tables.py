@@ -378,6 +378,19 @@ RAW_TABLES = (DROPS, SESSIONS, EVENTS, RATINGS, ASSIGNMENTS, QUARANTINE)
 STAGING_TABLES = (STAGING_SESSIONS, WORK_SEGMENTS, SEGMENT_RATINGS, SESSION_LABELS, STAGING_ASSIGNMENTS)
 FEATURE_TABLES = (EVENT_FEATURES, ANNOTATIONS, ANNOTATION_VALUES, LLM_CACHE, JUDGE_SCORES, ANNOTATOR_AGREEMENT)
 MODELING_TABLES = (CV_METRICS, PREDICTIONS, FOLD_TRAINING, FEATURE_IMPORTANCE)
-ESTIMATE_TABLES = (EXPERIMENT_EFFECTS,)
+COVERAGE_VALIDATION = _t(
+    "estimates.coverage_validation",
+    "Replications of the generator with a known effect: each method's empirical coverage of its 95 % interval,"
+    " mean width and bias, by scenario (ratings at random, or self-selected by session features).",
+    ("scenario", V),
+    ("method", V),
+    ("coverage", D),
+    ("mean_width", D),
+    ("bias", D),
+    ("replications", INT),
+    ("share_flagged", D),
+)
+
+ESTIMATE_TABLES = (EXPERIMENT_EFFECTS, COVERAGE_VALIDATION)
 ALL_TABLES = RAW_TABLES + STAGING_TABLES + FEATURE_TABLES + MODELING_TABLES + ESTIMATE_TABLES
 # features.session_features is built from the rubric, so its columns are not listed here (see features/wide.py)

@@ -165,3 +165,33 @@ def intervals_are_not_too_good(warehouse: WarehouseResource) -> dg.AssetCheckRes
         else None,
         metadata={"flagged": len(rows)},
     )
+
+
+class ValidationConfig(dg.Config):
+    replications: int = 500
+    seed: int = 0
+    workers: int = 2
+
+
+@dg.asset(
+    key=key(tables.COVERAGE_VALIDATION),
+    description=tables.COVERAGE_VALIDATION.description,
+    group_name="validation",  # off the default schedule and automation: run it with `pulse validate`
+    kinds={"duckdb"},
+)
+def coverage_validation(context: dg.AssetExecutionContext, config: ValidationConfig, warehouse: WarehouseResource):
+    """The estimators' coverage over replications of the synthetic generator (same code as the pipeline)."""
+    from ...estimates.validation import check_targets, validate
+
+    frame = validate(config.replications, seed=config.seed, workers=config.workers, progress=context.log.info)
+    unmet = check_targets(frame)
+    with warehouse.warehouse() as wh:
+        wh.con.execute("DELETE FROM estimates.coverage_validation")
+        wh.insert(tables.COVERAGE_VALIDATION, frame.select(tables.COVERAGE_VALIDATION.column_names))
+    return dg.MaterializeResult(
+        metadata={
+            "replications": config.replications,
+            "targets_unmet": "; ".join(unmet) or "none",
+            "coverage": dg.MetadataValue.md(markdown_table(frame, max_rows=30)),
+        }
+    )
