@@ -118,6 +118,16 @@ def cmd_validate(args: argparse.Namespace) -> int:
                printf('%+.4f', bias) AS bias, replications, printf('%.2f', share_flagged) AS share_flagged
         FROM estimates.coverage_validation ORDER BY scenario, method""",
     )
+    import duckdb
+
+    from .estimates.validation import check_targets
+
+    with duckdb.connect(str(home.warehouse), read_only=True) as con:
+        unmet = check_targets(con.sql("SELECT * FROM estimates.coverage_validation").pl())
+    if unmet:
+        print("targets NOT met:\n  " + "\n  ".join(unmet))
+        return 1
+    print("every coverage target met (see estimates/validation.py for the targets)")
     return 0
 
 
@@ -195,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_demo)
 
     s = sub.add_parser("validate", help="coverage of every estimator over replications with a known effect")
-    s.add_argument("--replications", type=int, default=500)
+    s.add_argument("--replications", type=int, default=1000)
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--workers", type=int, default=2)
     s.set_defaults(func=cmd_validate)

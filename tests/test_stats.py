@@ -293,13 +293,26 @@ def test_aipw_unbiased_where_naive_is_not():
     assert np.mean(est_naive) - 3.0 > 10 * se_of_mean  # naive mean of rated sessions is biased upward
 
 
+def test_aipw_constant_propensity_is_the_cross_prediction_mean():
+    # pi constant: mu = mean(f) + mean of rated residuals; psi = f + r + R (e - r) N / n, worked out here by hand
+    y = np.array([4.0, 2.0, 5.0])
+    f = np.array([3.0, 3.0, 4.0, 2.0, 3.0, 3.5])
+    rated = np.array([True, True, True, False, False, False])
+    r = aipw_mean(y, f, rated, np.full(6, 0.4))
+    resid = y - f[:3]  # [1, -1, 1], mean 1/3
+    assert r.estimate == pytest.approx(f.mean() + 1 / 3, abs=TOL)
+    psi = f + 1 / 3
+    psi[:3] += (resid - 1 / 3) * 6 / 3
+    assert r.se == pytest.approx(math.sqrt(psi.var(ddof=1) / 6), abs=TOL)
+
+
 def test_aipw_clipping_and_degenerate():
     y_all = np.array([1.0, 5.0, 3.0, 4.0])
     rated = np.array([True, True, False, False])
     r = aipw_mean(y_all[rated], np.full(4, 3.0), rated, np.array([0.001, 0.5, 0.2, 0.0]))
     assert r.n_clipped == 1 and "clipped" in r.note and math.isfinite(r.estimate)
-    # psi = [3 + (1-3)/0.01, 3 + 2/0.5, 3, 3]
-    assert r.estimate == pytest.approx(np.mean([3 - 200, 7, 3, 3]))
+    # weights 1/0.01 = 100 and 1/0.5 = 2 on residuals -2 and +2: weighted mean residual (-200 + 4) / 102
+    assert r.estimate == pytest.approx(3.0 + (-200 + 4) / 102)
     r = aipw_mean(np.array([]), np.full(4, 3.0), np.zeros(4, bool), np.full(4, 0.5))
     assert math.isnan(r.estimate) and "no rated" in r.note
     r = aipw_mean(np.array([4.0]), np.array([3.0]), np.array([True]), np.array([1.0]))

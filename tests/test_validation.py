@@ -54,3 +54,17 @@ def test_replicate_rows() -> None:
 def test_check_targets_reports_missing_rows() -> None:
     empty = pl.DataFrame(schema={c: pl.Float64 for c in COLUMNS} | {"scenario": pl.Utf8, "method": pl.Utf8})
     assert len(check_targets(empty)) >= 7
+
+
+def test_pulse_validate_writes_the_table_and_reports_unmet_targets(pulse_home, capsys) -> None:
+    from pulse_pipeline.cli import main
+
+    # three replications cannot meet coverage targets: the command says which and exits 1
+    assert main(["validate", "--replications", "3", "--workers", "1"]) == 1
+    out = capsys.readouterr().out
+    assert "targets NOT met" in out and "coverage" in out.split("targets NOT met")[1]
+    import duckdb
+
+    with duckdb.connect(str(pulse_home.warehouse), read_only=True) as con:
+        rows = con.execute("SELECT scenario, method, replications FROM estimates.coverage_validation").fetchall()
+    assert len(rows) == 2 * len(METHODS) and {r[2] for r in rows} == {3}

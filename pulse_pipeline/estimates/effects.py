@@ -13,10 +13,13 @@ Methods (one row each, on the normalized label; stars = 4 x normalized for a dif
   only to compare with published numbers, and always flagged.
 
 Diagnostics: the out-of-fold correlation ρ of predictions and ratings; the best width PPI allows relative to naive,
-√(1 − ρ²·N/(n + N)); each method's width relative to the Welch interval. A PPI-type row narrower than that bound by
-more than ``tolerance`` is flagged "predictions may have seen the labels". When a classifier tells an arm's rated
-sessions from its unrated ones with out-of-fold AUC above ``auc_threshold``, PPI rows are flagged "rated sessions
-are not representative": the model's error then no longer cancels between rated and unrated sessions.
+√(1 − ρ²·N/(n + N)); each method's width relative to the naive interval (2·z·se of Welch's difference: the same
+normal quantile the PPI intervals use, so a small sample's t quantile does not make PPI look narrower). A PPI-type
+row narrower than that bound by more than ``tolerance`` + 1/√(2n) (n = ratings in both arms: the sampling noise
+of a ratio of two standard errors estimated from n labels) is flagged "predictions may have seen the labels".
+When the arm's cross-fit propensity model (the one AIPW uses) tells its rated sessions from its unrated ones with
+out-of-fold AUC above ``auc_threshold``, PPI rows are flagged "rated sessions are not representative": the PPI
+correction then averages residuals over sessions unlike the rest, and its interval understates the error.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import norm
 
-from ..stats.aipw import aipw_mean, crossfit_propensity, rated_vs_unrated_auc
+from ..stats.aipw import aipw_mean, crossfit_propensity, propensity_auc
 from ..stats.naive import bootstrap_difference, permutation_pvalue, welch_difference
 from ..stats.ppi import best_width_ratio, crossppi_mean, difference, ppi_mean
 
@@ -82,10 +85,15 @@ def _p_from_z(effect: float, se: float) -> float:
     return float(2 * norm.sf(abs(effect / se)))
 
 
-def _aipw_arm(arm: ArmData, s: Settings):
+def _selection(arm: ArmData, s: Settings) -> tuple[np.ndarray, np.ndarray, float]:
+    """The arm's rated mask (rated sessions first), cross-fit propensities, and their out-of-fold AUC."""
     X = np.vstack([arm.X_labeled, arm.X_unlabeled])
     rated = np.r_[np.ones(len(arm.y), bool), np.zeros(len(arm.f_unlabeled), bool)]
     propensity = crossfit_propensity(X, rated, seed=s.seed + 42)
+    return rated, propensity, propensity_auc(rated, propensity)
+
+
+def _aipw_arm(arm: ArmData, rated: np.ndarray, propensity: np.ndarray, s: Settings):
     f_all = np.r_[arm.f_labeled, arm.f_unlabeled]
     return aipw_mean(arm.y, f_all, rated, propensity, alpha=s.alpha)
 
@@ -108,25 +116,20 @@ def compare(treat: ArmData, control: ArmData, s: Settings = Settings()) -> tuple
     n = len(y_all)
     N = len(treat.f_unlabeled) + len(control.f_unlabeled)
     best = best_width_ratio(rho, n, N) if not math.isnan(rho) else float("nan")
-    aucs = [
-        rated_vs_unrated_auc(
-            np.vstack([a.X_labeled, a.X_unlabeled]),
-            np.r_[np.ones(len(a.y), bool), np.zeros(len(a.f_unlabeled), bool)],
-            seed=s.seed + 42,
-        )
-        for a in (treat, control)
-    ]
+    sel_t, sel_c = _selection(treat, s), _selection(control, s)
+    aucs = [sel_t[2], sel_c[2]]
     auc = float(np.nanmax(aucs)) if not all(math.isnan(a) for a in aucs) else float("nan")
 
     welch = welch_difference(treat.y, control.y, alpha=s.alpha)
     boot = bootstrap_difference(treat.y, control.y, n_resamples=s.n_resamples, seed=s.seed, alpha=s.alpha)
     p_perm = permutation_pvalue(treat.y, control.y, n_permutations=s.n_permutations, seed=s.seed)
-    naive_width = welch.ci_high - welch.ci_low
+    naive_width = 2 * norm.ppf(1 - s.alpha / 2) * welch.se
+    slack = s.tolerance + 1 / math.sqrt(2 * n)
 
     def row(method, iv, lam_t=None, lam_c=None, valid=True, notes=()):
         width = (iv.ci_high - iv.ci_low) / naive_width if naive_width > 0 else float("nan")
         flags = []
-        if method in PPI_METHODS and not math.isnan(best) and width < best - s.tolerance:
+        if method in PPI_METHODS and not math.isnan(best) and width < best - slack:
             flags.append(SEEN_LABELS)
         if method in PPI_METHODS and not math.isnan(auc) and auc > s.auc_threshold:
             flags.append(f"{NOT_REPRESENTATIVE} (AUC {auc:.2f})")
@@ -162,7 +165,7 @@ def compare(treat: ArmData, control: ArmData, s: Settings = Settings()) -> tuple
     )
     ct, cc = (crossppi_mean(a.y, a.f_labeled, a.f_unlabeled, alpha=s.alpha) for a in (treat, control))
     rows.append(row("crossppi", difference(ct, cc, alpha=s.alpha), 1.0, 1.0))
-    at, ac = _aipw_arm(treat, s), _aipw_arm(control, s)
+    at, ac = _aipw_arm(treat, *sel_t[:2], s), _aipw_arm(control, *sel_c[:2], s)
     rows.append(
         row(
             "aipw",

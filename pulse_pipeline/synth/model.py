@@ -14,7 +14,7 @@ The causal chain for session ``i`` of user ``u`` in arm ``a`` with task type ``t
 ``GeneratorParams``)::
 
     w_i      = work_a + difficulty_t + N(0, work_noise_sd)                  work quality: every feature sees it
-    q_i      = w_i + direct_a + generosity_u + N(0, quality_noise_sd)       latent session quality (stars)
+    q_i      = w_i + direct_a * h_u + generosity_u + N(0, quality_noise_sd)   latent session quality (stars)
     M_i      = 1 + NegBin(mean = messages_base * chattiness_u * exp(-messages_work * w_i))     user messages
     S_i      = 1 + Binomial(M_i - 1, segment_prob)                                             work segments
     features = counts whose rates depend on w_i, the task, and the arm's feature shifts (logit/log-rate)
@@ -23,7 +23,9 @@ The causal chain for session ``i`` of user ``u`` in arm ``a`` with task type ``t
                + b_sent*s_i + b_finish*finished + b_msg*(log M_i - log 10)                 rating location
     stars    = 1 + #{cuts c : m_i + N(0, rating_noise_sd) > c}       per rated segment (ordinal cut, 1..5)
 
-so ``true_mean_rating_i = E[stars | session] = 1 + sum_c Phi((m_i - c) / rating_noise_sd)`` exactly, and the
+where h_u = chattiness_u^k / E[chattiness^k] with k = ``direct_chattiness`` (default 0: h_u = 1; k > 0: an
+arm's direct effect falls harder on chattier users, who also rate more), so
+``true_mean_rating_i = E[stars | session] = 1 + sum_c Phi((m_i - c) / rating_noise_sd)`` exactly, and the
 session ``label`` is the mean of its (1..3, mostly 1-2) segment stars. ``direct_a`` and ``generosity_u`` move
 the rating and nothing recorded: that is the part of an arm effect no feature sees. Who rates::
 
@@ -128,6 +130,7 @@ class GeneratorParams:
     user_activity_sigma: float = 1.0  # lognormal sd of how many sessions a user opens (beyond their first)
     chattiness_sigma: float = 0.45  # lognormal sd of a user's chattiness (median 1); drives user messages
     generosity_sd: float = 0.35  # sd of a user's baseline generosity (stars, added to q, not to w)
+    direct_chattiness: float = 0.0  # elasticity k of an arm's direct effect in the user's chattiness (see _draw)
     non_english_share: float = 0.08  # share of users writing in a language other than English
     # --- assignment ---------------------------------------------------------------------------------------
     experiment_weights: tuple[float, ...] = (1.0, 1.0, 1.0)  # relative, in EXPERIMENTS order
@@ -370,7 +373,11 @@ def _draw(
     task = g["task"].choice(len(TASK_TYPES), size=n, p=tp / tp.sum())
 
     w = eff["work"][arm] + np.array(p.task_difficulty)[task] + p.work_noise_sd * g["work"].standard_normal(n)
-    q = w + eff["direct"][arm] + gen_u[user] + p.quality_noise_sd * g["quality"].standard_normal(n)
+    # direct_i = direct_a * chat_u**k / E[chat**k]: with k > 0 an arm pleases (or annoys) chattier users more;
+    # the population mean of the direct shift stays direct_a (chat is lognormal(0, chattiness_sigma))
+    k = p.direct_chattiness
+    scale = chat_u[user] ** k / math.exp(0.5 * (k * p.chattiness_sigma) ** 2) if k else 1.0
+    q = w + eff["direct"][arm] * scale + gen_u[user] + p.quality_noise_sd * g["quality"].standard_normal(n)
 
     rm = g["messages"]
     mean_extra = p.messages_base * chat_u[user] * np.exp(-p.messages_work * w)

@@ -168,7 +168,7 @@ def intervals_are_not_too_good(warehouse: WarehouseResource) -> dg.AssetCheckRes
 
 
 class ValidationConfig(dg.Config):
-    replications: int = 500
+    replications: int = 1000
     seed: int = 0
     workers: int = 2
 
