@@ -25,6 +25,7 @@ import numpy as np
 import orjson
 import polars as pl
 
+from ..stats.two_sample import rank_biserial_correlation
 from .model import (
     CONTROLS,
     EXPERIMENTS,
@@ -34,7 +35,6 @@ from .model import (
     default_n_users,
     direct_share,
     normalize_stars,
-    rank_biserial,
     simulate_sessions,
     true_arm_means,
 )
@@ -153,7 +153,9 @@ def truth_document(
         "rated_fraction": float(rated.mean()),
         "n_rated_sessions": int(rated.sum()),
         "n_ratings": int(table.n_rated_segments.sum()),
-        "rank_biserial_user_messages": rank_biserial(table.user_messages[rated], table.user_messages[~rated]),
+        "rank_biserial_user_messages": rank_biserial_correlation(
+            table.user_messages[rated], table.user_messages[~rated]
+        ),
         "mean_label_all": float(table.label.mean()),
         "mean_label_rated": float(table.label[rated].mean()) if rated.any() else None,
         "label_scale": "stars 1..5; normalized = (stars - 1) / 4",

@@ -290,21 +290,6 @@ def normalize_stars(stars: float | np.ndarray) -> float | np.ndarray:
     return (stars - 1.0) / 4.0
 
 
-def rank_biserial(x_pos: np.ndarray, x_neg: np.ndarray) -> float:
-    """Rank-biserial correlation r = 2 U / (n1 n2) - 1 of x_pos against x_neg (ties count one half).
-
-    U = sum over x_pos of (#x_neg < x + 0.5 #x_neg == x); r > 0 when x_pos tends to be larger.
-    """
-    pos = np.asarray(x_pos, dtype=np.float64)
-    neg = np.sort(np.asarray(x_neg, dtype=np.float64))
-    if pos.size == 0 or neg.size == 0:
-        return float("nan")
-    below = np.searchsorted(neg, pos, side="left")
-    at_or_below = np.searchsorted(neg, pos, side="right")
-    u = float(np.sum(below + 0.5 * (at_or_below - below)))
-    return 2.0 * u / (pos.size * neg.size) - 1.0
-
-
 def default_n_users(n_sessions: int, params: GeneratorParams | None = None) -> int:
     """round(n_sessions * users_per_session), at least 1: 15 000 users for the paper's 36 000 sessions."""
     p = params or GeneratorParams()
