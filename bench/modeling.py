@@ -34,30 +34,9 @@ from pulse_pipeline.modeling.crossfit import (  # noqa: E402
 )
 from pulse_pipeline.modeling.families import FAMILIES  # noqa: E402
 from pulse_pipeline.modeling.importance import permutation_importance_oof  # noqa: E402
-from pulse_pipeline.synth import TASK_TYPES, simulate_sessions  # noqa: E402
+from pulse_pipeline.synth import FEATURE_NAMES, feature_matrix, simulate_sessions  # noqa: E402
 
-COLUMNS = (
-    "user_messages",
-    "git_commit",
-    "git_push",
-    "git_pull",
-    "git_reset",
-    "git_rebase",
-    "test_runs",
-    "test_failures",
-    "failed_commands",
-    "file_edits",
-    "finished",
-    "sentiment_score",
-)
 TARGET_SECONDS = 60.0
-
-
-def design(table) -> tuple[np.ndarray, list[str]]:
-    """Session-level features like ``features.session_features``: counts, tone, finish, task type one-hot."""
-    cols = [getattr(table, c).astype(np.float64) for c in COLUMNS]
-    cols += [(table.task_type == t).astype(np.float64) for t in TASK_TYPES]
-    return np.column_stack(cols), [*COLUMNS, *(f"task_type__{t}" for t in TASK_TYPES)]
 
 
 def peak_rss_mb() -> float:
@@ -90,7 +69,7 @@ def main() -> None:
     print(f"load average before start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
     started = time.perf_counter()
     table = simulate_sessions(args.sessions, seed=args.seed)
-    X, names = design(table)
+    X, names = feature_matrix(table), list(FEATURE_NAMES)
     if args.pad_features:
         rng = np.random.default_rng(0)
         n_counts = args.pad_features // 2

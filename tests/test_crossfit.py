@@ -29,38 +29,14 @@ from pulse_pipeline.modeling.crossfit import (
 )
 from pulse_pipeline.modeling.families import FAMILIES, make_model
 from pulse_pipeline.modeling.importance import permutation_importance_oof
-from pulse_pipeline.synth import TASK_TYPES, GeneratorParams, simulate_sessions
-
-COUNT_COLUMNS = (
-    "user_messages",
-    "git_commit",
-    "git_push",
-    "git_pull",
-    "git_reset",
-    "git_rebase",
-    "test_runs",
-    "test_failures",
-    "failed_commands",
-    "file_edits",
-    "finished",
-    "sentiment_score",
-)
-FEATURES = COUNT_COLUMNS + tuple(f"task_type__{t}" for t in TASK_TYPES)
-
-
-def design(table) -> np.ndarray:
-    """The session-level feature matrix: the counts, tone and finish flag, and task type one-hot (like
-    ``features.session_features``)."""
-    counts = [getattr(table, c).astype(np.float64) for c in COUNT_COLUMNS]
-    tasks = [(table.task_type == t).astype(np.float64) for t in TASK_TYPES]
-    return np.column_stack(counts + tasks)
+from pulse_pipeline.synth import FEATURE_NAMES, GeneratorParams, feature_matrix, simulate_sessions
 
 
 @pytest.fixture(scope="module")
 def data() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """~2 000 rated and ~6 000 unrated sessions (25 % rated, self-selected by user messages)."""
     table = simulate_sessions(8000, seed=1, rated_fraction=0.25)
-    X = design(table)
+    X = feature_matrix(table)
     return X[table.rated], table.label[table.rated], X[~table.rated]
 
 
@@ -224,9 +200,9 @@ def test_importance_ranks_the_generators_strong_effects_first(data, hgb_cf):
     # the rating location moves with tone (directly and through work quality), finishing, pushes and failures;
     # git_pull has no effect at all (a constant Poisson rate)
     assert p.rating_sentiment > 0 and p.rating_finish > 0 and p.rating_push > 0 and p.rating_failures < 0
-    imp = permutation_importance_oof(hgb_cf, Xl, y, FEATURES, n_repeats=5, seed=0)
-    assert [i.rank for i in imp] == list(range(1, len(FEATURES) + 1))
-    assert sorted(i.feature for i in imp) == sorted(FEATURES)
+    imp = permutation_importance_oof(hgb_cf, Xl, y, FEATURE_NAMES, n_repeats=5, seed=0)
+    assert [i.rank for i in imp] == list(range(1, len(FEATURE_NAMES) + 1))
+    assert sorted(i.feature for i in imp) == sorted(FEATURE_NAMES)
     rank = {i.feature: i.rank for i in imp}
     by_name = {i.feature: i for i in imp}
     assert rank["sentiment_score"] == 1
@@ -243,7 +219,7 @@ def test_importance_refuses_insample_fits(data):
     Xl, y, _ = data
     ins = insample_predict(Xl[:100], y[:100], None, "hist_gbm")
     with pytest.raises(ValueError, match="held-out"):
-        permutation_importance_oof(ins, Xl[:100], y[:100], FEATURES)
+        permutation_importance_oof(ins, Xl[:100], y[:100], FEATURE_NAMES)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -329,8 +305,8 @@ def test_missing_features_are_imputed_as_zero(data):
     all_nan = Xl.copy()
     all_nan[:, 3] = np.nan  # a column nobody answered is kept (as zeros), so feature indices stay aligned
     c = crossfit_predict(all_nan, y, None, "hist_gbm")
-    imp = {i.feature: i for i in permutation_importance_oof(c, all_nan, y, FEATURES, n_repeats=2)}
-    assert imp[FEATURES[3]].mean == 0.0
+    imp = {i.feature: i for i in permutation_importance_oof(c, all_nan, y, FEATURE_NAMES, n_repeats=2)}
+    assert imp[FEATURE_NAMES[3]].mean == 0.0
 
 
 def test_a_constant_feature_has_zero_importance(data):
@@ -338,7 +314,7 @@ def test_a_constant_feature_has_zero_importance(data):
     X = Xl[:400].copy()
     X[:, 5] = 1.0  # git_rebase made constant
     cf = crossfit_predict(X, y[:400], None, "lightgbm")
-    imp = {i.feature: i for i in permutation_importance_oof(cf, X, y[:400], FEATURES, n_repeats=3)}
+    imp = {i.feature: i for i in permutation_importance_oof(cf, X, y[:400], FEATURE_NAMES, n_repeats=3)}
     assert imp["git_rebase"].mean == 0.0 and imp["git_rebase"].sd == 0.0
     with pytest.raises(ValueError, match="feature names"):
-        permutation_importance_oof(cf, X, y[:400], FEATURES[:-1])
+        permutation_importance_oof(cf, X, y[:400], FEATURE_NAMES[:-1])

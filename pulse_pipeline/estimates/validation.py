@@ -59,7 +59,7 @@ import polars as pl
 from threadpoolctl import threadpool_limits
 
 from ..modeling.crossfit import crossfit_predict, insample_predict
-from ..synth.model import TASK_TYPES, GeneratorParams, simulate_sessions, true_effects
+from ..synth.model import GeneratorParams, feature_matrix, simulate_sessions, true_effects
 from .effects import ArmData, Settings, compare
 
 EXPERIMENT = "llm-backbone"
@@ -73,21 +73,6 @@ self_selected scenario who rates follows the user-message count more steeply tha
 instead of 0.8 on log M), so a shortfall PPI would show in production shows plainly in 500 replications."""
 SETTINGS = Settings(n_resamples=1000, n_permutations=200)
 METHODS: tuple[str, ...] = ("naive_welch", "naive_bootstrap", "ppi", "crossppi", "aipw", "ppi_insample")
-COUNT_FEATURES: tuple[str, ...] = (
-    "user_messages",
-    "git_commit",
-    "git_push",
-    "git_pull",
-    "git_reset",
-    "git_rebase",
-    "test_runs",
-    "test_failures",
-    "failed_commands",
-    "file_edits",
-    "finished",
-    "sentiment_score",
-)
-FEATURE_NAMES: tuple[str, ...] = COUNT_FEATURES + tuple(f"task_type__{t}" for t in TASK_TYPES)
 COLUMNS: tuple[str, ...] = ("scenario", "method", "coverage", "mean_width", "bias", "replications", "share_flagged")
 PROGRESS_EVERY = 25
 
@@ -111,14 +96,6 @@ class ReplicationRow:
     flagged: bool  # flags say "not representative" or "seen the labels"
 
 
-def features(table, mask: np.ndarray) -> np.ndarray:
-    """The feature matrix (columns ``FEATURE_NAMES``) of the sessions in ``mask``."""
-    cols = [np.asarray(getattr(table, name), dtype=np.float64)[mask] for name in COUNT_FEATURES]
-    task = np.asarray(table.task_type)[mask]
-    cols += [(task == t).astype(np.float64) for t in TASK_TYPES]
-    return np.column_stack(cols)
-
-
 def truth() -> float:
     """The true normalized effect of gpt-5 vs claude-4-sonnet under ``PARAMS`` (cached by the generator)."""
     return float(true_effects(PARAMS, experiment=EXPERIMENT, normalized=True)[TREATMENT])
@@ -140,7 +117,7 @@ def replicate(
 
     lab = in_exp & rated
     unl = in_exp & ~rated
-    X_lab, X_unl = features(table, lab), features(table, unl)
+    X_lab, X_unl = feature_matrix(table, lab), feature_matrix(table, unl)
     y_lab = y_all[lab]
     cf = crossfit_predict(X_lab, y_lab, X_unl, family, k=5, seed=seed % (2**31))
     ins = insample_predict(X_lab, y_lab, X_unl, family, seed=seed % (2**31))

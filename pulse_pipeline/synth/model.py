@@ -490,6 +490,35 @@ def rating_probability(
 # public API
 
 
+RECORDED_COUNTS: tuple[str, ...] = (
+    "user_messages",
+    "git_commit",
+    "git_push",
+    "git_pull",
+    "git_reset",
+    "git_rebase",
+    "test_runs",
+    "test_failures",
+    "failed_commands",
+    "file_edits",
+    "finished",
+    "sentiment_score",
+)
+FEATURE_NAMES: tuple[str, ...] = RECORDED_COUNTS + tuple(f"task_type__{t}" for t in TASK_TYPES)
+"""The columns of :func:`feature_matrix`: what the pipeline records of a session, without rendering it."""
+
+
+def feature_matrix(table: SessionTable, mask: np.ndarray | None = None) -> np.ndarray:
+    """Float matrix (sessions in ``mask``, or all) x ``FEATURE_NAMES``: the counts, tone and finish flag, and a
+    one-hot task type, as ``features.session_features`` would hold them. For benchmarks and the coverage
+    validation, which skip rendering and re-ingesting JSON."""
+    rows = slice(None) if mask is None else mask
+    cols = [np.asarray(getattr(table, c), dtype=np.float64)[rows] for c in RECORDED_COUNTS]
+    task = np.asarray(table.task_type)[rows]
+    cols += [(task == t).astype(np.float64) for t in TASK_TYPES]
+    return np.column_stack(cols)
+
+
 def _ids(prefix: str, numbers: np.ndarray, width: int) -> np.ndarray:
     return np.array([f"{prefix}{k:0{width}d}" for k in numbers.tolist()])
 
