@@ -1,0 +1,26 @@
+"""Smoke tests of the benchmark scripts at a tiny scale: they run and print their figures (no timing asserted)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run(*args: str) -> str:
+    done = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def test_estimation_bench_times_the_stage():
+    out = _run("bench/estimation.py", "--stage-only", "--sessions", "3000")
+    assert "Estimation stage: 3,000 sessions" in out
+    assert "every method of 4 comparisons" in out and "estimation stage (sum)" in out
+
+
+def test_modeling_bench_runs_one_family():
+    out = _run("bench/modeling.py", "--sessions", "3000", "--seeds", "1", "--families", "hist_gbm")
+    assert "hist_gbm" in out and "20 features" in out
