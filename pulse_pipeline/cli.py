@@ -88,10 +88,31 @@ def cmd_demo(args: argparse.Namespace) -> int:
         """
         SELECT experiment, treatment || ' vs ' || control AS comparison, method,
                printf('%+.3f', effect) AS effect, printf('[%+.3f, %+.3f]', ci_low, ci_high) AS ci95,
-               printf('%.3f', p_value) AS p, printf('%.2f', width_vs_naive) AS width_vs_naive,
-               coalesce(flags, '') AS flags
+               printf('%.3f', p_value) AS p, printf('%.3f', p_holm) AS p_holm,
+               printf('%.2f', width_vs_naive) AS width_vs_naive, coalesce(flags, '') AS flags
         FROM estimates.experiment_effects
         WHERE method IN ('naive_welch', 'ppi', 'crossppi', 'aipw') ORDER BY experiment, treatment, method""",
+    )
+    _show(
+        home,
+        "Could each test have seen an effect? Split check and minimum detectable effect (80 % power):",
+        """
+        SELECT p.experiment, p.treatment || ' vs ' || p.control AS comparison,
+               printf('%.3f', s.p_value) AS split_p, CASE WHEN s.mismatch THEN 'MISMATCH' ELSE 'ok' END AS split,
+               p.n_labeled_treatment || ' / ' || p.n_labeled_control AS ratings,
+               printf('%.3f', p.mde_naive) AS mde_naive, printf('%.3f', p.mde_ppi) AS mde_ppi,
+               p.labels_per_arm_naive AS ratings_needed_naive, p.labels_per_arm_ppi AS ratings_needed_ppi
+        FROM estimates.power p
+        LEFT JOIN (SELECT DISTINCT experiment, p_value, mismatch FROM estimates.srm_check) s USING (experiment)
+        ORDER BY 1, 2""",
+    )
+    _show(
+        home,
+        "Do rated sessions look like unrated ones? Largest shifts (rank-biserial; PPI assumes none):",
+        """
+        SELECT feature, printf('%.3f', mean_rated) AS mean_rated, printf('%.3f', mean_unrated) AS mean_unrated,
+               printf('%+.3f', rank_biserial) AS rank_biserial
+        FROM estimates.label_shift WHERE rank_biserial IS NOT NULL ORDER BY abs(rank_biserial) DESC LIMIT 5""",
     )
     print(f"report folder: {home.report}")
     print(
@@ -128,6 +149,33 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print("targets NOT met:\n  " + "\n  ".join(unmet))
         return 1
     print("every coverage target met (see estimates/validation.py for the targets)")
+    return 0
+
+
+def cmd_power(args: argparse.Namespace) -> int:
+    """Plan a test before it runs: what effect can n ratings and N unrated sessions per arm detect?"""
+    from .stats import power as pw
+
+    common = {"alpha": args.alpha, "power": args.power}
+    naive = pw.minimum_detectable_effect(args.n, args.n, args.sd, **common)
+    ppi = pw.minimum_detectable_effect(
+        args.n, args.n, args.sd, N_treatment=args.N, N_control=args.N, rho=args.rho, **common
+    )
+    print(
+        f"per arm: {args.n} ratings, {args.N} unrated sessions; label sd {args.sd:g}; prediction-label rho {args.rho:g}"
+    )
+    print(f"minimum detectable effect ({args.power:.0%} power, two-sided alpha {args.alpha:g}):")
+    print(f"  naive (ratings only)   {naive:.4f}")
+    print(
+        f"  PPI (ratings + model)  {ppi:.4f}   ({ppi / naive:.0%} of naive; assumes rated sessions are representative)"
+    )
+    if args.effect is not None:
+        share = args.n / (args.n + args.N) if args.n + args.N else 1.0
+        ppi_sd = args.sd * (1 - args.rho**2 * (1 - share)) ** 0.5
+        need_naive = pw.labels_per_arm_needed(args.effect, args.sd, **common)
+        need_ppi = pw.labels_per_arm_needed(args.effect, ppi_sd, **common)
+        print(f"ratings per arm to detect {args.effect:g} (rated share {share:.1%} kept as traffic grows):")
+        print(f"  naive {need_naive}   PPI {need_ppi}")
     return 0
 
 
@@ -209,6 +257,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--workers", type=int, default=2)
     s.set_defaults(func=cmd_validate)
+
+    s = sub.add_parser("power", help="minimum detectable effect and ratings needed, for planning a test")
+    s.add_argument("--n", type=int, required=True, help="ratings per arm")
+    s.add_argument("--N", type=int, default=0, help="unrated sessions per arm (default 0: naive only)")
+    s.add_argument("--rho", type=float, default=0.0, help="correlation of predictions and ratings (out of fold)")
+    s.add_argument("--sd", type=float, required=True, help="sd of the label (e.g. ~0.25 on the 0-1 scale, ~1 star)")
+    s.add_argument("--effect", type=float, default=None, help="target effect, in the label's units")
+    s.add_argument("--alpha", type=float, default=0.05)
+    s.add_argument("--power", type=float, default=0.8)
+    s.set_defaults(func=cmd_power)
 
     s = sub.add_parser("sql", help="query the published warehouse (read-only)")
     s.add_argument("query")

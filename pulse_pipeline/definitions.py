@@ -5,6 +5,8 @@ from __future__ import annotations
 import dagster as dg
 
 from .defs.estimates import assets as estimate_assets
+from .defs.estimates import benchmarks as benchmark_assets
+from .defs.estimates import diagnostics as diagnostic_assets
 from .defs.features import assets as feature_assets
 from .defs.features.checks import feature_checks
 from .defs.features.resources import annotator_resource
@@ -35,9 +37,18 @@ def build_definitions(home: PulseHome) -> dg.Definitions:
     return dg.Definitions(
         assets=[
             raw_drop,
-            *dg.load_assets_from_modules([staging_assets, feature_assets, modeling_assets, estimate_assets]),
+            *dg.load_assets_from_modules(
+                [staging_assets, feature_assets, modeling_assets, estimate_assets, diagnostic_assets, benchmark_assets]
+            ),
         ],
-        asset_checks=[*staging_checks, *feature_checks, *modeling_checks, estimate_assets.intervals_are_not_too_good],
+        asset_checks=[
+            *staging_checks,
+            *feature_checks,
+            *modeling_checks,
+            estimate_assets.intervals_are_not_too_good,
+            *diagnostic_assets.DIAGNOSTIC_CHECKS,
+            benchmark_assets.benchmark_file_is_clean,
+        ],
         jobs=[ingest_job, downstream_job],
         sensors=[
             drop_sensor,

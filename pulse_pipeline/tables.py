@@ -356,6 +356,7 @@ EXPERIMENT_EFFECTS = _t(
     ("ci_low", D),
     ("ci_high", D),
     ("p_value", D),
+    ("p_holm", D),
     ("effect_stars", D),
     ("ci_low_stars", D),
     ("ci_high_stars", D),
@@ -391,6 +392,144 @@ COVERAGE_VALIDATION = _t(
     ("share_flagged", D),
 )
 
-ESTIMATE_TABLES = (EXPERIMENT_EFFECTS, COVERAGE_VALIDATION)
+SRM_CHECK = _t(
+    "estimates.srm_check",
+    "One row per experiment and arm: assigned sessions against the intended split, and the experiment's chi-squared"
+    " sample-ratio test (a mismatch at p < 0.001 means the split itself is broken).",
+    ("experiment", V),
+    ("arm", V),
+    ("sessions", INT),
+    ("intended_share", D),
+    ("expected_sessions", D),
+    ("observed_share", D),
+    ("chi2", D),
+    ("p_value", D),
+    ("mismatch", BOOL),
+    ("note", V),
+)
+
+FEATURE_COMPARISONS = _t(
+    "estimates.feature_comparisons",
+    "The paper's Tables 6-10: per experiment comparison, population (rated sessions, as the paper, or all) and"
+    " feature, each arm's mean, the difference, its test and p-value, Benjamini-Hochberg adjusted within the table.",
+    ("experiment", V),
+    ("treatment", V),
+    ("control", V),
+    ("population", V),
+    ("feature", V),
+    ("kind", V),
+    ("n_treatment", INT),
+    ("n_control", INT),
+    ("mean_treatment", D),
+    ("mean_control", D),
+    ("sd_treatment", D),
+    ("sd_control", D),
+    ("difference", D),
+    ("relative_difference", D),
+    ("test", V),
+    ("p_value", D),
+    ("p_bh", D),
+    ("note", V),
+)
+
+LABEL_SHIFT = _t(
+    "estimates.label_shift",
+    "One row per feature: how rated sessions differ from unrated ones (rank-biserial correlation; the paper found"
+    " 0.32 for the user message count). PPI assumes none.",
+    ("feature", V),
+    ("n_rated", INT),
+    ("n_unrated", INT),
+    ("mean_rated", D),
+    ("mean_unrated", D),
+    ("rank_biserial", D),
+    ("p_value", D),
+    ("p_bh", D),
+    ("note", V),
+)
+
+SEGMENT_EFFECTS = _t(
+    "estimates.segment_effects",
+    "The naive and PPI effect within each task type and development cluster that has enough ratings per arm"
+    " (segments with too few are listed with the reason).",
+    ("experiment", V),
+    ("treatment", V),
+    ("control", V),
+    ("dimension", V),
+    ("segment", V),
+    ("method", V),
+    ("n_labeled_treatment", INT),
+    ("n_labeled_control", INT),
+    ("N_unlabeled_treatment", INT),
+    ("N_unlabeled_control", INT),
+    ("effect", D),
+    ("se", D),
+    ("ci_low", D),
+    ("ci_high", D),
+    ("p_value", D),
+    ("note", V),
+)
+
+POWER = _t(
+    "estimates.power",
+    "Per experiment comparison: the smallest effect the current data detect with 80 % power (naive and PPI), and"
+    " the ratings per arm needed for the target effect.",
+    ("experiment", V),
+    ("treatment", V),
+    ("control", V),
+    ("n_labeled_treatment", INT),
+    ("n_labeled_control", INT),
+    ("N_unlabeled_treatment", INT),
+    ("N_unlabeled_control", INT),
+    ("sd", D),
+    ("oof_rho", D),
+    ("mde_naive", D),
+    ("mde_ppi", D),
+    ("target_effect", D),
+    ("labels_per_arm_naive", B),
+    ("labels_per_arm_ppi", B),
+    ("note", V),
+)
+
+BENCHMARK_POINTS = _t(
+    "estimates.benchmark_points",
+    "One row per comparison and task cluster: the benchmark score difference (data/benchmarks.csv) next to the"
+    " rating difference, or why the pair was left out.",
+    ("treatment", V),
+    ("control", V),
+    ("cluster", V),
+    ("benchmark", V),
+    ("delta_b", D),
+    ("delta_h", D),
+    ("n_treatment", INT),
+    ("n_control", INT),
+    ("status", V),
+    ("reason", V),
+)
+
+BENCHMARK_CORRELATION = _t(
+    "estimates.benchmark_correlation",
+    "Per comparison: Pearson and Spearman correlation of rating and benchmark differences over task clusters,"
+    " with bootstrap intervals (wide with a handful of clusters).",
+    ("treatment", V),
+    ("control", V),
+    ("measure", V),
+    ("n_clusters", INT),
+    ("coefficient", D),
+    ("ci_low", D),
+    ("ci_high", D),
+    ("note", V),
+)
+
+ESTIMATE_TABLES = (
+    EXPERIMENT_EFFECTS,
+    COVERAGE_VALIDATION,
+    SRM_CHECK,
+    FEATURE_COMPARISONS,
+    LABEL_SHIFT,
+    SEGMENT_EFFECTS,
+    POWER,
+    BENCHMARK_POINTS,
+    BENCHMARK_CORRELATION,
+)
 ALL_TABLES = RAW_TABLES + STAGING_TABLES + FEATURE_TABLES + MODELING_TABLES + ESTIMATE_TABLES
 # features.session_features is built from the rubric, so its columns are not listed here (see features/wide.py)

@@ -27,10 +27,33 @@ import pyarrow as pa
 from . import tables
 from .tables import Table
 
+DERIVED_SCHEMAS = ("modeling", "estimates")  # rebuilt whole by every materialization
+
 
 def ensure_tables(con: duckdb.DuckDBPyConnection, which: Iterable[Table] = tables.ALL_TABLES) -> None:
+    """Create every table of the contract that is missing.
+
+    A derived table (``DERIVED_SCHEMAS``) whose columns differ from the contract, i.e. one written by an older
+    PULSE, is dropped and created anew: its next materialization recomputes it whole. Other tables hold data
+    that cannot be recomputed, so a mismatch there is an error that says what differs.
+    """
     for t in which:
         con.execute(f"CREATE SCHEMA IF NOT EXISTS {t.schema}")
+        have = [
+            r[0]
+            for r in con.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = ? AND table_name = ?"
+                " ORDER BY ordinal_position",
+                [t.schema, t.name],
+            ).fetchall()
+        ]
+        if have and have != t.column_names:
+            if t.schema not in DERIVED_SCHEMAS:
+                raise RuntimeError(
+                    f"{t.qualified} has columns {have}, but this PULSE expects {t.column_names};"
+                    " move the old warehouse aside and re-ingest the drops"
+                )
+            con.execute(f"DROP TABLE {t.qualified}")
         cols = ", ".join(f'"{c}" {typ}' for c, typ in t.columns)
         con.execute(f"CREATE TABLE IF NOT EXISTS {t.qualified} ({cols})")
 

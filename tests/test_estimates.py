@@ -96,6 +96,16 @@ def test_experiment_effects_through_the_pipeline(pulse_home, tmp_path, monkeypat
     with duckdb.connect(str(pulse_home.warehouse), read_only=True) as con:
         rows = con.execute("""SELECT experiment, treatment, method, valid, note FROM estimates.experiment_effects
                               ORDER BY ALL""").fetchall()
+        # the tables around the estimate say the same of a single-arm experiment, each in one row
+        around = {
+            t: con.execute(f"SELECT {who}, note FROM estimates.{t} WHERE experiment = 'planning'").fetchall()
+            for t, who in (
+                ("feature_comparisons", "treatment"),
+                ("segment_effects", "treatment"),
+                ("power", "treatment"),
+                ("srm_check", "NULL"),  # one row per arm: the single arm
+            )
+        }
     comparisons = {(e, t) for e, t, *_ in rows}
     expected = {("condenser", "max-step-60"), ("condenser", "max-step-80"), ("llm-backbone", "gpt-5")}
     expected |= {("planning", None)} if single_arm else {("planning", "show-plan")}
@@ -103,5 +113,7 @@ def test_experiment_effects_through_the_pipeline(pulse_home, tmp_path, monkeypat
     if single_arm:
         [(_, _, method, valid, note)] = [r for r in rows if r[0] == "planning"]
         assert (method, valid) == ("none", False) and "single-arm experiment" in note
+        for t, found in around.items():
+            assert len(found) == 1 and found[0][0] is None and "single-arm experiment" in found[0][1], t
     methods = {m for e, t, m, *_ in rows if t == "gpt-5"}
     assert methods == {"naive_welch", "naive_bootstrap", "ppi", "crossppi", "aipw", "ppi_insample"}

@@ -4,9 +4,11 @@
 
     [experiments.llm-backbone]
     control = "claude-4-sonnet"
+    split = { "claude-4-sonnet" = 1, "gpt-5" = 1 }   # optional: the intended traffic split (relative weights)
 
 An experiment the file does not name, or a control the data do not have, falls back to the first arm
-alphabetically (the reason is kept). Every other arm is a treatment compared with the control.
+alphabetically (the reason is kept). Every other arm is a treatment compared with the control. Without a
+``split`` the arms are meant to get equal traffic (what the sample-ratio check tests against).
 """
 
 from __future__ import annotations
@@ -24,11 +26,33 @@ class Experiment:
     note: str | None = None
 
 
-def read_controls(path: Path) -> dict[str, str]:
+def _specs(path: Path) -> dict[str, dict]:
     if not path.exists():
         return {}
-    doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    return {name: str(spec["control"]) for name, spec in doc.get("experiments", {}).items() if "control" in spec}
+    return tomllib.loads(path.read_text(encoding="utf-8")).get("experiments", {})
+
+
+def read_controls(path: Path) -> dict[str, str]:
+    return {name: str(spec["control"]) for name, spec in _specs(path).items() if "control" in spec}
+
+
+def read_splits(path: Path) -> dict[str, dict[str, float]]:
+    """experiment -> arm -> intended relative weight, for the experiments whose ``split`` the file gives.
+
+    A weight that is not a positive number raises ValueError naming the experiment and arm.
+    """
+    out: dict[str, dict[str, float]] = {}
+    for name, spec in _specs(path).items():
+        split = spec.get("split")
+        if split is None:
+            continue
+        weights = {}
+        for arm, w in dict(split).items():
+            if isinstance(w, bool) or not isinstance(w, int | float) or not w > 0:
+                raise ValueError(f"{path}: experiments.{name}.split.{arm} must be a positive number, got {w!r}")
+            weights[str(arm)] = float(w)
+        out[name] = weights
+    return out
 
 
 def experiments(arms: dict[str, list[str]], controls: dict[str, str]) -> list[Experiment]:

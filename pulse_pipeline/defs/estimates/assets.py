@@ -12,6 +12,7 @@ from ...estimates.effects import ArmData, Settings, compare
 from ...estimates.experiments import experiments, read_controls
 from ...modeling.crossfit import insample_predict
 from ...modeling.data import load_modeling_data
+from ...stats.multitest import holm
 from ..features.assets import SESSION_FEATURES_KEY, key
 from ..markdown import markdown_table
 from ..resources import WarehouseResource
@@ -20,21 +21,49 @@ EAGER = dg.AutomationCondition.eager()
 
 
 class EstimatesResource(dg.ConfigurableResource):
-    """``PULSE_HOME/experiments.toml`` names control arms; ``PULSE_SHIFT_AUC`` (default 0.6) is the AUC above which
-    rated sessions count as not representative; ``PULSE_WIDTH_TOLERANCE`` (0.02) the slack before a PPI interval
-    narrower than theory allows is flagged."""
+    """Settings of the estimates stage, from ``PULSE_HOME`` files and environment variables:
+
+    - ``experiments.toml``: control arms and intended splits; ``benchmarks.csv``: benchmark score differences;
+    - ``PULSE_SHIFT_AUC`` (0.6): AUC above which rated sessions count as not representative;
+    - ``PULSE_WIDTH_TOLERANCE`` (0.02): slack before a PPI interval narrower than theory allows is flagged;
+    - ``PULSE_SEGMENT_MIN_RATINGS`` (10): ratings per arm a segment needs for an estimate;
+    - ``PULSE_TARGET_EFFECT`` (0.05 on the 0-1 label, 0.2 stars): the effect the power table sizes for;
+    - ``PULSE_BENCHMARK_MIN_RATINGS`` (35, the paper's): ratings per arm a cluster needs in the benchmark
+      correlation.
+    """
 
     experiments_path: str
+    benchmarks_path: str = ""
     auc_threshold: float = 0.6
     tolerance: float = 0.02
+    segment_min_ratings: int = 10
+    target_effect: float = 0.05
+    benchmark_min_ratings: int = 35
+
+
+def _env(name: str, default: str, kind: type):
+    text = os.environ.get(name, default)
+    try:
+        return kind(text)
+    except ValueError:
+        raise ValueError(f"{name}={text!r} is not a valid {kind.__name__} (default {default})") from None
 
 
 def estimates_resource(home_root: Path) -> EstimatesResource:
-    return EstimatesResource(
+    resource = EstimatesResource(
         experiments_path=str(home_root / "experiments.toml"),
-        auc_threshold=float(os.environ.get("PULSE_SHIFT_AUC", "0.6")),
-        tolerance=float(os.environ.get("PULSE_WIDTH_TOLERANCE", "0.02")),
+        benchmarks_path=str(home_root / "benchmarks.csv"),
+        auc_threshold=_env("PULSE_SHIFT_AUC", "0.6", float),
+        tolerance=_env("PULSE_WIDTH_TOLERANCE", "0.02", float),
+        segment_min_ratings=_env("PULSE_SEGMENT_MIN_RATINGS", "10", int),
+        target_effect=_env("PULSE_TARGET_EFFECT", "0.05", float),
+        benchmark_min_ratings=_env("PULSE_BENCHMARK_MIN_RATINGS", "35", int),
     )
+    if not resource.target_effect > 0:
+        raise ValueError(f"PULSE_TARGET_EFFECT must be positive, got {resource.target_effect}")
+    if resource.segment_min_ratings < 2 or resource.benchmark_min_ratings < 2:
+        raise ValueError("PULSE_SEGMENT_MIN_RATINGS and PULSE_BENCHMARK_MIN_RATINGS must be at least 2")
+    return resource
 
 
 def _arm(name: str, sel: pl.DataFrame, X: np.ndarray, row_of: dict, ins: dict | None) -> ArmData:
@@ -72,6 +101,7 @@ def _row(exp, treatment, r, diag, arms) -> tuple:
         r.ci_low,
         r.ci_high,
         r.p_value,
+        None,  # p_holm, filled in once every comparison of the run is known
         *stars,
         len(t.y),
         len(c.y),
@@ -87,6 +117,25 @@ def _row(exp, treatment, r, diag, arms) -> tuple:
         r.flags,
         "; ".join(x for x in (exp.note, r.note) if x) or None,
     )
+
+
+P_VALUE = tables.EXPERIMENT_EFFECTS.column_names.index("p_value")
+P_HOLM = tables.EXPERIMENT_EFFECTS.column_names.index("p_holm")
+METHOD = tables.EXPERIMENT_EFFECTS.column_names.index("method")
+
+
+def with_holm(rows: list[tuple]) -> list[tuple]:
+    """Fill ``p_holm``: each method's p-values Holm-adjusted across every comparison of the run.
+
+    Per method, because the methods are alternative answers to the same question, not further questions.
+    """
+    out = [list(r) for r in rows]
+    for method in {r[METHOD] for r in out}:
+        idx = [i for i, r in enumerate(out) if r[METHOD] == method]
+        p = np.array([np.nan if out[i][P_VALUE] is None else out[i][P_VALUE] for i in idx], dtype=float)
+        for i, q in zip(idx, holm(p), strict=True):
+            out[i][P_HOLM] = None if np.isnan(q) else float(q)
+    return [tuple(r) for r in out]
 
 
 @dg.asset(
@@ -123,7 +172,7 @@ def experiment_effects(context: dg.AssetExecutionContext, warehouse: WarehouseRe
             sub = frame.filter(pl.col("experiment") == exp.name)
             if not exp.treatments:
                 note = f"single-arm experiment (only {exp.control!r}): nothing to compare"
-                out.append((exp.name, None, exp.control, "none", *[None] * 18, False, None, note))
+                out.append((exp.name, None, exp.control, "none", *[None] * 19, False, None, note))
                 continue
             control = _arm(exp.control, sub.filter(pl.col("variant") == exp.control), data.X, row_of, ins)
             for treatment in exp.treatments:
@@ -131,6 +180,7 @@ def experiment_effects(context: dg.AssetExecutionContext, warehouse: WarehouseRe
                 treat = _arm(treatment, sub.filter(pl.col("variant") == treatment), data.X, row_of, ins)
                 rows, diag = compare(treat, control, settings)
                 out.extend(_row(exp, treatment, r, diag, (treat, control)) for r in rows)
+        out = with_holm(out)
         wh.insert_rows(tables.EXPERIMENT_EFFECTS, out)
         headline = wh.frame("""
             SELECT experiment, treatment, control, method, round(effect, 4) AS effect,

@@ -1,0 +1,212 @@
+"""Around the estimate: sample-ratio check, feature differences, label shift, segment effects, power."""
+
+import math
+from pathlib import Path
+
+import dagster as dg
+import numpy as np
+import polars as pl
+
+from ... import tables
+from ...estimates.experiments import Experiment, experiments, read_controls, read_splits
+from ...estimates.feature_comparisons import feature_comparison_rows
+from ...estimates.label_shift import WARN_ABOVE, label_shift_rows
+from ...estimates.power import power_row
+from ...estimates.segments import segment_effect_rows
+from ...estimates.sessions import assigned_sessions, feature_names
+from ...estimates.srm import ALARM_P, srm_rows
+from ..features.assets import SESSION_FEATURES_KEY, key
+from ..markdown import markdown_table
+from ..resources import WarehouseResource
+from .assets import EstimatesResource
+
+EAGER = dg.AutomationCondition.eager()
+SESSIONS_DEPS = [key(tables.STAGING_ASSIGNMENTS), key(tables.SESSION_LABELS), key(tables.PREDICTIONS)]
+
+
+def _experiments(frame: pl.DataFrame, resource: EstimatesResource) -> list[Experiment]:
+    arms = {e: sorted(g["variant"].unique().to_list()) for (e,), g in frame.group_by("experiment")}
+    return experiments(arms, read_controls(Path(resource.experiments_path)))
+
+
+def _null_nan(v):
+    return None if isinstance(v, float) and math.isnan(v) else v
+
+
+def _replace(wh, table: tables.Table, rows: list[tuple]) -> None:
+    """Rewrite ``table`` whole; NaN becomes NULL (undefined, with the row's note saying why), since DuckDB sorts
+    NaN above every number and ``abs(x) > 0.3`` would be true of it."""
+    wh.con.execute(f"DELETE FROM {table.qualified}")
+    wh.insert_rows(table, [tuple(_null_nan(v) for v in r) for r in rows])
+
+
+def _asset(table: tables.Table, deps: list) -> dg.asset:
+    return dg.asset(
+        key=key(table),
+        deps=deps,
+        description=table.description,
+        group_name="estimates",
+        kinds={"duckdb"},
+        automation_condition=EAGER,
+    )
+
+
+@_asset(tables.SRM_CHECK, [key(tables.STAGING_ASSIGNMENTS)])
+def srm_check(context: dg.AssetExecutionContext, warehouse: WarehouseResource, estimates: EstimatesResource):
+    with warehouse.warehouse() as wh:
+        counts: dict[str, dict[str, int]] = {}
+        for exp, arm, n in wh.con.execute(
+            "SELECT experiment, variant, count(*) FROM staging.assignments GROUP BY ALL"
+        ).fetchall():
+            counts.setdefault(exp, {})[arm] = n
+        try:
+            splits, problem = read_splits(Path(estimates.experiments_path)), None
+        except ValueError as exc:  # a bad split in the file: test against equal shares and say why on every row
+            splits, problem = {}, f"{exc}; tested against equal shares"
+        rows = srm_rows(counts, splits)
+        if problem:
+            context.log.warning(problem)
+            note = tables.SRM_CHECK.column_names.index("note")
+            rows = [(*r[:note], "; ".join(x for x in (r[note], problem) if x)) for r in rows]
+        _replace(wh, tables.SRM_CHECK, rows)
+        shown = wh.frame("SELECT * EXCLUDE (note) FROM estimates.srm_check ORDER BY experiment, arm")
+    return dg.MaterializeResult(
+        metadata={"dagster/row_count": len(rows), "srm": dg.MetadataValue.md(markdown_table(shown, max_rows=30))}
+    )
+
+
+@dg.asset_check(asset=key(tables.SRM_CHECK), blocking=False, description=f"Warns at p < {ALARM_P}.")
+def split_matches_design(warehouse: WarehouseResource) -> dg.AssetCheckResult:
+    with warehouse.warehouse(publish_after=False) as wh:
+        bad = wh.con.execute(
+            "SELECT DISTINCT experiment, p_value FROM estimates.srm_check WHERE mismatch ORDER BY 1"
+        ).fetchall()
+    return dg.AssetCheckResult(
+        passed=not bad,
+        severity=dg.AssetCheckSeverity.WARN,
+        description="sample-ratio mismatch: " + ", ".join(f"{e} (p = {p:.2g})" for e, p in bad) if bad else None,
+        metadata={"mismatched_experiments": len(bad)},
+    )
+
+
+@_asset(tables.FEATURE_COMPARISONS, [*SESSIONS_DEPS, SESSION_FEATURES_KEY])
+def feature_comparisons(warehouse: WarehouseResource, estimates: EstimatesResource):
+    with warehouse.warehouse() as wh:
+        frame = assigned_sessions(wh)
+        rows = feature_comparison_rows(frame, feature_names(frame), _experiments(frame, estimates))
+        _replace(wh, tables.FEATURE_COMPARISONS, rows)
+        top = wh.frame("""
+            SELECT experiment, treatment, control, population, feature, round(mean_treatment, 4) AS mean_t,
+                   round(mean_control, 4) AS mean_c, round(p_bh, 4) AS p_bh
+            FROM estimates.feature_comparisons WHERE p_bh < 0.05 ORDER BY experiment, treatment, population, p_bh""")
+    return dg.MaterializeResult(
+        metadata={
+            "dagster/row_count": len(rows),
+            "significant_after_bh": top.height,
+            "differences": dg.MetadataValue.md(markdown_table(top, max_rows=40)),
+        }
+    )
+
+
+@_asset(tables.LABEL_SHIFT, [*SESSIONS_DEPS, SESSION_FEATURES_KEY])
+def label_shift(warehouse: WarehouseResource):
+    with warehouse.warehouse() as wh:
+        frame = assigned_sessions(wh)
+        rows = label_shift_rows(frame, feature_names(frame))
+        _replace(wh, tables.LABEL_SHIFT, rows)
+        top = wh.frame("""
+            SELECT feature, round(mean_rated, 3) AS mean_rated, round(mean_unrated, 3) AS mean_unrated,
+                   round(rank_biserial, 3) AS rbc FROM estimates.label_shift
+            WHERE rank_biserial IS NOT NULL
+            ORDER BY abs(rank_biserial) DESC""")
+    return dg.MaterializeResult(
+        metadata={"dagster/row_count": len(rows), "largest_shifts": dg.MetadataValue.md(markdown_table(top))}
+    )
+
+
+@dg.asset_check(
+    asset=key(tables.LABEL_SHIFT),
+    blocking=False,
+    description=f"Warns when any feature's |rank-biserial| between rated and unrated sessions exceeds {WARN_ABOVE}.",
+)
+def rated_sessions_are_representative(warehouse: WarehouseResource) -> dg.AssetCheckResult:
+    with warehouse.warehouse(publish_after=False) as wh:
+        shifted = wh.con.execute(
+            "SELECT feature, rank_biserial FROM estimates.label_shift WHERE abs(rank_biserial) > ? ORDER BY 1",
+            [WARN_ABOVE],
+        ).fetchall()
+    return dg.AssetCheckResult(
+        passed=not shifted,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=(
+            "rated sessions differ from unrated ones (PPI assumes they do not; prefer the aipw rows): "
+            + ", ".join(f"{f} (RBC {r:+.2f})" for f, r in shifted)
+        )
+        if shifted
+        else None,
+        metadata={"shifted_features": len(shifted)},
+    )
+
+
+@_asset(tables.SEGMENT_EFFECTS, [*SESSIONS_DEPS, SESSION_FEATURES_KEY])
+def segment_effects(warehouse: WarehouseResource, estimates: EstimatesResource):
+    with warehouse.warehouse() as wh:
+        frame = assigned_sessions(wh)
+        rows = segment_effect_rows(frame, _experiments(frame, estimates), estimates.segment_min_ratings)
+        _replace(wh, tables.SEGMENT_EFFECTS, rows)
+    estimated = sum(1 for r in rows if r[5] != "none")
+    return dg.MaterializeResult(
+        metadata={
+            "dagster/row_count": len(rows),
+            "estimated_rows": estimated,
+            "min_ratings_per_arm": estimates.segment_min_ratings,
+        }
+    )
+
+
+def _labels_and_unrated(sessions: pl.DataFrame, arm: str) -> tuple[np.ndarray, int]:
+    a = sessions.filter(pl.col("variant") == arm)
+    return a.filter(pl.col("labeled"))["label"].to_numpy().astype(float), int((~a["labeled"]).sum())
+
+
+@_asset(tables.POWER, [*SESSIONS_DEPS, key(tables.EXPERIMENT_EFFECTS)])
+def power(warehouse: WarehouseResource, estimates: EstimatesResource):
+    with warehouse.warehouse() as wh:
+        frame = assigned_sessions(wh)
+        rho = {
+            (e, t): r
+            for e, t, r in wh.con.execute(
+                "SELECT experiment, treatment, oof_rho FROM estimates.experiment_effects WHERE method = 'naive_welch'"
+            ).fetchall()
+        }
+        rows = []
+        for exp in _experiments(frame, estimates):
+            sub = frame.filter(pl.col("experiment") == exp.name)
+            y_c, N_c = _labels_and_unrated(sub, exp.control)
+            if not exp.treatments:
+                note = f"single-arm experiment (only {exp.control!r}): nothing to compare"
+                rows.append((exp.name, None, exp.control, 0, y_c.size, 0, N_c, *[None] * 7, note))
+            for treatment in exp.treatments:
+                y_t, N_t = _labels_and_unrated(sub, treatment)
+                r = rho.get((exp.name, treatment))
+                rows.append(
+                    power_row(
+                        (exp.name, treatment, exp.control),
+                        y_t,
+                        y_c,
+                        N_t,
+                        N_c,
+                        float("nan") if r is None else float(r),
+                        estimates.target_effect,
+                    )
+                )
+        _replace(wh, tables.POWER, rows)
+        shown = wh.frame("""
+            SELECT experiment, treatment, round(mde_naive, 4) AS mde_naive, round(mde_ppi, 4) AS mde_ppi,
+                   labels_per_arm_naive, labels_per_arm_ppi FROM estimates.power ORDER BY 1, 2""")
+    return dg.MaterializeResult(
+        metadata={"dagster/row_count": len(rows), "power": dg.MetadataValue.md(markdown_table(shown, max_rows=30))}
+    )
+
+
+DIAGNOSTIC_CHECKS = [split_matches_design, rated_sessions_are_representative]

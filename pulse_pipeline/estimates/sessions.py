@@ -1,0 +1,36 @@
+"""The assigned sessions as one frame: arm, label, cross-fit prediction and every session feature."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from ..warehouse import Warehouse
+
+KEYS = ("session_id", "experiment", "variant", "labeled", "label", "prediction")
+
+
+def assigned_sessions(wh: Warehouse) -> pl.DataFrame:
+    """One row per assigned session: ``KEYS`` then the features of ``features.session_features``.
+
+    ``label`` is the normalized rating (null when unrated); ``prediction`` the normalized cross-fit prediction
+    (null when the model stage made none). Features are null for a session the feature stage has not seen.
+    """
+    has_features = wh.con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'features'"
+        " AND table_name = 'session_features'"
+    ).fetchone()[0]
+    features = ", f.* EXCLUDE (session_id, annotation_status)" if has_features else ""
+    join = "LEFT JOIN features.session_features f USING (session_id)" if has_features else ""
+    return wh.frame(f"""
+        SELECT a.session_id, a.experiment, a.variant, l.label IS NOT NULL AS labeled, l.label, p.prediction
+               {features}
+        FROM staging.assignments a
+        LEFT JOIN staging.session_labels l USING (session_id)
+        LEFT JOIN modeling.predictions p USING (session_id)
+        {join}
+        ORDER BY a.session_id""")
+
+
+def feature_names(frame: pl.DataFrame) -> list[str]:
+    """The numeric feature columns of an ``assigned_sessions`` frame."""
+    return [c for c, t in frame.schema.items() if c not in KEYS and t.is_numeric()]

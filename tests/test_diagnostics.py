@@ -1,0 +1,295 @@
+"""The tables around the estimate: sample-ratio check, feature differences, label shift, segments, power, Holm."""
+
+from __future__ import annotations
+
+import math
+
+import dagster as dg
+import duckdb
+import numpy as np
+import polars as pl
+import pytest
+from scipy.stats import chi2 as chi2_dist
+from scipy.stats import t as t_dist
+from statsmodels.stats.multitest import multipletests
+
+from pulse_pipeline import tables
+from pulse_pipeline.defs.estimates.assets import with_holm
+from pulse_pipeline.estimates.experiments import Experiment, read_splits
+from pulse_pipeline.estimates.feature_comparisons import feature_comparison_rows
+from pulse_pipeline.estimates.label_shift import label_shift_rows
+from pulse_pipeline.estimates.power import power_row
+from pulse_pipeline.estimates.segments import segment_effect_rows
+from pulse_pipeline.estimates.srm import srm_rows
+from pulse_pipeline.runs import ingest
+from pulse_pipeline.synth import write_corpus
+
+Z80 = 1.959963984540054 + 0.8416212335729143  # z_{0.975} + z_{0.80}
+
+
+def _col(table: tables.Table, row: tuple, name: str):
+    return row[table.column_names.index(name)]
+
+
+# ---------------------------------------------------------------- sample-ratio mismatch
+
+
+def test_srm_equal_split_by_hand():
+    [a, b] = srm_rows({"exp": {"a": 520, "b": 480}}, {})
+    # expected 500 each: chi2 = (20^2 + 20^2) / 500 = 1.6 on 1 df
+    assert _col(tables.SRM_CHECK, a, "chi2") == pytest.approx(1.6)
+    assert _col(tables.SRM_CHECK, a, "p_value") == pytest.approx(chi2_dist.sf(1.6, 1))
+    assert _col(tables.SRM_CHECK, a, "expected_sessions") == 500 and not _col(tables.SRM_CHECK, a, "mismatch")
+    assert _col(tables.SRM_CHECK, b, "observed_share") == pytest.approx(0.48)
+
+
+def test_srm_flags_a_broken_split_and_reads_the_configured_one(tmp_path):
+    [a, _] = srm_rows({"exp": {"a": 600, "b": 400}}, {})
+    assert _col(tables.SRM_CHECK, a, "chi2") == pytest.approx(40.0) and _col(tables.SRM_CHECK, a, "mismatch")
+    path = tmp_path / "experiments.toml"
+    path.write_text('[experiments.exp]\ncontrol = "a"\nsplit = { a = 1, b = 2 }\n')
+    splits = read_splits(path)
+    assert splits == {"exp": {"a": 1.0, "b": 2.0}}
+    # 1:2 intended: 333.3 and 666.7 expected of 1000; 340 / 660 is fine
+    [a, b] = srm_rows({"exp": {"a": 340, "b": 660}}, splits)
+    expected = (340 - 1000 / 3) ** 2 / (1000 / 3) + (660 - 2000 / 3) ** 2 / (2000 / 3)
+    assert _col(tables.SRM_CHECK, a, "chi2") == pytest.approx(expected)
+    assert _col(tables.SRM_CHECK, b, "intended_share") == pytest.approx(2 / 3)
+
+
+def test_srm_bad_input_gives_reasons(tmp_path):
+    [row] = srm_rows({"solo": {"only": 10}}, {})
+    assert "single-arm" in _col(tables.SRM_CHECK, row, "note") and not _col(tables.SRM_CHECK, row, "mismatch")
+    rows = srm_rows({"exp": {"a": 10, "b": 10, "c": 3}}, {"exp": {"a": 1, "b": 1, "d": 1}})
+    by_arm = {_col(tables.SRM_CHECK, r, "arm"): r for r in rows}
+    assert set(by_arm) == {"a", "b", "c", "d"} and _col(tables.SRM_CHECK, by_arm["d"], "sessions") == 0
+    assert _col(tables.SRM_CHECK, by_arm["c"], "mismatch")  # sessions in an arm meant to get none
+    assert "c not in the configured split" in _col(tables.SRM_CHECK, by_arm["c"], "note")
+    path = tmp_path / "bad.toml"
+    path.write_text('[experiments.exp]\nsplit = { a = "half", b = 1 }\n')
+    with pytest.raises(ValueError, match="split.a must be a positive number"):
+        read_splits(path)
+
+
+# ---------------------------------------------------------------- feature comparisons
+
+
+def _sessions() -> pl.DataFrame:
+    """Two arms of four sessions; the first two of each arm are rated."""
+    return pl.DataFrame(
+        {
+            "session_id": [f"s{i}" for i in range(8)],
+            "experiment": ["e"] * 8,
+            "variant": ["c"] * 4 + ["t"] * 4,
+            "labeled": [True, True, False, False] * 2,
+            "label": [0.5, 0.75, None, None, 1.0, 0.75, None, None],
+            "prediction": [0.6, 0.7, 0.6, 0.5, 0.8, 0.8, 0.7, 0.9],
+            "messages": [2, 4, 6, 8, 1, 3, 5, None],
+            "pushed": [1, 0, 0, 0, 1, 1, 1, 0],
+            "constant": [3] * 8,
+        }
+    )
+
+
+EXP = [Experiment("e", "c", ("t",))]
+
+
+def test_feature_comparisons_by_hand():
+    rows = feature_comparison_rows(_sessions(), ["messages", "pushed", "constant"], EXP)
+    t = tables.FEATURE_COMPARISONS
+    by = {(_col(t, r, "population"), _col(t, r, "feature")): r for r in rows}
+    assert len(rows) == 6
+    m = by["all", "messages"]  # t: [1, 3, 5] (one unknown), c: [2, 4, 6, 8]
+    assert (_col(t, m, "n_treatment"), _col(t, m, "n_control")) == (3, 4)
+    assert _col(t, m, "difference") == pytest.approx(3 - 5)
+    assert _col(t, m, "relative_difference") == pytest.approx(-2 / 5)
+    # Welch by hand: var_t = 4, var_c = 20/3; se^2 = 4/3 + 5/3 = 3; t = -2 / sqrt(3)
+    assert _col(t, m, "test") == "welch t" and _col(t, m, "kind") == "numeric"
+    df = 9 / ((4 / 3) ** 2 / 2 + (5 / 3) ** 2 / 3)
+    assert _col(t, m, "p_value") == pytest.approx(2 * t_dist.sf(2 / math.sqrt(3), df))
+    p = by["all", "pushed"]  # t: 3 of 4, c: 1 of 4 -> Fisher exact; tables as extreme: p = (1 + 16 + 16 + 1) / 70
+    assert _col(t, p, "kind") == "binary" and _col(t, p, "test") == "fisher exact"
+    assert _col(t, p, "p_value") == pytest.approx(34 / 70)
+    r = by["rated", "messages"]
+    assert (_col(t, r, "mean_treatment"), _col(t, r, "mean_control")) == (2.0, 3.0)
+    assert _col(t, by["all", "constant"], "note")  # constant in both arms: said so
+    # BH within each table (population): the three p-values of 'all', adjusted together
+    ps = [_col(t, by["all", f], "p_value") for f in ("messages", "pushed", "constant")]
+    expect = multipletests(ps, method="fdr_bh")[1]
+    got = [_col(t, by["all", f], "p_bh") for f in ("messages", "pushed", "constant")]
+    assert got == pytest.approx(list(expect))
+
+
+def test_label_shift_by_hand():
+    rows = label_shift_rows(_sessions(), ["messages", "constant"])
+    t = tables.LABEL_SHIFT
+    by = {_col(t, r, "feature"): r for r in rows}
+    # rated [2, 4, 1, 3] vs unrated [6, 8, 5]: every rated value is smaller -> rbc = -1
+    assert _col(t, by["messages"], "rank_biserial") == pytest.approx(-1.0)
+    assert (_col(t, by["messages"], "n_rated"), _col(t, by["messages"], "n_unrated")) == (4, 3)
+    assert math.isnan(_col(t, by["constant"], "rank_biserial")) and "constant" in _col(t, by["constant"], "note")
+
+
+# ---------------------------------------------------------------- segments and power
+
+
+def _segment_frame(n_rated_t: int, n_rated_c: int) -> pl.DataFrame:
+    rng = np.random.default_rng(0)
+    rows = []
+    for arm, n_rated in (("t", n_rated_t), ("c", n_rated_c)):
+        for i in range(60):
+            rated = i < n_rated
+            rows.append(
+                {
+                    "session_id": f"{arm}{i}",
+                    "experiment": "e",
+                    "variant": arm,
+                    "labeled": rated,
+                    "label": float(rng.integers(0, 5)) / 4 if rated else None,
+                    "prediction": float(rng.uniform(0.4, 0.9)),
+                    "task_type__fix_bugs": 1,
+                    "task_type__write_documentation": int(i % 10 == 0),
+                }
+            )
+    return pl.DataFrame(rows)
+
+
+def test_segment_effects_estimate_big_segments_and_explain_small_ones():
+    frame = _segment_frame(20, 15)
+    rows = segment_effect_rows(frame, EXP, min_ratings=10)
+    t = tables.SEGMENT_EFFECTS
+    by = {(_col(t, r, "segment"), _col(t, r, "method")): r for r in rows}
+    assert set(by) == {("fix_bugs", "naive_welch"), ("fix_bugs", "ppi"), ("write_documentation", "none")}
+    small = by["write_documentation", "none"]
+    assert _col(t, small, "effect") is None and "2 and 2 ratings (fewer than 10" in _col(t, small, "note")
+    rated = frame.filter(pl.col("labeled"))
+    y_t = rated.filter(pl.col("variant") == "t")["label"].to_numpy()
+    y_c = rated.filter(pl.col("variant") == "c")["label"].to_numpy()
+    naive = by["fix_bugs", "naive_welch"]
+    assert _col(t, naive, "effect") == pytest.approx(y_t.mean() - y_c.mean())
+    assert (_col(t, naive, "n_labeled_treatment"), _col(t, naive, "N_unlabeled_control")) == (20, 45)
+    from ppi_py import ppi_mean_ci  # noqa: F401  (reference implementation present)
+    from ppi_py.ppi import ppi_mean_pointestimate
+
+    def ref(arm: str) -> float:
+        a = frame.filter(pl.col("variant") == arm)
+        lab, unl = a.filter(pl.col("labeled")), a.filter(~pl.col("labeled"))
+        return float(
+            ppi_mean_pointestimate(lab["label"].to_numpy(), lab["prediction"].to_numpy(), unl["prediction"].to_numpy())[
+                0
+            ]
+        )
+
+    assert _col(t, by["fix_bugs", "ppi"], "effect") == pytest.approx(ref("t") - ref("c"), abs=1e-9)
+
+
+def test_power_row_by_hand():
+    y_t = np.array([0.25, 0.5, 0.75, 1.0])
+    y_c = np.array([0.0, 0.25, 0.5, 0.75])
+    row = power_row(("e", "t", "c"), y_t, y_c, 100, 100, 0.6, target=0.1)
+    t = tables.POWER
+    sd = np.r_[y_t, y_c].std(ddof=1)
+    assert _col(t, row, "sd") == pytest.approx(sd)
+    assert _col(t, row, "mde_naive") == pytest.approx(Z80 * sd * math.sqrt(2 / 4))
+    factor = 1 - 0.36 * 100 / 104  # PPI variance factor per arm: 1 - rho^2 N / (n + N)
+    assert _col(t, row, "mde_ppi") == pytest.approx(Z80 * sd * math.sqrt(2 * factor / 4))
+    # labels per arm at the current rated share r = 8 / 208: n = 2 z^2 sd^2 (1 - rho^2 (1 - r)) / effect^2
+    need = 2 * Z80**2 * sd**2 / 0.1**2
+    assert _col(t, row, "labels_per_arm_naive") == math.ceil(need)
+    assert _col(t, row, "labels_per_arm_ppi") == math.ceil(need * (1 - 0.36 * (1 - 8 / 208)))
+
+
+def test_power_row_bad_input():
+    t = tables.POWER
+    assert "fewer than 2" in _col(t, power_row(("e", "t", "c"), np.array([1.0]), np.ones(5), 9, 9, 0.3), "note")
+    assert "all ratings equal" in _col(t, power_row(("e", "t", "c"), np.ones(3), np.ones(3), 9, 9, 0.3), "note")
+    row = power_row(("e", "t", "c"), np.array([0.0, 1.0]), np.array([0.0, 1.0]), 9, 9, float("nan"))
+    assert "rho = 0" in _col(t, row, "note") and _col(t, row, "mde_ppi") == _col(t, row, "mde_naive")
+
+
+def test_holm_is_per_method_across_comparisons():
+    cols = tables.EXPERIMENT_EFFECTS.column_names
+    p = [0.01, 0.04, 0.03, None]
+
+    def row(method: str, pv):
+        r = [None] * len(cols)
+        r[cols.index("method")], r[cols.index("p_value")] = method, pv
+        return tuple(r)
+
+    rows = [row("ppi", v) for v in p] + [row("naive_welch", 0.01)]
+    out = with_holm(rows)
+    holm = [r[cols.index("p_holm")] for r in out]
+    assert holm[:3] == pytest.approx(list(multipletests([0.01, 0.04, 0.03], method="holm")[1]))
+    assert holm[3] is None and holm[4] == pytest.approx(0.01)  # a lone naive row: nothing to adjust
+
+
+# ---------------------------------------------------------------- through the pipeline
+
+
+def test_every_table_around_the_estimate_is_materialized(pulse_home, tmp_path, monkeypatch):
+    monkeypatch.setenv("PULSE_CV_SEEDS", "2")
+    monkeypatch.setenv("PULSE_MODEL_FAMILIES", "lightgbm")
+    monkeypatch.setenv("PULSE_SEGMENT_MIN_RATINGS", "5")
+    monkeypatch.setenv("PULSE_BENCHMARK_MIN_RATINGS", "3")
+    (pulse_home.root / "benchmarks.csv").write_text(
+        "treatment,control,cluster,benchmark,delta_b,source\n"
+        "gpt-5,claude-4-sonnet,Testing code,SWT,21.8,t\n"
+        "gpt-5,claude-4-sonnet,Fix python issues,SWE,1.8,t\n"
+        "gpt-5,claude-4-sonnet,Administrative tasks,TAC,n/a,t\n"
+        "gpt-5,claude-3.7-sonnet,Testing code,SWT,3,t\n"
+    )
+    # a split the file gets wrong: the check still runs, against equal shares, and every row says why
+    (pulse_home.root / "experiments.toml").write_text('[experiments.planning]\nsplit = { "no-plan" = "half" }\n')
+    corpus = tmp_path / "corpus"
+    write_corpus(corpus, 1500, seed=12)
+    ingest(pulse_home, corpus, say=lambda _: None)
+    with duckdb.connect(str(pulse_home.warehouse), read_only=True) as con:
+
+        def q(sql):
+            return con.execute(sql).fetchall()
+
+        for t in (tables.SRM_CHECK, tables.FEATURE_COMPARISONS, tables.LABEL_SHIFT, tables.SEGMENT_EFFECTS):
+            assert q(f"SELECT count(*) FROM {t.qualified}")[0][0] > 0, t.qualified
+        notes = [n for (n,) in q("SELECT note FROM estimates.srm_check")]
+        assert len(notes) == 7
+        assert all("split.no-plan must be a positive number" in n and "tested against equal shares" in n for n in notes)
+        assert q("SELECT count(*) FROM estimates.power")[0][0] == 4  # one per treatment-vs-control comparison
+        # every experiment comparison, both populations; the agent's cost per session among the features
+        assert (
+            q("SELECT count(DISTINCT (experiment, treatment, population)) FROM estimates.feature_comparisons")[0][0]
+            == 8
+        )
+        assert q("SELECT count(*) FROM estimates.feature_comparisons WHERE feature = 'llm_cost_usd'")[0][0] == 8
+        # the synthetic users rate more when they write more: the label-shift table sees it
+        [(rbc,)] = q("SELECT rank_biserial FROM estimates.label_shift WHERE feature = 'user_message_count'")
+        assert 0.15 < rbc < 0.5
+        assert q("SELECT count(*) FROM estimates.label_shift WHERE isnan(rank_biserial)")[0][0] == 0  # NULL, not NaN
+        assert q("SELECT count(*) FROM estimates.experiment_effects WHERE p_holm < p_value")[0][0] == 0
+        points = dict(q("SELECT coalesce(cluster, benchmark), status FROM estimates.benchmark_points"))
+        assert points["Testing code"] in ("used", "skipped")
+        statuses = [s for _, s in q("SELECT cluster, status FROM estimates.benchmark_points")]
+        assert statuses.count("rejected") == 1  # the n/a cell, with its line number
+        [(reason,)] = q("SELECT reason FROM estimates.benchmark_points WHERE status = 'rejected'")
+        assert reason.startswith("benchmarks.csv line 4")
+        assert q("SELECT count(*) FROM estimates.benchmark_correlation")[0][0] == 4  # 2 comparisons x 2 measures
+    # the checks ran: the split is fine (tested against equal shares), the benchmark file has a bad line
+    keys = {
+        name: dg.AssetCheckKey(dg.AssetKey(["estimates", table]), name)
+        for table, name in (("srm_check", "split_matches_design"), ("benchmark_points", "benchmark_file_is_clean"))
+    }
+    latest = dg.DagsterInstance.get().event_log_storage.get_latest_asset_check_execution_by_key(list(keys.values()))
+    passed = {k.name: r.event.dagster_event.asset_check_evaluation_data.passed for k, r in latest.items()}
+    assert passed == {"split_matches_design": True, "benchmark_file_is_clean": False}
+
+
+def test_pulse_power_plans_a_test(capsys):
+    from pulse_pipeline.cli import main
+
+    assert main(["power", "--n", "100", "--N", "2000", "--rho", "0.5", "--sd", "0.25", "--effect", "0.05"]) == 0
+    out = capsys.readouterr().out
+    naive = Z80 * 0.25 * math.sqrt(2 / 100)  # 0.0991
+    ppi = naive * math.sqrt(1 - 0.25 * 2000 / 2100)  # 0.0865
+    assert f"{naive:.4f}" in out and f"{ppi:.4f}" in out
+    need = 2 * Z80**2 * 0.25**2 / 0.05**2  # 392.4 -> 393; PPI at the same rated share: x (1 - 0.25 (1 - 100/2100))
+    assert f"naive {math.ceil(need)}   PPI {math.ceil(need * (1 - 0.25 * 2000 / 2100))}" in out
+    assert main(["power", "--n", "1", "--sd", "0.25"]) == 2  # a clear error, not a traceback
