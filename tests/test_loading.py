@@ -1,4 +1,5 @@
-"""Large drops are read in pieces by worker processes; the tables must not depend on how the drop was read."""
+"""Large drops are read in pieces by worker processes; the tables must not depend on how the drop was read.
+And a warehouse written by an older PULSE is brought to the current table contract, or refused with the reason."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pulse_pipeline.ingest import drop as drop_module
 from pulse_pipeline.ingest.drop import DropUnit, plan
 from pulse_pipeline.ingest.load import load_drop
 from pulse_pipeline.synth import write_corpus
-from pulse_pipeline.warehouse import Warehouse
+from pulse_pipeline.warehouse import Warehouse, ensure_tables
 
 
 def _contents(wh: Warehouse, which=tables.RAW_TABLES) -> dict[str, list[tuple]]:
@@ -93,3 +94,18 @@ def test_a_load_that_fails_midway_leaves_no_partial_drop_in_staging(tmp_path, mo
     load_drop(wh, "d", corpus)
     rebuild_staging(wh)
     assert _contents(wh, tables.ALL_TABLES) == before
+
+
+def test_tables_of_an_older_pulse_are_rebuilt_if_derived_and_refused_if_raw():
+    con = duckdb.connect()
+    con.execute("CREATE SCHEMA estimates")
+    con.execute("CREATE TABLE estimates.experiment_effects (experiment VARCHAR, effect DOUBLE)")  # an old shape
+    con.execute("INSERT INTO estimates.experiment_effects VALUES ('e', 0.1)")
+    ensure_tables(con, [tables.EXPERIMENT_EFFECTS])
+    cols = [r[0] for r in con.execute("DESCRIBE estimates.experiment_effects").fetchall()]
+    assert cols == tables.EXPERIMENT_EFFECTS.column_names  # recreated empty: the next run refills it
+    ensure_tables(con, [tables.EXPERIMENT_EFFECTS])  # an up-to-date table is left alone
+    con.execute("CREATE SCHEMA raw")
+    con.execute("CREATE TABLE raw.ratings (session_id VARCHAR)")
+    with pytest.raises(RuntimeError, match="raw.ratings has columns"):
+        ensure_tables(con, [tables.RATINGS])
