@@ -293,3 +293,14 @@ def test_pulse_power_plans_a_test(capsys):
     need = 2 * Z80**2 * 0.25**2 / 0.05**2  # 392.4 -> 393; PPI at the same rated share: x (1 - 0.25 (1 - 100/2100))
     assert f"naive {math.ceil(need)}   PPI {math.ceil(need * (1 - 0.25 * 2000 / 2100))}" in out
     assert main(["power", "--n", "1", "--sd", "0.25"]) == 2  # a clear error, not a traceback
+
+
+def test_split_check_names_a_mismatch_without_a_p_value(pulse_home):
+    from pulse_pipeline.defs.estimates.diagnostics import _replace, split_matches_design
+    from pulse_pipeline.defs.resources import warehouse_resource
+
+    resource = warehouse_resource(pulse_home)
+    with resource.warehouse() as wh:  # an arm the configured split does not have: mismatch, and no p-value
+        _replace(wh, tables.SRM_CHECK, srm_rows({"exp": {"a": 10, "b": 10, "c": 3}}, {"exp": {"a": 1, "b": 1}}))
+    result = split_matches_design(resource)
+    assert not result.passed and "exp (sessions in an arm outside the split)" in result.description

@@ -19,7 +19,13 @@ CLUSTER_FEATURE = "development_cluster"
 
 def cluster_ratings(wh, clusters: list[str]) -> pl.DataFrame:
     """session_id, variant, cluster, label: one row per rated, assigned session and development cluster it is in."""
-    have = {r[0] for r in wh.con.execute("DESCRIBE features.session_features").fetchall()}
+    have = {
+        r[0]
+        for r in wh.con.execute(
+            "SELECT column_name FROM information_schema.columns"
+            " WHERE table_schema = 'features' AND table_name = 'session_features'"
+        ).fetchall()
+    }  # empty when the feature stage has not run: then no session is in any cluster
     parts = [
         f"SELECT a.session_id, a.variant, ? AS cluster, l.label FROM staging.assignments a"
         f" JOIN staging.session_labels l USING (session_id)"

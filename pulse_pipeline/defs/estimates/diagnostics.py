@@ -81,10 +81,11 @@ def split_matches_design(warehouse: WarehouseResource) -> dg.AssetCheckResult:
         bad = wh.con.execute(
             "SELECT DISTINCT experiment, p_value FROM estimates.srm_check WHERE mismatch ORDER BY 1"
         ).fetchall()
+    why = [f"{e} (p = {p:.2g})" if p is not None else f"{e} (sessions in an arm outside the split)" for e, p in bad]
     return dg.AssetCheckResult(
         passed=not bad,
         severity=dg.AssetCheckSeverity.WARN,
-        description="sample-ratio mismatch: " + ", ".join(f"{e} (p = {p:.2g})" for e, p in bad) if bad else None,
+        description="sample-ratio mismatch: " + ", ".join(why) if bad else None,
         metadata={"mismatched_experiments": len(bad)},
     )
 
