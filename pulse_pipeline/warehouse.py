@@ -34,8 +34,9 @@ def ensure_tables(con: duckdb.DuckDBPyConnection, which: Iterable[Table] = table
     """Create every table of the contract that is missing.
 
     A derived table (``DERIVED_SCHEMAS``) whose columns differ from the contract, i.e. one written by an older
-    PULSE, is dropped and created anew: its next materialization recomputes it whole. Other tables hold data
-    that cannot be recomputed, so a mismatch there is an error that says what differs.
+    PULSE, is dropped and created anew: its next materialization recomputes it whole. Raw, staging and feature
+    tables are never dropped on their own (the ingested records and paid-for LLM answers live there), so a
+    mismatch there is an error that says what differs.
     """
     for t in which:
         con.execute(f"CREATE SCHEMA IF NOT EXISTS {t.schema}")
