@@ -14,6 +14,7 @@ transaction, so re-running anything leaves the tables as they were.
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import time
@@ -28,6 +29,12 @@ from . import tables
 from .tables import Table
 
 DERIVED_SCHEMAS = ("modeling", "estimates")  # rebuilt whole by every materialization
+
+
+def nan_to_null(rows: Iterable[tuple]) -> list[tuple]:
+    """Rows with every float NaN replaced by None: an undefined statistic is stored as NULL (its row's note says
+    why), because DuckDB sorts NaN above every number, so ``ORDER BY x DESC`` and ``x > 0.3`` would pick it."""
+    return [tuple(None if isinstance(v, float) and math.isnan(v) else v for v in r) for r in rows]
 
 
 def ensure_tables(con: duckdb.DuckDBPyConnection, which: Iterable[Table] = tables.ALL_TABLES) -> None:

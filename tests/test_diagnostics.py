@@ -23,6 +23,7 @@ from pulse_pipeline.estimates.segments import segment_effect_rows
 from pulse_pipeline.estimates.srm import srm_rows
 from pulse_pipeline.runs import ingest
 from pulse_pipeline.synth import write_corpus
+from pulse_pipeline.warehouse import nan_to_null
 
 Z80 = 1.959963984540054 + 0.8416212335729143  # z_{0.975} + z_{0.80}
 
@@ -207,6 +208,13 @@ def test_power_row_bad_input():
     assert "rho = 0" in _col(t, row, "note") and _col(t, row, "mde_ppi") == _col(t, row, "mde_naive")
 
 
+def test_undefined_statistics_are_stored_as_null():
+    [row] = nan_to_null([("a", float("nan"), 1.0, None, "why")])
+    assert row == ("a", None, 1.0, None, "why")
+    con = duckdb.connect()  # why: DuckDB sorts NaN above every number, so a NaN would top any ranking
+    assert con.execute("SELECT max(x) FROM (VALUES (1.0), ('nan'::DOUBLE)) t(x)").fetchone()[0] != 1.0
+
+
 def test_holm_is_per_method_across_comparisons():
     cols = tables.EXPERIMENT_EFFECTS.column_names
     p = [0.01, 0.04, 0.03, None]
@@ -264,6 +272,9 @@ def test_every_table_around_the_estimate_is_materialized(pulse_home, tmp_path, m
         [(rbc,)] = q("SELECT rank_biserial FROM estimates.label_shift WHERE feature = 'user_message_count'")
         assert 0.15 < rbc < 0.5
         assert q("SELECT count(*) FROM estimates.label_shift WHERE isnan(rank_biserial)")[0][0] == 0  # NULL, not NaN
+        doubles = [c for c, t in tables.EXPERIMENT_EFFECTS.columns if t == "DOUBLE"]
+        nan_sql = " OR ".join(f"isnan({c})" for c in doubles)
+        assert q(f"SELECT count(*) FROM estimates.experiment_effects WHERE {nan_sql}")[0][0] == 0
         assert q("SELECT count(*) FROM estimates.experiment_effects WHERE p_holm < p_value")[0][0] == 0
         points = dict(q("SELECT coalesce(cluster, benchmark), status FROM estimates.benchmark_points"))
         assert points["Testing code"] in ("used", "skipped")

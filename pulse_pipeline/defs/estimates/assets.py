@@ -13,6 +13,7 @@ from ...estimates.experiments import experiments, read_controls
 from ...modeling.crossfit import insample_predict
 from ...modeling.data import load_modeling_data
 from ...stats.multitest import holm
+from ...warehouse import nan_to_null
 from ..features.assets import SESSION_FEATURES_KEY, key
 from ..markdown import markdown_table
 from ..resources import WarehouseResource
@@ -180,7 +181,7 @@ def experiment_effects(context: dg.AssetExecutionContext, warehouse: WarehouseRe
                 treat = _arm(treatment, sub.filter(pl.col("variant") == treatment), data.X, row_of, ins)
                 rows, diag = compare(treat, control, settings)
                 out.extend(_row(exp, treatment, r, diag, (treat, control)) for r in rows)
-        out = with_holm(out)
+        out = nan_to_null(with_holm(out))  # undefined statistics as NULL, the note says why
         wh.insert_rows(tables.EXPERIMENT_EFFECTS, out)
         headline = wh.frame("""
             SELECT experiment, treatment, control, method, round(effect, 4) AS effect,

@@ -1,6 +1,5 @@
 """Around the estimate: sample-ratio check, feature differences, label shift, segment effects, power."""
 
-import math
 from pathlib import Path
 
 import dagster as dg
@@ -15,6 +14,7 @@ from ...estimates.power import power_row
 from ...estimates.segments import segment_effect_rows
 from ...estimates.sessions import assigned_sessions, feature_names
 from ...estimates.srm import ALARM_P, srm_rows
+from ...warehouse import nan_to_null
 from ..features.assets import SESSION_FEATURES_KEY, key
 from ..markdown import markdown_table
 from ..resources import WarehouseResource
@@ -29,15 +29,10 @@ def _experiments(frame: pl.DataFrame, resource: EstimatesResource) -> list[Exper
     return experiments(arms, read_controls(Path(resource.experiments_path)))
 
 
-def _null_nan(v):
-    return None if isinstance(v, float) and math.isnan(v) else v
-
-
 def _replace(wh, table: tables.Table, rows: list[tuple]) -> None:
-    """Rewrite ``table`` whole; NaN becomes NULL (undefined, with the row's note saying why), since DuckDB sorts
-    NaN above every number and ``abs(x) > 0.3`` would be true of it."""
+    """Rewrite ``table`` whole, undefined statistics as NULL (see ``warehouse.nan_to_null``)."""
     wh.con.execute(f"DELETE FROM {table.qualified}")
-    wh.insert_rows(table, [tuple(_null_nan(v) for v in r) for r in rows])
+    wh.insert_rows(table, nan_to_null(rows))
 
 
 def _asset(table: tables.Table, deps: list) -> dg.asset:
