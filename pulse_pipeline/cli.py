@@ -171,9 +171,8 @@ def cmd_power(args: argparse.Namespace) -> int:
     )
     if args.effect is not None:
         share = args.n / (args.n + args.N) if args.n + args.N else 1.0
-        ppi_sd = args.sd * (1 - args.rho**2 * (1 - share)) ** 0.5
         need_naive = pw.labels_per_arm_needed(args.effect, args.sd, **common)
-        need_ppi = pw.labels_per_arm_needed(args.effect, ppi_sd, **common)
+        need_ppi = pw.labels_per_arm_at_rated_share(args.effect, args.sd, share, rho=args.rho, **common)
         print(f"ratings per arm to detect {args.effect:g} (rated share {share:.1%} kept as traffic grows):")
         print(f"  naive {need_naive}   PPI {need_ppi}")
     return 0

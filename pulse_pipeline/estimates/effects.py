@@ -32,7 +32,7 @@ from scipy.stats import norm
 
 from ..stats.aipw import aipw_mean, crossfit_propensity, propensity_auc
 from ..stats.naive import bootstrap_difference, permutation_pvalue, welch_difference
-from ..stats.ppi import best_width_ratio, crossppi_mean, difference, ppi_mean
+from ..stats.ppi import best_width_ratio, crossppi_mean, difference, ppi_mean, wald_p_value
 
 PPI_METHODS = ("ppi", "crossppi", "ppi_insample")
 SEEN_LABELS = "predictions may have seen the labels"
@@ -77,12 +77,6 @@ class EffectRow:
     valid: bool
     flags: str | None
     note: str | None
-
-
-def _p_from_z(effect: float, se: float) -> float:
-    if not (se > 0) or math.isnan(effect):
-        return float("nan")
-    return float(2 * norm.sf(abs(effect / se)))
 
 
 def _selection(arm: ArmData, s: Settings) -> tuple[np.ndarray, np.ndarray, float]:
@@ -135,7 +129,7 @@ def compare(treat: ArmData, control: ArmData, s: Settings = Settings()) -> tuple
             flags.append(f"{NOT_REPRESENTATIVE} (AUC {auc:.2f})")
         if method == "ppi_insample":
             flags.append("not valid: predictions from a model fit on all labels")
-        p = p_perm if method.startswith("naive") else _p_from_z(iv.estimate, iv.se)
+        p = p_perm if method.startswith("naive") else wald_p_value(iv.estimate, iv.se)
         note = "; ".join(x for x in (getattr(iv, "note", None), *notes) if x) or None
         return EffectRow(
             method,

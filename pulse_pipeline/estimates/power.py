@@ -49,8 +49,7 @@ def power_row(
     mde_naive = pw.minimum_detectable_effect(n_t, n_c, sd)
     mde_ppi = pw.minimum_detectable_effect(n_t, n_c, sd, N_treatment=N_t, N_control=N_c, rho=rho_used)
     share = (n_t + n_c) / (n_t + n_c + N_t + N_c)
-    ppi_sd = sd * math.sqrt(1 - rho_used**2 * (1 - share))
     need_naive = pw.labels_per_arm_needed(target, sd)
-    need_ppi = pw.labels_per_arm_needed(target, ppi_sd)
+    need_ppi = pw.labels_per_arm_at_rated_share(target, sd, share, rho=rho_used)
     note = "; ".join(notes) or None
     return (*head, *counts, sd, rho, mde_naive, mde_ppi, target, need_naive, need_ppi, note)

@@ -13,10 +13,9 @@ from collections.abc import Sequence
 
 import numpy as np
 import polars as pl
-from scipy.stats import norm
 
 from ..stats.naive import welch_difference
-from ..stats.ppi import difference, ppi_mean
+from ..stats.ppi import difference, ppi_mean, wald_p_value
 from ..stats.two_sample import welch_test
 from .experiments import Experiment
 
@@ -67,8 +66,7 @@ def segment_effect_rows(frame: pl.DataFrame, exps: Sequence[Experiment], min_rat
                 p_welch = welch_test(y_t, y_c).p_value
                 rows.append((*head, "naive_welch", *counts, *_interval(welch), p_welch, welch.note))
                 ppi = difference(ppi_mean(y_t, f_t, u_t), ppi_mean(y_c, f_c, u_c))
-                p_ppi = float(2 * norm.sf(abs(ppi.estimate / ppi.se))) if ppi.se > 0 else float("nan")
-                rows.append((*head, "ppi", *counts, *_interval(ppi), p_ppi, ppi.note))
+                rows.append((*head, "ppi", *counts, *_interval(ppi), wald_p_value(ppi.estimate, ppi.se), ppi.note))
     return rows
 
 

@@ -164,3 +164,23 @@ def labels_per_arm_needed(
     while mde(n) > target:
         n += 1
     return n
+
+
+def labels_per_arm_at_rated_share(
+    effect: float, sd: float, rated_share: float, *, alpha: float = 0.05, power: float = 0.8, rho: float = 0.0
+) -> int:
+    """Labels per arm for PPI when traffic keeps its share r of rated sessions (N grows with n: N = n (1 - r) / r).
+
+    The PPI variance factor is then 1 - rho^2 N / (n + N) = 1 - rho^2 (1 - r) whatever n, so the answer is the
+    labels-only one for a label sd shrunk by sqrt of that factor. With rho = 0 it is the naive answer.
+
+    Args:
+        rated_share: r, rated sessions over all sessions, in (0, 1].
+        effect, sd, alpha, power, rho: as in :func:`labels_per_arm_needed`.
+    """
+    if not 0.0 < rated_share <= 1.0:
+        raise ValueError(f"rated_share must be in (0, 1], got {rated_share}")
+    _check_rho(rho)
+    _check_sd(sd)
+    k = 1.0 - rho * rho * (1.0 - rated_share)
+    return labels_per_arm_needed(effect, sd * math.sqrt(k), alpha=alpha, power=power)

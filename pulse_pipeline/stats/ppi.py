@@ -18,7 +18,7 @@ constant predictions (lam = 0: the classical mean of the labels), all labels equ
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.stats import norm
@@ -177,7 +177,6 @@ def ppi_mean(y, f_labeled, f_unlabeled, lam: float | None = None, alpha: float =
         return _classical(y, z, 0, "no unlabeled predictions (N = 0): classical mean of the labels, lam = 0")
     mu_u, m2_u = _moments(fu)
     mean_f = f.mean()
-    note = None
     if lam is None:
         fc = f - mean_f
         cov_yf = float(np.dot(y - y.mean(), fc)) / n
@@ -191,7 +190,7 @@ def ppi_mean(y, f_labeled, f_unlabeled, lam: float | None = None, alpha: float =
     resid = y - lam * f
     est = lam * mu_u + resid.mean()
     se2 = lam * lam * (m2_u / N) / N + resid.var() / n
-    return _arm(est, math.sqrt(se2), z, lam, n, N, "ppi", note)
+    return _arm(est, math.sqrt(se2), z, lam, n, N, "ppi", None)
 
 
 def crossppi_mean(y, f_oof, f_unlabeled_fold_mean, alpha: float = 0.05) -> ArmMean:
@@ -219,23 +218,12 @@ def crossppi_mean(y, f_oof, f_unlabeled_fold_mean, alpha: float = 0.05) -> ArmMe
         ArmMean with method "crossppi" and lam 1. N = 0 falls back to the classical mean (method "classical",
         lam 0, noted); n = 0 gives NaN with a note, n = 1 an infinite interval with a note.
     """
-    z = _z(alpha)
-    y, f = _labeled(y, f_oof, "f_oof")
     fu = np.asarray(f_unlabeled_fold_mean, dtype=np.float64)
     if fu.ndim == 2:
         fu = fu.mean(axis=1)
-    fu = fu.reshape(-1)
-    N, n = fu.size, y.size
-    few = _too_few_labels(y, N, "crossppi")
-    if few is not None:
-        return few
-    if N == 0:
-        return _classical(y, z, 0, "no unlabeled predictions (N = 0): classical mean of the labels, lam = 0")
-    mu_u, m2_u = _moments(fu)
-    resid = y - f
-    est = mu_u + resid.mean()
-    se2 = (m2_u / N) / N + resid.var() / n
-    return _arm(est, math.sqrt(se2), z, 1.0, n, N, "crossppi", None)
+    # the formula above is the PPI mean at lam = 1: one implementation, relabelled
+    result = ppi_mean(y, f_oof, fu, lam=1.0, alpha=alpha)
+    return replace(result, method="crossppi") if result.method == "ppi" else result
 
 
 def difference(treat: ArmMean, control: ArmMean, alpha: float = 0.05) -> Interval:
@@ -269,6 +257,14 @@ def difference(treat: ArmMean, control: ArmMean, alpha: float = 0.05) -> Interva
     if se == 0.0:
         note = _join(note, "standard error is 0: zero-width interval")
     return Interval(float(est), float(se), float(est - z * se), float(est + z * se), note=note)
+
+
+def wald_p_value(estimate: float, se: float) -> float:
+    """Two-sided p-value of a Wald statistic, 2 P(Z > |estimate / se|); NaN when se is not positive or the
+    estimate is undefined."""
+    if not (se > 0) or math.isnan(estimate):
+        return float("nan")
+    return float(2 * norm.sf(abs(estimate / se)))
 
 
 def best_width_ratio(rho: float, n: int, N: int) -> float:
