@@ -671,16 +671,11 @@ def _joined_error(errors: list[str]) -> str | None:
     return "; ".join(unique) if unique else None
 
 
-class LLMAnnotator:
-    """The paper's two annotation prompts, rendered from the rubric, for every session (see the module docstring).
+class _LLMClient:
+    """What the annotator and the judge share: settings, one engine (cache, concurrency, retries, spend cap) and
+    the tokens and dollars this instance paid (``totals``). ``label`` names the client in progress lines."""
 
-    ``Annotation.prompt_tokens``/``completion_tokens``/``cost_usd`` are what the answers cost, whether paid now or
-    by an earlier run (a cached answer reports its original cost, so a re-run writes identical rows); ``totals``
-    counts only what this instance paid. ``notes`` records ``truncated``, ``cached`` (which prompts came from the
-    cache) and ``sentiment_examples`` (the example messages the analysis prompt asks for).
-    """
-
-    name = "llm"
+    label = "llm"
 
     def __init__(
         self,
@@ -690,11 +685,24 @@ class LLMAnnotator:
         progress_every: int = 25,
     ) -> None:
         self.settings = settings
-        self._engine = _Engine(settings, cache, progress, progress_every, "llm annotator")
+        self._engine = _Engine(settings, cache, progress, progress_every, self.label)
 
     @property
     def totals(self) -> LLMTotals:
         return self._engine.totals
+
+
+class LLMAnnotator(_LLMClient):
+    """The paper's two annotation prompts, rendered from the rubric, for every session (see the module docstring).
+
+    ``Annotation.prompt_tokens``/``completion_tokens``/``cost_usd`` are what the answers cost, whether paid now or
+    by an earlier run (a cached answer reports its original cost, so a re-run writes identical rows); ``totals``
+    counts only what this instance paid. ``notes`` records ``truncated``, ``cached`` (which prompts came from the
+    cache) and ``sentiment_examples`` (the example messages the analysis prompt asks for).
+    """
+
+    name = "llm"
+    label = "llm annotator"
 
     def annotate(self, transcripts: list[SessionTranscript], rubric: Rubric) -> list[Annotation]:
         prompts = [
@@ -777,22 +785,10 @@ class JudgeScore:
     error: str | None = None
 
 
-class LLMJudge:
+class LLMJudge(_LLMClient):
     """The paper's LLM-as-a-judge baseline: its prompt, verbatim, over the whole conversation of each session."""
 
-    def __init__(
-        self,
-        settings: LLMSettings,
-        cache: LLMCache | None = None,
-        progress: Callable[[str], None] | None = None,
-        progress_every: int = 25,
-    ) -> None:
-        self.settings = settings
-        self._engine = _Engine(settings, cache, progress, progress_every, "llm judge")
-
-    @property
-    def totals(self) -> LLMTotals:
-        return self._engine.totals
+    label = "llm judge"
 
     def judge(self, transcripts: list[SessionTranscript]) -> list[JudgeScore]:
         model = self.settings.model

@@ -59,13 +59,16 @@ def write_annotations(wh: Warehouse, annotations: list[Annotation], *, first_bat
     wh.insert_rows(tables.ANNOTATION_VALUES, values)
 
 
+def latest_prompt_version(wh: Warehouse, annotator: str) -> str | None:
+    """The newest prompt version ``annotator`` has answers for, or None when it has none."""
+    sql = "SELECT max(prompt_version) FROM features.annotations WHERE annotator = ?"
+    return wh.con.execute(sql, [annotator]).fetchone()[0]
+
+
 def read_labels(wh: Warehouse, annotator: str, prompt_version: str | None = None) -> dict[str, dict[str, str]]:
     """session -> feature -> value for one annotator (its latest prompt version unless one is named)."""
     if prompt_version is None:
-        row = wh.con.execute(
-            "SELECT max(prompt_version) FROM features.annotations WHERE annotator = ?", [annotator]
-        ).fetchone()
-        prompt_version = row[0]
+        prompt_version = latest_prompt_version(wh, annotator)
     out: dict[str, dict[str, str]] = {}
     for session_id, feature, value in wh.con.execute(
         "SELECT session_id, feature, value FROM features.annotation_values WHERE annotator = ? AND prompt_version = ?"

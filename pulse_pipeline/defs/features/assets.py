@@ -62,7 +62,7 @@ def annotations(context: dg.AssetExecutionContext, warehouse: WarehouseResource,
     statuses: dict[str, int] = {}
     n = 0
     with warehouse.warehouse() as wh:
-        labeller = annotator.build(wh.con, context.log.info)
+        labeller = annotator.build(wh.con, context.log.info, rubric)
         for i, batch in enumerate(iter_transcripts(wh)):
             result = labeller.annotate(batch, rubric)
             store.write_annotations(wh, result, first_batch=i == 0)
@@ -136,7 +136,7 @@ def annotator_agreement(
         ]
         labels = {name: store.read_labels(wh, name) for name in names}
         if annotator.human_labels_path and Path(annotator.human_labels_path).exists():
-            human, ignored = read_human_labels(Path(annotator.human_labels_path))
+            human, ignored = read_human_labels(Path(annotator.human_labels_path), rubric)
             labels["human"] = human
             if ignored:
                 context.log.warning(f"human labels: columns not in the rubric ignored: {ignored}")
@@ -165,12 +165,7 @@ def annotator_agreement(
 def session_features(warehouse: WarehouseResource, annotator: AnnotatorResource) -> dg.MaterializeResult:
     rubric = annotator.rubric()
     with warehouse.warehouse() as wh:
-        version = (
-            wh.con.execute(
-                "SELECT max(prompt_version) FROM features.annotations WHERE annotator = ?", [annotator.annotator]
-            ).fetchone()[0]
-            or ""
-        )
+        version = store.latest_prompt_version(wh, annotator.annotator) or ""
         n = build_session_features(wh, rubric, annotator.annotator, version)
         preview = wh.frame("SELECT * FROM features.session_features LIMIT 5")
     return dg.MaterializeResult(

@@ -37,20 +37,17 @@ def event_features_cover_sessions(warehouse: WarehouseResource) -> dg.AssetCheck
 )
 def annotations_cover_sessions(warehouse: WarehouseResource, annotator: AnnotatorResource) -> dg.AssetCheckResult:
     name = annotator.annotator
-    bad = _violations(
-        warehouse,
-        """
-        WITH mine AS (SELECT * FROM features.annotations WHERE annotator = ? AND prompt_version =
-                      (SELECT max(prompt_version) FROM features.annotations WHERE annotator = ?))
-        SELECT (SELECT count(*) FROM staging.sessions s ANTI JOIN mine USING (session_id))
-             + (SELECT count(*) - count(DISTINCT session_id) FROM mine)
-             + (SELECT count(*) FROM mine WHERE status NOT IN ('ok', 'truncated', 'failed', 'skipped'))""",
-        [name, name],
-    )
     with warehouse.warehouse(publish_after=False) as wh:
-        failed = wh.con.execute(
-            "SELECT count(*) FROM features.annotations WHERE annotator = ? AND status = 'failed'", [name]
+        bad = wh.con.execute(
+            """
+            WITH mine AS (SELECT * FROM features.annotations WHERE annotator = ? AND prompt_version =
+                          (SELECT max(prompt_version) FROM features.annotations WHERE annotator = ?))
+            SELECT (SELECT count(*) FROM staging.sessions s ANTI JOIN mine USING (session_id))
+                 + (SELECT count(*) - count(DISTINCT session_id) FROM mine)
+                 + (SELECT count(*) FROM mine WHERE status NOT IN ('ok', 'truncated', 'failed', 'skipped'))""",
+            [name, name],
         ).fetchone()[0]
+        failed = wh.count(tables.ANNOTATIONS, "annotator = ? AND status = 'failed'", [name])
     return dg.AssetCheckResult(
         passed=bad == 0, metadata={"violations": bad, "failed_sessions": failed}, severity=dg.AssetCheckSeverity.ERROR
     )

@@ -25,14 +25,15 @@ class AnnotatorResource(dg.ConfigurableResource):
     def llm_model(self) -> str | None:
         return os.environ.get("PULSE_LLM_MODEL") or None
 
-    def build(self, con: duckdb.DuckDBPyConnection, progress) -> Annotator:
-        """The configured annotator; the LLM one caches its answers in the warehouse through ``con``."""
+    def build(self, con: duckdb.DuckDBPyConnection, progress, rubric: Rubric) -> Annotator:
+        """The configured annotator for ``rubric`` (the caller's, read once); the LLM one caches its answers in the
+        warehouse through ``con``."""
         if self.annotator not in ANNOTATORS:
             raise ValueError(f"PULSE_ANNOTATOR={self.annotator!r}: choose one of {', '.join(ANNOTATORS)}")
         if self.annotator == "heuristic":
             from ...features.heuristic import HeuristicAnnotator
 
-            return HeuristicAnnotator(self.rubric())
+            return HeuristicAnnotator(rubric)
         if not self.llm_model:
             raise ValueError("PULSE_ANNOTATOR=llm needs PULSE_LLM_MODEL (e.g. openai/gpt-5-mini or ollama_chat/qwen3)")
         from ...features.llm import LLMAnnotator, LLMCache, LLMSettings
