@@ -399,6 +399,26 @@ def _program(words: list[str]) -> list[str]:
     return words[i:]
 
 
+@lru_cache(maxsize=8192)
+def _cell_lines(code: str) -> tuple[str, ...]:
+    """The shell lines an IPython cell runs, parsed once per distinct cell (agents repeat their cells)."""
+    return tuple(python_shell_commands(code))
+
+
+class _LineFacts(NamedTuple):
+    argvs: tuple[tuple[str, ...], ...]  # each simple command's words from its program on
+    git: tuple[str, ...]  # the git subcommands it runs
+    test: bool  # a test command
+
+
+@lru_cache(maxsize=65536)
+def _line_facts(line: str) -> _LineFacts:
+    """What one shell line does, lexed once per distinct line (``ls``, ``git status`` and ``pytest`` recur in
+    nearly every session; ``event_features`` parses each distinct command once for the same reason)."""
+    argvs = tuple(tuple(_program(words)) for words in simple_commands(line))
+    return _LineFacts(argvs, tuple(git_subcommands(line)), is_test_command(line))
+
+
 class _Step:
     """One step as the rules see it: its (capped) text and written code, and what it does (worked out when asked)."""
 
@@ -413,7 +433,7 @@ class _Step:
         self.failed = (self.exit_code is not None and self.exit_code != 0) or bool(step.error)
         self.run = self.name in ("run", "run_ipython")
         if self.name == "run_ipython":
-            self.lines = python_shell_commands(self.text)  # the shell lines it runs
+            self.lines = list(_cell_lines(self.text))  # the shell lines it runs
         else:
             self.lines = [self.text] if self.name == "run" and self.text else []
         self.edit = self.name in ("edit", "write") or any(map(_SHELL_WRITE.search, self.lines))
@@ -421,12 +441,12 @@ class _Step:
 
     @cached_property
     def argvs(self) -> list[list[str]]:
-        return [_program(words) for line in self.lines for words in simple_commands(line)]
+        return [list(a) for line in self.lines for a in _line_facts(line).argvs]
 
     @cached_property
     def git(self) -> list[str]:
         """The git subcommands it runs."""
-        return [sub for line in self.lines for sub in git_subcommands(line)]
+        return [sub for line in self.lines for sub in _line_facts(line).git]
 
     @cached_property
     def read(self) -> bool:
@@ -443,7 +463,7 @@ class _Step:
         test_file = any(
             len(a) > 1 and _PYTHON.match(a[0]) and "test" in a[1] and a[1].endswith(".py") for a in self.argvs
         )
-        return test_file or any(map(is_test_command, self.lines))
+        return test_file or any(_line_facts(line).test for line in self.lines)
 
     def label(self) -> str:
         return f"step {self.i + 1} ({self.name} {_cmd(self.text) if self.text else ''})".replace(" )", ")")
