@@ -111,6 +111,14 @@ class Warehouse:
         if rows:
             self.insert(t, pl.DataFrame(rows, schema=t.column_names, orient="row", infer_schema_length=None))
 
+    def replace_rows(self, t: Table, rows: list[tuple] | pl.DataFrame) -> None:
+        """Rewrite a whole derived table with ``rows``: Python rows in column order, or a frame with its columns."""
+        self.con.execute(f"DELETE FROM {t.qualified}")
+        if isinstance(rows, pl.DataFrame):
+            self.insert(t, rows.select(t.column_names))
+        else:
+            self.insert_rows(t, rows)
+
     def replace_table(self, t: Table, select_sql: str, params: list | None = None) -> int:
         """Rebuild a whole derived table from a query whose columns are the table's, in order."""
         self.con.execute(f"DELETE FROM {t.qualified}")

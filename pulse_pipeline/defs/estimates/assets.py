@@ -237,8 +237,7 @@ def coverage_validation(context: dg.AssetExecutionContext, config: ValidationCon
     frame = validate(config.replications, seed=config.seed, workers=config.workers, progress=context.log.info)
     unmet = check_targets(frame)
     with warehouse.warehouse() as wh:
-        wh.con.execute("DELETE FROM estimates.coverage_validation")
-        wh.insert(tables.COVERAGE_VALIDATION, frame.select(tables.COVERAGE_VALIDATION.column_names))
+        wh.replace_rows(tables.COVERAGE_VALIDATION, frame)
     return dg.MaterializeResult(
         metadata={
             "replications": config.replications,

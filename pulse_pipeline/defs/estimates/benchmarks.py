@@ -73,8 +73,7 @@ def benchmark_tables(warehouse: WarehouseResource, estimates: EstimatesResource,
         points, summary = benchmark_correlation(benchmarks, ratings, min_ratings=estimates.benchmark_min_ratings)
         points = pl.concat([points, rejected_rows(problems, points.schema)], how="vertical")
         for t, frame in ((tables.BENCHMARK_POINTS, points), (tables.BENCHMARK_CORRELATION, summary)):
-            wh.con.execute(f"DELETE FROM {t.qualified}")
-            wh.insert(t, frame.select(t.column_names).fill_nan(None))  # NaN -> NULL: undefined, note says why
+            wh.replace_rows(t, frame.fill_nan(None))  # NaN -> NULL: undefined, the note says why
     yield dg.MaterializeResult(
         asset_key=key(tables.BENCHMARK_POINTS),
         metadata={

@@ -31,8 +31,7 @@ def _experiments(frame: pl.DataFrame, resource: EstimatesResource) -> list[Exper
 
 def _replace(wh, table: tables.Table, rows: list[tuple]) -> None:
     """Rewrite ``table`` whole, undefined statistics as NULL (see ``warehouse.nan_to_null``)."""
-    wh.con.execute(f"DELETE FROM {table.qualified}")
-    wh.insert_rows(table, nan_to_null(rows))
+    wh.replace_rows(table, nan_to_null(rows))
 
 
 def _asset(table: tables.Table, deps: list) -> dg.asset:

@@ -145,8 +145,7 @@ def annotator_agreement(
         for i, a in enumerate(ordered):
             for b in ordered[i + 1 :]:
                 rows.extend(tuple(vars(r).values()) for r in agreement(labels[a], labels[b], rubric, a, b))
-        wh.con.execute("DELETE FROM features.annotator_agreement")
-        wh.insert_rows(tables.ANNOTATOR_AGREEMENT, rows)
+        wh.replace_rows(tables.ANNOTATOR_AGREEMENT, rows)
     note = "" if len(labels) > 1 else "only one annotator has labelled sessions: nothing to compare"
     return dg.MaterializeResult(
         metadata={"dagster/row_count": len(rows), "annotators": ", ".join(ordered), **({"note": note} if note else {})}

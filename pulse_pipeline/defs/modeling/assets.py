@@ -2,11 +2,10 @@
 session with the fold models' training sets, and permutation importance of the chosen model."""
 
 import dagster as dg
-import numpy as np
 import polars as pl
 
 from ... import tables
-from ...modeling.crossfit import choose_family, cross_validate, crossfit_predict
+from ...modeling.crossfit import choose_family, cross_validate, crossfit_predict, pearson
 from ...modeling.data import load_modeling_data
 from ...modeling.importance import permutation_importance_oof
 from ..features.assets import SESSION_FEATURES_KEY, key
@@ -85,9 +84,8 @@ def cv_metrics(context: dg.AssetExecutionContext, warehouse: WarehouseResource, 
             for r in results
             for m in r.metrics
         ] + judge_rows(wh)
-        wh.con.execute("DELETE FROM modeling.cv_metrics")
-        wh.insert_rows(tables.CV_METRICS, rows)
-        metrics = wh.frame("SELECT model, metric, mean, sd FROM modeling.cv_metrics")
+        wh.replace_rows(tables.CV_METRICS, rows)
+        metrics = pl.DataFrame(rows, schema=tables.CV_METRICS.column_names, orient="row", infer_schema_length=None)
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": len(rows),
@@ -140,13 +138,11 @@ def crossfit(context: dg.AssetExecutionContext, warehouse: WarehouseResource, mo
         ]
         training = [(family, fold, str(ids_lab[i])) for fold, index in enumerate(cf.train_index_by_fold) for i in index]
         importance = permutation_importance_oof(cf, data.X[lab], y, list(data.feature_names))
-        for t in outputs:
-            wh.con.execute(f"DELETE FROM {t.qualified}")
-        wh.insert_rows(tables.PREDICTIONS, rows)
-        wh.insert_rows(tables.FOLD_TRAINING, training)
-        wh.insert_rows(tables.FEATURE_IMPORTANCE, [(family, i.feature, i.mean, i.sd, i.rank) for i in importance])
+        wh.replace_rows(tables.PREDICTIONS, rows)
+        wh.replace_rows(tables.FOLD_TRAINING, training)
+        wh.replace_rows(tables.FEATURE_IMPORTANCE, [(family, i.feature, i.mean, i.sd, i.rank) for i in importance])
         top = wh.frame("SELECT feature, importance_mean, importance_sd FROM modeling.feature_importance ORDER BY rank")
-    r = float(np.corrcoef(cf.oof, y)[0, 1]) if np.std(cf.oof) > 0 else float("nan")
+    r = pearson(y, cf.oof)[0]
     yield dg.MaterializeResult(
         asset_key=key(tables.PREDICTIONS),
         metadata={
