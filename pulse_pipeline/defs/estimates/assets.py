@@ -14,11 +14,9 @@ from ...modeling.crossfit import insample_predict
 from ...modeling.data import load_modeling_data
 from ...stats.multitest import holm
 from ...warehouse import nan_to_null
-from ..features.assets import SESSION_FEATURES_KEY, key
 from ..markdown import markdown_table
 from ..resources import WarehouseResource
-
-EAGER = dg.AutomationCondition.eager()
+from ..specs import SESSION_FEATURES_KEY, key, table_spec
 
 
 class EstimatesResource(dg.ConfigurableResource):
@@ -140,12 +138,9 @@ def with_holm(rows: list[tuple]) -> list[tuple]:
 
 
 @dg.asset(
-    key=key(tables.EXPERIMENT_EFFECTS),
-    deps=[key(tables.PREDICTIONS), key(tables.STAGING_ASSIGNMENTS), SESSION_FEATURES_KEY],
-    description=tables.EXPERIMENT_EFFECTS.description,
-    group_name="estimates",
-    kinds={"duckdb"},
-    automation_condition=EAGER,
+    **table_spec(
+        tables.EXPERIMENT_EFFECTS, [tables.PREDICTIONS, tables.STAGING_ASSIGNMENTS, SESSION_FEATURES_KEY], "estimates"
+    )
 )
 def experiment_effects(context: dg.AssetExecutionContext, warehouse: WarehouseResource, estimates: EstimatesResource):
     settings = Settings(auc_threshold=estimates.auc_threshold, tolerance=estimates.tolerance)

@@ -8,10 +8,10 @@ import polars as pl
 from ... import tables
 from ...estimates.benchmarks import benchmark_correlation, read_benchmarks
 from ...features.wide import option_column
-from ..features.assets import SESSION_FEATURES_KEY, key
 from ..features.resources import AnnotatorResource
 from ..markdown import markdown_table
 from ..resources import WarehouseResource
+from ..specs import SESSION_FEATURES_KEY, key, table_spec
 from .assets import EstimatesResource
 
 CLUSTER_FEATURE = "development_cluster"
@@ -53,12 +53,7 @@ def rejected_rows(problems: pl.DataFrame, schema) -> pl.DataFrame:
 @dg.multi_asset(
     specs=[
         dg.AssetSpec(
-            key(t),
-            deps=[key(tables.STAGING_ASSIGNMENTS), key(tables.SESSION_LABELS), SESSION_FEATURES_KEY],
-            description=t.description,
-            group_name="estimates",
-            kinds={"duckdb"},
-            automation_condition=dg.AutomationCondition.eager(),
+            **table_spec(t, [tables.STAGING_ASSIGNMENTS, tables.SESSION_LABELS, SESSION_FEATURES_KEY], "estimates")
         )
         for t in (tables.BENCHMARK_POINTS, tables.BENCHMARK_CORRELATION)
     ]

@@ -15,13 +15,12 @@ from ...estimates.segments import segment_effect_rows
 from ...estimates.sessions import assigned_sessions, feature_names
 from ...estimates.srm import ALARM_P, srm_rows
 from ...warehouse import nan_to_null
-from ..features.assets import SESSION_FEATURES_KEY, key
 from ..markdown import markdown_table
 from ..resources import WarehouseResource
+from ..specs import SESSION_FEATURES_KEY, key, table_spec
 from .assets import EstimatesResource
 
-EAGER = dg.AutomationCondition.eager()
-SESSIONS_DEPS = [key(tables.STAGING_ASSIGNMENTS), key(tables.SESSION_LABELS), key(tables.PREDICTIONS)]
+SESSIONS_DEPS = [tables.STAGING_ASSIGNMENTS, tables.SESSION_LABELS, tables.PREDICTIONS]
 
 
 def _experiments(frame: pl.DataFrame, resource: EstimatesResource) -> list[Experiment]:
@@ -35,17 +34,10 @@ def _replace(wh, table: tables.Table, rows: list[tuple]) -> None:
 
 
 def _asset(table: tables.Table, deps: list) -> dg.asset:
-    return dg.asset(
-        key=key(table),
-        deps=deps,
-        description=table.description,
-        group_name="estimates",
-        kinds={"duckdb"},
-        automation_condition=EAGER,
-    )
+    return dg.asset(**table_spec(table, deps, "estimates"))
 
 
-@_asset(tables.SRM_CHECK, [key(tables.STAGING_ASSIGNMENTS)])
+@_asset(tables.SRM_CHECK, [tables.STAGING_ASSIGNMENTS])
 def srm_check(context: dg.AssetExecutionContext, warehouse: WarehouseResource, estimates: EstimatesResource):
     with warehouse.warehouse() as wh:
         counts: dict[str, dict[str, int]] = {}
@@ -164,7 +156,7 @@ def _labels_and_unrated(sessions: pl.DataFrame, arm: str) -> tuple[np.ndarray, i
     return a.filter(pl.col("labeled"))["label"].to_numpy().astype(float), int((~a["labeled"]).sum())
 
 
-@_asset(tables.POWER, [*SESSIONS_DEPS, key(tables.EXPERIMENT_EFFECTS)])
+@_asset(tables.POWER, [*SESSIONS_DEPS, tables.EXPERIMENT_EFFECTS])
 def power(warehouse: WarehouseResource, estimates: EstimatesResource):
     with warehouse.warehouse() as wh:
         frame = assigned_sessions(wh)

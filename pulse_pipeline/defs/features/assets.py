@@ -13,27 +13,13 @@ from ...features.transcripts import iter_transcripts
 from ...features.wide import build_session_features, feature_columns
 from ..markdown import markdown_table
 from ..resources import WarehouseResource
+from ..specs import EAGER, SESSION_FEATURES_KEY, key, table_spec
 from .resources import AnnotatorResource
 
-EAGER = dg.AutomationCondition.eager()
+_STAGED = [tables.STAGING_SESSIONS]
 
 
-def key(t: tables.Table) -> dg.AssetKey:
-    return dg.AssetKey([t.schema, t.name])
-
-
-SESSION_FEATURES_KEY = dg.AssetKey(["features", "session_features"])
-_STAGED = [key(tables.STAGING_SESSIONS)]
-
-
-@dg.asset(
-    key=key(tables.EVENT_FEATURES),
-    deps=[*_STAGED, key(tables.WORK_SEGMENTS), key(tables.EVENTS)],
-    description=tables.EVENT_FEATURES.description,
-    group_name="features",
-    kinds={"duckdb"},
-    automation_condition=EAGER,
-)
+@dg.asset(**table_spec(tables.EVENT_FEATURES, [*_STAGED, tables.WORK_SEGMENTS, tables.EVENTS], "features"))
 def event_features(warehouse: WarehouseResource) -> dg.MaterializeResult:
     started = time.perf_counter()
     with warehouse.warehouse() as wh:
@@ -44,14 +30,7 @@ def event_features(warehouse: WarehouseResource) -> dg.MaterializeResult:
 
 @dg.multi_asset(
     specs=[
-        dg.AssetSpec(
-            key(t),
-            deps=[*_STAGED, key(tables.EVENTS)],
-            description=t.description,
-            group_name="features",
-            kinds={"duckdb"},
-            automation_condition=EAGER,
-        )
+        dg.AssetSpec(**table_spec(t, [*_STAGED, tables.EVENTS], "features"))
         for t in (tables.ANNOTATIONS, tables.ANNOTATION_VALUES)
     ],
     name="annotations",
@@ -87,14 +66,7 @@ def annotations(context: dg.AssetExecutionContext, warehouse: WarehouseResource,
     )
 
 
-@dg.asset(
-    key=key(tables.JUDGE_SCORES),
-    deps=[*_STAGED, key(tables.EVENTS)],
-    group_name="features",
-    description=tables.JUDGE_SCORES.description,
-    kinds={"duckdb"},
-    automation_condition=EAGER,
-)
+@dg.asset(**table_spec(tables.JUDGE_SCORES, [*_STAGED, tables.EVENTS], "features"))
 def judge_scores(
     context: dg.AssetExecutionContext, warehouse: WarehouseResource, annotator: AnnotatorResource
 ) -> dg.MaterializeResult:
@@ -117,14 +89,7 @@ def judge_scores(
     return dg.MaterializeResult(metadata={"dagster/row_count": n, "model": judge.settings.model, **totals})
 
 
-@dg.asset(
-    key=key(tables.ANNOTATOR_AGREEMENT),
-    deps=[key(tables.ANNOTATION_VALUES)],
-    group_name="features",
-    description=tables.ANNOTATOR_AGREEMENT.description,
-    kinds={"duckdb"},
-    automation_condition=EAGER,
-)
+@dg.asset(**table_spec(tables.ANNOTATOR_AGREEMENT, [tables.ANNOTATION_VALUES], "features"))
 def annotator_agreement(
     context: dg.AssetExecutionContext, warehouse: WarehouseResource, annotator: AnnotatorResource
 ) -> dg.MaterializeResult:

@@ -4,7 +4,7 @@ import dagster as dg
 
 from ... import tables
 from ..resources import WarehouseResource
-from .assets import SESSION_FEATURES_KEY, key
+from ..specs import SESSION_FEATURES_KEY, key
 from .resources import AnnotatorResource
 
 

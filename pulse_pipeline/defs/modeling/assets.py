@@ -8,12 +8,11 @@ from ... import tables
 from ...modeling.crossfit import choose_family, cross_validate, crossfit_predict, pearson
 from ...modeling.data import load_modeling_data
 from ...modeling.importance import permutation_importance_oof
-from ..features.assets import SESSION_FEATURES_KEY, key
 from ..markdown import markdown_table
 from ..resources import WarehouseResource
+from ..specs import SESSION_FEATURES_KEY, key, table_spec
 from .resources import ModelingResource
 
-EAGER = dg.AutomationCondition.eager()
 MIN_LABELED = 10  # fewer rated sessions than this: no model is fit, and the assets say so
 
 
@@ -48,13 +47,13 @@ def judge_rows(wh) -> list[tuple]:
     return out
 
 
+KINDS = ("duckdb", "scikit-learn")
+
+
 @dg.asset(
-    key=key(tables.CV_METRICS),
-    deps=[SESSION_FEATURES_KEY, key(tables.SESSION_LABELS), key(tables.JUDGE_SCORES)],
-    description=tables.CV_METRICS.description,
-    group_name="modeling",
-    kinds={"duckdb", "scikit-learn"},
-    automation_condition=EAGER,
+    **table_spec(
+        tables.CV_METRICS, [SESSION_FEATURES_KEY, tables.SESSION_LABELS, tables.JUDGE_SCORES], "modeling", KINDS
+    )
 )
 def cv_metrics(context: dg.AssetExecutionContext, warehouse: WarehouseResource, modeling: ModelingResource):
     with warehouse.warehouse() as wh:
@@ -99,14 +98,7 @@ def cv_metrics(context: dg.AssetExecutionContext, warehouse: WarehouseResource, 
 
 @dg.multi_asset(
     specs=[
-        dg.AssetSpec(
-            key(t),
-            deps=[key(tables.CV_METRICS), SESSION_FEATURES_KEY],
-            description=t.description,
-            group_name="modeling",
-            kinds={"duckdb", "scikit-learn"},
-            automation_condition=EAGER,
-        )
+        dg.AssetSpec(**table_spec(t, [tables.CV_METRICS, SESSION_FEATURES_KEY], "modeling", KINDS))
         for t in (tables.PREDICTIONS, tables.FOLD_TRAINING, tables.FEATURE_IMPORTANCE)
     ],
     name="crossfit",

@@ -3,8 +3,8 @@
 import dagster as dg
 
 from ... import tables
-from ..features.assets import key
 from ..resources import WarehouseResource
+from ..specs import key
 
 # A rated session whose prediction came from a fold model trained on it: valid cross-fitting has none.
 OOF_VIOLATIONS_SQL = """

@@ -3,32 +3,15 @@
 import dagster as dg
 
 from ... import staging, tables
-from ..ingest.assets import RAW_KEYS
 from ..resources import WarehouseResource
-
-EAGER = dg.AutomationCondition.eager()
-
-
-def _key(t: tables.Table) -> dg.AssetKey:
-    return dg.AssetKey([t.schema, t.name])
+from ..specs import table_spec
 
 
 def _meta(t: tables.Table, rows: int, **extra: int) -> dict:
     return {"dagster/row_count": rows, "dagster/table_name": t.qualified, **extra}
 
 
-def _spec_kwargs(t: tables.Table, *deps: tables.Table) -> dict:
-    return dict(
-        key=_key(t),
-        deps=[RAW_KEYS.get(d) or _key(d) for d in deps],
-        description=t.description,
-        group_name="staging",
-        kinds={"duckdb"},
-        automation_condition=EAGER,
-    )
-
-
-@dg.asset(**_spec_kwargs(tables.STAGING_SESSIONS, tables.SESSIONS, tables.DROPS))
+@dg.asset(**table_spec(tables.STAGING_SESSIONS, [tables.SESSIONS, tables.DROPS], "staging"))
 def sessions(warehouse: WarehouseResource) -> dg.MaterializeResult:
     with warehouse.warehouse() as wh:
         n = staging.build_sessions(wh)
@@ -36,7 +19,7 @@ def sessions(warehouse: WarehouseResource) -> dg.MaterializeResult:
     return dg.MaterializeResult(metadata=_meta(tables.STAGING_SESSIONS, n, superseded_records=duplicates))
 
 
-@dg.asset(**_spec_kwargs(tables.WORK_SEGMENTS, tables.STAGING_SESSIONS, tables.EVENTS))
+@dg.asset(**table_spec(tables.WORK_SEGMENTS, [tables.STAGING_SESSIONS, tables.EVENTS], "staging"))
 def work_segments(warehouse: WarehouseResource) -> dg.MaterializeResult:
     with warehouse.warehouse() as wh:
         n = staging.build_work_segments(wh)
@@ -45,7 +28,11 @@ def work_segments(warehouse: WarehouseResource) -> dg.MaterializeResult:
 
 
 @dg.asset(
-    **_spec_kwargs(tables.SEGMENT_RATINGS, tables.STAGING_SESSIONS, tables.RATINGS, tables.EVENTS, tables.WORK_SEGMENTS)
+    **table_spec(
+        tables.SEGMENT_RATINGS,
+        [tables.STAGING_SESSIONS, tables.RATINGS, tables.EVENTS, tables.WORK_SEGMENTS],
+        "staging",
+    )
 )
 def segment_ratings(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
     with warehouse.warehouse() as wh:
@@ -55,7 +42,7 @@ def segment_ratings(context: dg.AssetExecutionContext, warehouse: WarehouseResou
     return dg.MaterializeResult(metadata=_meta(tables.SEGMENT_RATINGS, n, ratings_quarantined=unmatched))
 
 
-@dg.asset(**_spec_kwargs(tables.SESSION_LABELS, tables.SEGMENT_RATINGS))
+@dg.asset(**table_spec(tables.SESSION_LABELS, [tables.SEGMENT_RATINGS], "staging"))
 def session_labels(warehouse: WarehouseResource) -> dg.MaterializeResult:
     with warehouse.warehouse() as wh:
         n = staging.build_session_labels(wh)
@@ -65,7 +52,7 @@ def session_labels(warehouse: WarehouseResource) -> dg.MaterializeResult:
     )
 
 
-@dg.asset(**_spec_kwargs(tables.STAGING_ASSIGNMENTS, tables.STAGING_SESSIONS, tables.ASSIGNMENTS))
+@dg.asset(**table_spec(tables.STAGING_ASSIGNMENTS, [tables.STAGING_SESSIONS, tables.ASSIGNMENTS], "staging"))
 def assignments(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
     with warehouse.warehouse() as wh:
         n, unmatched = staging.build_assignments(wh)

@@ -4,7 +4,7 @@ import dagster as dg
 
 from ... import tables
 from ..resources import WarehouseResource
-from .assets import _key
+from ..specs import key
 
 # (table, check name, what must hold, SQL counting the rows that break it)
 RULES: list[tuple[tables.Table, str, str, str]] = [
@@ -50,7 +50,7 @@ RULES: list[tuple[tables.Table, str, str, str]] = [
 
 
 def _make_check(t: tables.Table, name: str, description: str, sql: str) -> dg.AssetChecksDefinition:
-    @dg.asset_check(asset=_key(t), name=name, description=description, blocking=True)
+    @dg.asset_check(asset=key(t), name=name, description=description, blocking=True)
     def _check(warehouse: WarehouseResource) -> dg.AssetCheckResult:
         with warehouse.warehouse(publish_after=False) as wh:
             bad = wh.con.execute(sql).fetchone()[0]
