@@ -79,22 +79,38 @@ class Piece:
     first_line: int = 0
 
 
+def _count_newlines(f, start: int, end: int, block: int = 1 << 20) -> int:
+    f.seek(start)
+    count = 0
+    while start < end:
+        chunk = f.read(min(block, end - start))
+        if not chunk:
+            break
+        count += chunk.count(b"\n")
+        start += len(chunk)
+    return count
+
+
 def plan(unit: DropUnit, split_bytes: int | None = None) -> list[Piece]:
-    """Split a large file of JSON-lines records at line ends, so pieces can be read in parallel."""
+    """Split a large file of JSON-lines records at line ends, so pieces can be read in parallel.
+
+    Streams the file (1 MiB at a time) to find the cuts and number the lines: memory stays bounded whatever the
+    file's size."""
     split_bytes = split_bytes or SPLIT_BYTES
-    if unit.is_session_dir or unit.path.stat().st_size <= split_bytes:
-        return [Piece(unit)]
-    data = unit.path.read_bytes()
-    if jsonl_mode(data[: 1 << 20].split(b"\n")[:-1]) != "records":
+    size = unit.path.stat().st_size
+    if unit.is_session_dir or size <= split_bytes:
         return [Piece(unit)]
     pieces: list[Piece] = []
-    start, line = 0, 0
-    while start < len(data):
-        cut = data.find(b"\n", start + split_bytes)
-        end = len(data) if cut < 0 else cut + 1
-        pieces.append(Piece(unit, start, end, line))
-        line += data.count(b"\n", start, end)
-        start = end
+    with unit.path.open("rb") as f:
+        if jsonl_mode(f.read(1 << 20).split(b"\n")[:-1]) != "records":
+            return [Piece(unit)]
+        start, line = 0, 0
+        while start < size:
+            f.seek(start + split_bytes)
+            end = min(size, start + split_bytes + len(f.readline()))  # just past the next line end
+            pieces.append(Piece(unit, start, end, line))
+            line += _count_newlines(f, start, end)
+            start = end
     return pieces
 
 
