@@ -90,3 +90,14 @@ def test_judge_rows_compare_likert_scores_with_ratings():
     assert rows["mse"][0] == pytest.approx(5 / 3) and rows["mae"][0] == pytest.approx(1.0)
     assert rows["pearson"][0] == pytest.approx(3**0.5 / 2)
     assert {(sd, n, source) for _, sd, n, source in rows.values()} == {(None, 3, "llm_judge")}
+
+
+def test_one_cv_seed_stores_its_undefined_sd_as_null(pulse_home, tmp_path, monkeypatch):
+    monkeypatch.setenv("PULSE_CV_SEEDS", "1")  # an sd over one seed is undefined
+    monkeypatch.setenv("PULSE_MODEL_FAMILIES", "hist_gbm")
+    corpus = tmp_path / "corpus"
+    write_corpus(corpus, 600, seed=3)
+    ingest(pulse_home, corpus, say=lambda _: None)
+    with duckdb.connect(str(pulse_home.warehouse), read_only=True) as con:
+        sds = con.execute("SELECT sd FROM modeling.cv_metrics WHERE source = 'cross_validation'").fetchall()
+    assert len(sds) == 3 and all(sd is None for (sd,) in sds)  # NULL, not NaN (DuckDB sorts NaN above all)

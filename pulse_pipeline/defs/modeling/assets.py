@@ -8,6 +8,7 @@ from ... import tables
 from ...modeling.crossfit import choose_family, cross_validate, crossfit_predict, pearson
 from ...modeling.data import load_modeling_data
 from ...modeling.importance import permutation_importance_oof
+from ...warehouse import nan_to_null
 from ..markdown import markdown_table
 from ..resources import WarehouseResource
 from ..specs import SESSION_FEATURES_KEY, key, table_spec
@@ -83,6 +84,7 @@ def cv_metrics(context: dg.AssetExecutionContext, warehouse: WarehouseResource, 
             for r in results
             for m in r.metrics
         ] + judge_rows(wh)
+        rows = nan_to_null(rows)  # an sd over one seed, or an undefined r, is NULL: the table's rule, not NaN
         wh.replace_rows(tables.CV_METRICS, rows)
         metrics = pl.DataFrame(rows, schema=tables.CV_METRICS.column_names, orient="row", infer_schema_length=None)
     return dg.MaterializeResult(
