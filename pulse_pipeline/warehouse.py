@@ -144,7 +144,7 @@ def connect(path: Path, read_only: bool = False, wait_seconds: float = 60.0) -> 
     deadline = time.monotonic() + wait_seconds
     while True:
         try:
-            return duckdb.connect(str(path), read_only=read_only, config=duckdb_config())
+            con = duckdb.connect(str(path), read_only=read_only, config=duckdb_config())
         except duckdb.IOException as exc:
             if "lock" not in str(exc).lower() or time.monotonic() > deadline:
                 raise RuntimeError(
@@ -152,6 +152,11 @@ def connect(path: Path, read_only: bool = False, wait_seconds: float = 60.0) -> 
                     " (analysts should open the published copy, pulse.duckdb, which never blocks a run)."
                 ) from exc
             time.sleep(0.5)
+            continue
+        # DuckDB draws a progress bar on stdout for any query over two seconds: at the paper's scale that broke the
+        # JSON `pulse ingest --json` prints, and it is noise in a pipeline's output anyway
+        con.execute("SET enable_progress_bar = false")
+        return con
 
 
 def publish(work_db: Path, published: Path) -> None:

@@ -24,3 +24,9 @@ def test_estimation_bench_times_the_stage():
 def test_modeling_bench_runs_one_family():
     out = _run("bench/modeling.py", "--sessions", "3000", "--seeds", "1", "--families", "hist_gbm")
     assert "hist_gbm" in out and "20 features" in out
+
+
+def test_ingest_bench_reads_and_rebuilds(tmp_path):
+    out = _run("bench/ingest.py", "--sessions", "300", "--drops", "2", "--workdir", str(tmp_path))
+    assert "pulse ingest      :" in out and "then every derived table rebuilt" in out
+    assert "drop 2/2:" in out

@@ -11,7 +11,7 @@ from pulse_pipeline.ingest import drop as drop_module
 from pulse_pipeline.ingest.drop import DropUnit, plan
 from pulse_pipeline.ingest.load import load_drop
 from pulse_pipeline.synth import write_corpus
-from pulse_pipeline.warehouse import Warehouse, ensure_tables
+from pulse_pipeline.warehouse import Warehouse, connect, ensure_tables
 
 
 def _contents(wh: Warehouse, which=tables.RAW_TABLES) -> dict[str, list[tuple]]:
@@ -109,3 +109,10 @@ def test_tables_of_an_older_pulse_are_rebuilt_if_derived_and_refused_if_raw():
     con.execute("CREATE TABLE raw.ratings (session_id VARCHAR)")
     with pytest.raises(RuntimeError, match="raw.ratings has columns"):
         ensure_tables(con, [tables.RATINGS])
+
+
+def test_connections_draw_no_progress_bar(tmp_path):
+    # DuckDB's progress bar writes to stdout and broke `pulse ingest --json` at the paper's scale
+    con = connect(tmp_path / "w.duckdb")
+    assert con.execute("SELECT current_setting('enable_progress_bar')").fetchone()[0] is False
+    con.close()
