@@ -212,6 +212,19 @@ def cmd_sql(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_diff(args: argparse.Namespace) -> int:
+    from .warehouse_diff import diff_warehouses
+
+    for path in (args.first, args.second):
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"no warehouse at {path}")
+    diffs = diff_warehouses(Path(args.first), Path(args.second), digits=args.digits)
+    for d in diffs:
+        print(d)
+    print(f"{len(diffs)} table(s) differ" if diffs else "every table is the same")
+    return 1 if diffs else 0
+
+
 def cmd_ui(args: argparse.Namespace) -> int:
     home = PulseHome.from_env().ensure()
     env = {**os.environ, "DAGSTER_HOME": str(home.dagster_home), "PULSE_HOME": str(home.root)}
@@ -272,6 +285,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--csv", action="store_true")
     s.add_argument("--max-rows", type=int, default=40)
     s.set_defaults(func=cmd_sql)
+
+    s = sub.add_parser("diff", help="compare two warehouses table for table (exit 1 when any table differs)")
+    s.add_argument("first")
+    s.add_argument("second")
+    s.add_argument("--digits", type=int, default=10, help="significant digits doubles must share (default 10)")
+    s.set_defaults(func=cmd_diff)
 
     s = sub.add_parser("ui", help="open the Dagster UI (dg dev) on PULSE_HOME")
     s.add_argument("--port", type=int, default=3000)

@@ -12,10 +12,11 @@ Everything lives under ``PULSE_HOME`` (default ``./data``, resolved once, to an 
 
 from __future__ import annotations
 
-import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+
+from .settings import home_root
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,7 +27,7 @@ class PulseHome:
 
     @classmethod
     def from_env(cls) -> PulseHome:
-        return cls(Path(os.environ.get("PULSE_HOME", "data")).expanduser().resolve())
+        return cls(home_root())
 
     @property
     def warehouse(self) -> Path:

@@ -14,27 +14,100 @@ transaction, so re-running anything leaves the tables as they were.
 
 from __future__ import annotations
 
-import math
+import dataclasses
 import os
 import shutil
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import polars as pl
 import pyarrow as pa
 
 from . import tables
+from .settings import ingest_settings
 from .tables import Table
 
 DERIVED_SCHEMAS = ("modeling", "estimates")  # rebuilt whole by every materialization
 
+Rows = pl.DataFrame | Sequence[Any]
+"""What a writer hands the warehouse: a polars frame with the table's columns, or dataclass instances whose fields
+are the table's columns (by name; order does not matter)."""
 
-def nan_to_null(rows: Iterable[tuple]) -> list[tuple]:
-    """Rows with every float NaN replaced by None: an undefined statistic is stored as NULL (its row's note says
+
+class ContractError(ValueError):
+    """Rows handed to the warehouse do not match the table's contract in ``tables.py``."""
+
+
+# which polars dtypes each contract type accepts (DuckDB casts them on insert)
+_ACCEPTS: dict[str, Callable[[pl.DataType], bool]] = {
+    "VARCHAR": lambda d: d in (pl.String, pl.Null) or isinstance(d, pl.Categorical | pl.Enum),
+    "INTEGER": lambda d: d == pl.Null or d.is_integer(),
+    "BIGINT": lambda d: d == pl.Null or d.is_integer(),
+    "DOUBLE": lambda d: d == pl.Null or d.is_float() or d.is_integer(),
+    "TIMESTAMP": lambda d: d in (pl.String, pl.Null, pl.Date) or isinstance(d, pl.Datetime),
+    "BOOLEAN": lambda d: d in (pl.Boolean, pl.Null),
+}
+# the dtype a dataclass row's values are built as; None: inferred (timestamps come as datetimes or ISO text)
+_BUILD_AS: dict[str, pl.DataType | None] = {
+    "VARCHAR": pl.String,
+    "INTEGER": pl.Int64,
+    "BIGINT": pl.Int64,
+    "DOUBLE": pl.Float64,
+    "TIMESTAMP": None,
+    "BOOLEAN": pl.Boolean,
+}
+
+
+def check_schema(t: Table, schema: Mapping[str, pl.DataType]) -> None:
+    """Raise ``ContractError`` naming every missing or extra column and every column of the wrong type."""
+    problems = []
+    missing = [c for c in t.column_names if c not in schema]
+    extra = [c for c in schema if c not in t.column_names]
+    if missing:
+        problems.append(f"missing column(s) {', '.join(missing)}")
+    if extra:
+        problems.append(f"extra column(s) {', '.join(extra)}")
+    for name, dtype in schema.items():
+        if name in t.column_names and not _ACCEPTS[t.type_of(name)](dtype):
+            problems.append(f"column {name} is {dtype}, the contract says {t.type_of(name)}")
+    if problems:
+        raise ContractError(f"{t.qualified}: {'; '.join(problems)} (the contract is in tables.py)")
+
+
+def to_frame(t: Table, rows: Rows) -> pl.DataFrame:
+    """``rows`` as a frame in the table's column order, checked against the contract."""
+    if isinstance(rows, pl.DataFrame):
+        frame = rows
+    elif not rows:
+        frame = pl.DataFrame(schema={c: _BUILD_AS[typ] or pl.String for c, typ in t.columns})
+    else:
+        first = rows[0]
+        if not dataclasses.is_dataclass(first):
+            raise ContractError(f"{t.qualified}: rows must be a polars frame or dataclass instances, got {first!r:.80}")
+        names = [f.name for f in dataclasses.fields(first)]
+        check_schema(t, dict.fromkeys(names, pl.Null))  # names first: a clear error before any value is read
+        columns = []
+        for name in names:
+            values = [getattr(r, name) for r in rows]
+            try:
+                columns.append(pl.Series(name, values, dtype=_BUILD_AS[t.type_of(name)], strict=True))
+            except (TypeError, pl.exceptions.PolarsError) as exc:
+                raise ContractError(f"{t.qualified}.{name} ({t.type_of(name)}): {exc}".split("\n")[0]) from exc
+        frame = pl.DataFrame(columns)
+    check_schema(t, frame.schema)
+    return frame.select(t.column_names)
+
+
+def nan_to_null(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with every float NaN replaced by null: an undefined statistic is stored as NULL (its row's note says
     why), because DuckDB sorts NaN above every number, so ``ORDER BY x DESC`` and ``x > 0.3`` would pick it."""
-    return [tuple(None if isinstance(v, float) and math.isnan(v) else v for v in r) for r in rows]
+    if not isinstance(frame, pl.DataFrame):  # positional rows, going away with insert_rows
+        return [tuple(None if isinstance(v, float) and v != v else v for v in r) for r in frame]
+    floats = [c for c, d in frame.schema.items() if d.is_float()]
+    return frame.with_columns(pl.col(floats).fill_nan(None)) if floats else frame
 
 
 def ensure_tables(con: duckdb.DuckDBPyConnection, which: Iterable[Table] = tables.ALL_TABLES) -> None:
@@ -78,6 +151,8 @@ def _select_cast(t: Table, source: str) -> str:
 
 
 def insert_arrow(con: duckdb.DuckDBPyConnection, t: Table, data: pa.Table) -> None:
+    """Append an arrow table whose columns are the table's (checked against the contract)."""
+    check_schema(t, pl.from_arrow(data.slice(0, 0)).schema)
     if data.num_rows == 0:
         return
     con.register("_pulse_batch", data)
@@ -100,22 +175,36 @@ class Warehouse:
             extra = " AND stage = 'ingest'" if t is tables.QUARANTINE else ""
             self.con.execute(f"DELETE FROM {t.qualified} WHERE drop_id = ?{extra}", [drop_id])
 
-    def insert(self, t: Table, data: pa.Table | pl.DataFrame) -> None:
-        insert_arrow(self.con, t, data.to_arrow() if isinstance(data, pl.DataFrame) else data)
+    def insert(self, t: Table, data: pa.Table) -> None:
+        """Append an arrow batch (the ingest stage's column builders make these)."""
+        insert_arrow(self.con, t, data)
 
+    def append(self, t: Table, rows: Rows, nan_as_null: bool = False) -> int:
+        """Append ``rows`` (a frame, or dataclass rows), checked against the contract; returns how many.
+
+        ``nan_as_null``: store NaN as NULL (see ``nan_to_null``); estimate tables ask for it.
+        """
+        frame = to_frame(t, rows)
+        if nan_as_null:
+            frame = nan_to_null(frame)
+        insert_arrow(self.con, t, frame.to_arrow())
+        return frame.height
+
+    def replace(self, t: Table, rows: Rows, nan_as_null: bool = False) -> int:
+        """Rewrite a whole derived table with ``rows`` (see ``append``)."""
+        frame = to_frame(t, rows)  # checked before anything is deleted
+        self.con.execute(f"DELETE FROM {t.qualified}")
+        return self.append(t, frame, nan_as_null)
+
+    # --- positional writers, going away as each stage moves to append/replace ---
     def insert_rows(self, t: Table, rows: list[tuple]) -> None:
-        """Append Python rows whose values are in the table's column order."""
-        wrong = next((r for r in rows if len(r) != len(t.columns)), None)
-        if wrong is not None:
-            raise ValueError(f"{t.qualified} has {len(t.columns)} columns, a row has {len(wrong)}: {wrong!r:.200}")
         if rows:
-            self.insert(t, pl.DataFrame(rows, schema=t.column_names, orient="row", infer_schema_length=None))
+            self.append(t, pl.DataFrame(rows, schema=t.column_names, orient="row", infer_schema_length=None))
 
     def replace_rows(self, t: Table, rows: list[tuple] | pl.DataFrame) -> None:
-        """Rewrite a whole derived table with ``rows``: Python rows in column order, or a frame with its columns."""
         self.con.execute(f"DELETE FROM {t.qualified}")
         if isinstance(rows, pl.DataFrame):
-            self.insert(t, rows.select(t.column_names))
+            self.append(t, rows.select(t.column_names))
         else:
             self.insert_rows(t, rows)
 
@@ -135,7 +224,7 @@ class Warehouse:
 
 def duckdb_config() -> dict[str, str]:
     """DuckDB spills to disk beyond ``PULSE_DUCKDB_MEMORY`` (default 1GB), so a large drop fits in a small machine."""
-    return {"memory_limit": os.environ.get("PULSE_DUCKDB_MEMORY", "1GB"), "preserve_insertion_order": "false"}
+    return {"memory_limit": ingest_settings().duckdb_memory, "preserve_insertion_order": "false"}
 
 
 def connect(path: Path, read_only: bool = False, wait_seconds: float = 60.0) -> duckdb.DuckDBPyConnection:

@@ -1,0 +1,235 @@
+"""Every ``PULSE_*`` environment setting, read and checked in one place.
+
+Each stage asks for its own section (``ingest_settings()``, ``feature_settings()``, ``llm_settings()``,
+``modeling_settings()``, ``estimate_settings()``); no other module reads ``PULSE_*`` variables. Every reader takes
+an optional mapping in place of ``os.environ`` so tests can pass settings without touching the process.
+
+| variable | default | what it sets |
+|---|---|---|
+| PULSE_HOME | ``./data`` | where PULSE keeps its state (``paths.PulseHome``) |
+| PULSE_DUCKDB_MEMORY | 1GB | DuckDB's memory limit; it spills to disk beyond it |
+| PULSE_INGEST_WORKERS | one per core for large drops (at most 4) | reader processes per drop |
+| PULSE_ANNOTATOR | heuristic | ``heuristic`` or ``llm`` |
+| PULSE_RUBRIC | the paper's rubric | a rubric TOML file |
+| PULSE_HUMAN_LABELS | none | human annotations to measure annotator agreement against |
+| PULSE_LLM_* | see ``LLMSettings`` | the LLM annotator and judge |
+| PULSE_MODEL_FAMILIES | all four | comma-separated model families to compare |
+| PULSE_MODEL_CHOICE | pearson | how the family is chosen: pearson, mse or mae |
+| PULSE_CV_SEEDS | 5 | cross-validation repetitions (seeds 42, 43, ...) |
+| PULSE_SHIFT_AUC | 0.6 | AUC above which rated sessions count as not representative |
+| PULSE_WIDTH_TOLERANCE | 0.02 | slack before a PPI interval narrower than theory allows is flagged |
+| PULSE_SEGMENT_MIN_RATINGS | 10 | ratings per arm a subgroup needs for an estimate |
+| PULSE_TARGET_EFFECT | 0.05 | the effect (0-1 label scale; 0.2 stars) the power table sizes for |
+| PULSE_BENCHMARK_MIN_RATINGS | 35 | ratings per arm a task cluster needs in the benchmark correlation |
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+Env = Mapping[str, str]
+V = TypeVar("V")
+
+ANNOTATORS = ("heuristic", "llm")
+MODEL_FAMILIES = ("ordinal_logit", "random_forest", "hist_gbm", "lightgbm")
+MODEL_CHOICES = ("pearson", "mse", "mae")
+
+
+class SettingsError(ValueError):
+    """A ``PULSE_*`` variable has a value PULSE cannot use; the message names it and what it accepts."""
+
+
+def _env(environ: Env | None) -> Env:
+    return os.environ if environ is None else environ
+
+
+def _text(env: Env, name: str) -> str | None:
+    """The variable's value, stripped; None when unset or blank."""
+    value = (env.get(name) or "").strip()
+    return value or None
+
+
+def _parsed(env: Env, name: str, default: V, kind: Callable[[str], V], what: str) -> V:
+    raw = _text(env, name)
+    if raw is None:
+        return default
+    try:
+        return kind(raw)
+    except ValueError:
+        raise SettingsError(f"{name}={raw!r} is not {what} (default {default})") from None
+
+
+def _number(env: Env, name: str, default: float) -> float:
+    return _parsed(env, name, default, float, "a number")
+
+
+def _optional_number(env: Env, name: str) -> float | None:
+    return _parsed(env, name, None, float, "a number")
+
+
+def _integer(env: Env, name: str, default: int) -> int:
+    return _parsed(env, name, default, int, "a whole number")
+
+
+def _path(env: Env, name: str) -> Path | None:
+    raw = _text(env, name)
+    return Path(raw).expanduser() if raw else None
+
+
+def home_root(environ: Env | None = None) -> Path:
+    """``PULSE_HOME`` (default ``./data``), as an absolute path."""
+    return Path(_text(_env(environ), "PULSE_HOME") or "data").expanduser().resolve()
+
+
+# --- ingest --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IngestSettings:
+    duckdb_memory: str = "1GB"  # DuckDB spills to disk beyond this, so a large drop fits in a small machine
+    workers: int | None = None  # reader processes; None: chosen from the drop's size
+
+
+def ingest_settings(environ: Env | None = None) -> IngestSettings:
+    env = _env(environ)
+    workers = _parsed(env, "PULSE_INGEST_WORKERS", None, int, "a whole number")
+    return IngestSettings(
+        duckdb_memory=_text(env, "PULSE_DUCKDB_MEMORY") or "1GB",
+        workers=None if workers is None else max(1, workers),
+    )
+
+
+# --- features ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FeatureSettings:
+    annotator: str = "heuristic"
+    rubric_path: Path | None = None  # None: the paper's rubric shipped with PULSE
+    human_labels_path: Path | None = None
+    llm_model: str | None = None  # set: the LLM judge runs (and the LLM annotator may be chosen)
+
+
+def feature_settings(environ: Env | None = None) -> FeatureSettings:
+    env = _env(environ)
+    annotator = (_text(env, "PULSE_ANNOTATOR") or "heuristic").lower()
+    if annotator not in ANNOTATORS:
+        raise SettingsError(f"PULSE_ANNOTATOR={annotator!r}: choose one of {', '.join(ANNOTATORS)}")
+    return FeatureSettings(
+        annotator=annotator,
+        rubric_path=_path(env, "PULSE_RUBRIC"),
+        human_labels_path=_path(env, "PULSE_HUMAN_LABELS"),
+        llm_model=_text(env, "PULSE_LLM_MODEL"),
+    )
+
+
+@dataclass(frozen=True)
+class LLMSettings:
+    """Which model, how hard to push it, and what it may cost.
+
+    ``llm_settings`` reads PULSE_LLM_MODEL (required; a litellm model name such as ``openai/gpt-5-mini``, or
+    ``openai/<name>`` for any OpenAI-compatible server), PULSE_LLM_API_BASE, PULSE_LLM_API_KEY,
+    PULSE_LLM_CONCURRENCY (8), PULSE_LLM_MAX_RETRIES (4), PULSE_LLM_TIMEOUT (seconds, 60), PULSE_LLM_SPEND_CAP_USD
+    (none), PULSE_LLM_TRANSCRIPT_CHARS (40000), PULSE_LLM_INPUT_COST_PER_TOKEN and PULSE_LLM_OUTPUT_COST_PER_TOKEN
+    (USD; unset: litellm's price map) and PULSE_LLM_JSON_MODE (auto | true | false: whether to send
+    ``response_format``; auto asks litellm whether the model supports it).
+    """
+
+    model: str
+    api_base: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # never printed
+    concurrency: int = 8
+    max_retries: int = 4  # retries after the first request, for retryable errors only
+    timeout_s: float = 60.0
+    spend_cap_usd: float | None = None
+    transcript_chars: int = 40_000
+    input_cost_per_token: float | None = None  # USD; when either price is set, cost = tokens x price
+    output_cost_per_token: float | None = None
+    backoff_initial_s: float = 1.0  # first retry waits about this (plus up to as much jitter), doubling up to the max
+    backoff_max_s: float = 30.0
+    json_mode: bool | None = None  # send response_format=json_object; None: when litellm says the model supports it
+
+    @classmethod
+    def from_env(cls, environ: Env | None = None) -> LLMSettings:
+        return llm_settings(environ)
+
+
+def llm_settings(environ: Env | None = None) -> LLMSettings:
+    env = _env(environ)
+    json_mode = (_text(env, "PULSE_LLM_JSON_MODE") or "auto").lower()
+    if json_mode not in ("auto", "true", "false", "1", "0", "yes", "no"):
+        raise SettingsError(f"PULSE_LLM_JSON_MODE={json_mode!r} must be auto, true or false")
+    model = _text(env, "PULSE_LLM_MODEL")
+    if not model:
+        raise SettingsError("PULSE_LLM_MODEL is not set (a litellm model name, e.g. openai/gpt-5-mini)")
+    return LLMSettings(
+        model=model,
+        api_base=_text(env, "PULSE_LLM_API_BASE"),
+        api_key=_text(env, "PULSE_LLM_API_KEY"),
+        concurrency=max(1, _integer(env, "PULSE_LLM_CONCURRENCY", 8)),
+        max_retries=max(0, _integer(env, "PULSE_LLM_MAX_RETRIES", 4)),
+        timeout_s=_number(env, "PULSE_LLM_TIMEOUT", 60.0),
+        spend_cap_usd=_optional_number(env, "PULSE_LLM_SPEND_CAP_USD"),
+        transcript_chars=max(1000, _integer(env, "PULSE_LLM_TRANSCRIPT_CHARS", 40_000)),
+        input_cost_per_token=_optional_number(env, "PULSE_LLM_INPUT_COST_PER_TOKEN"),
+        output_cost_per_token=_optional_number(env, "PULSE_LLM_OUTPUT_COST_PER_TOKEN"),
+        json_mode=None if json_mode == "auto" else json_mode in ("true", "1", "yes"),
+    )
+
+
+# --- modeling ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelingSettings:
+    families: tuple[str, ...] = MODEL_FAMILIES
+    choose_by: str = "pearson"
+    cv_seeds: int = 5
+
+
+def modeling_settings(environ: Env | None = None) -> ModelingSettings:
+    env = _env(environ)
+    listed = _text(env, "PULSE_MODEL_FAMILIES")
+    families = tuple(f.strip() for f in listed.split(",") if f.strip()) if listed else MODEL_FAMILIES
+    unknown = [f for f in families if f not in MODEL_FAMILIES]
+    if unknown or not families:
+        raise SettingsError(f"PULSE_MODEL_FAMILIES={listed!r}: choose from {', '.join(MODEL_FAMILIES)}")
+    choose_by = (_text(env, "PULSE_MODEL_CHOICE") or "pearson").lower()
+    if choose_by not in MODEL_CHOICES:
+        raise SettingsError(f"PULSE_MODEL_CHOICE={choose_by!r}: choose one of {', '.join(MODEL_CHOICES)}")
+    seeds = _integer(env, "PULSE_CV_SEEDS", 5)
+    if seeds < 1:
+        raise SettingsError(f"PULSE_CV_SEEDS={seeds} must be at least 1")
+    return ModelingSettings(families=families, choose_by=choose_by, cv_seeds=seeds)
+
+
+# --- estimates -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EstimateSettings:
+    auc_threshold: float = 0.6
+    tolerance: float = 0.02
+    segment_min_ratings: int = 10
+    target_effect: float = 0.05
+    benchmark_min_ratings: int = 35
+
+
+def estimate_settings(environ: Env | None = None) -> EstimateSettings:
+    env = _env(environ)
+    settings = EstimateSettings(
+        auc_threshold=_number(env, "PULSE_SHIFT_AUC", 0.6),
+        tolerance=_number(env, "PULSE_WIDTH_TOLERANCE", 0.02),
+        segment_min_ratings=_integer(env, "PULSE_SEGMENT_MIN_RATINGS", 10),
+        target_effect=_number(env, "PULSE_TARGET_EFFECT", 0.05),
+        benchmark_min_ratings=_integer(env, "PULSE_BENCHMARK_MIN_RATINGS", 35),
+    )
+    if not settings.target_effect > 0:
+        raise SettingsError(f"PULSE_TARGET_EFFECT must be positive, got {settings.target_effect}")
+    if settings.segment_min_ratings < 2 or settings.benchmark_min_ratings < 2:
+        raise SettingsError("PULSE_SEGMENT_MIN_RATINGS and PULSE_BENCHMARK_MIN_RATINGS must be at least 2")
+    return settings

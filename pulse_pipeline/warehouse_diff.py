@@ -1,0 +1,89 @@
+"""Do two warehouses hold the same tables? Table for table, row for row, whatever the row order.
+
+Used to show that a refactoring changed no result (``pulse diff OLD NEW``), and by tests that compare a re-run
+with a clean run. Two tables are equal when they have the same columns and the same multiset of rows; doubles
+are compared after rounding to ``digits`` significant digits (default: exact), so a change in the order of a
+floating-point sum can be told apart from a change of result: two runs of the same code on the same data differ
+at about 1e-13 (threaded sums), so ``digits=10`` is the practical test of "the same result".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+# columns whose value is the time a row was written, not a result
+VOLATILE = {
+    "features.annotations": ("annotated_at",),
+    "features.llm_cache": ("created_at",),
+    "raw.drops": ("path", "mtime", "fingerprint"),  # where and when the drop was copied, not what it holds
+}
+TINY = 1e-12  # doubles closer to zero than this compare as zero (a sum's rounding leaves ~1e-17 where 0 was)
+
+
+@dataclass(frozen=True)
+class TableDiff:
+    table: str
+    problem: str  # what differs, in words
+
+    def __str__(self) -> str:
+        return f"{self.table}: {self.problem}"
+
+
+def _tables(con: duckdb.DuckDBPyConnection, alias: str) -> dict[str, list[tuple[str, str]]]:
+    rows = con.execute(
+        "SELECT schema_name || '.' || table_name, column_name, data_type FROM duckdb_columns()"
+        " WHERE database_name = ? ORDER BY schema_name, table_name, column_index",
+        [alias],
+    ).fetchall()
+    out: dict[str, list[tuple[str, str]]] = {}
+    for table, column, kind in rows:
+        out.setdefault(table, []).append((column, kind))
+    return out
+
+
+def _select(table: str, columns: list[tuple[str, str]], digits: int | None) -> str:
+    parts = []
+    for name, kind in columns:
+        if name in VOLATILE.get(table, ()):
+            continue
+        if digits is not None and kind in ("DOUBLE", "FLOAT"):
+            # round to significant digits; near zero, log10 is unbounded, so tiny values are zero
+            parts.append(
+                f'CASE WHEN NOT isfinite("{name}") THEN "{name}" WHEN abs("{name}") < {TINY} THEN 0 ELSE '
+                f'round("{name}", {digits} - 1 - floor(log10(abs("{name}")))::INTEGER) END'
+            )
+        else:
+            parts.append(f'"{name}"')
+    return ", ".join(parts)
+
+
+def diff_warehouses(a: Path, b: Path, digits: int | None = None) -> list[TableDiff]:
+    """Every table that differs between the DuckDB files ``a`` and ``b`` (opened read-only)."""
+    con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")
+    try:
+        con.execute(f"ATTACH '{a}' AS a (READ_ONLY)")
+        con.execute(f"ATTACH '{b}' AS b (READ_ONLY)")
+        left, right = _tables(con, "a"), _tables(con, "b")
+        out = [TableDiff(t, f"only in {a}") for t in sorted(set(left) - set(right))]
+        out += [TableDiff(t, f"only in {b}") for t in sorted(set(right) - set(left))]
+        for t in sorted(set(left) & set(right)):
+            if left[t] != right[t]:
+                out.append(TableDiff(t, f"columns differ: {left[t]} vs {right[t]}"))
+                continue
+            cols = _select(t, left[t], digits)
+            counts = con.execute(f"SELECT (SELECT count(*) FROM a.{t}), (SELECT count(*) FROM b.{t})").fetchone()
+            only_a, only_b = con.execute(
+                f"SELECT (SELECT count(*) FROM (SELECT {cols} FROM a.{t} EXCEPT ALL SELECT {cols} FROM b.{t})),"
+                f" (SELECT count(*) FROM (SELECT {cols} FROM b.{t} EXCEPT ALL SELECT {cols} FROM a.{t}))"
+            ).fetchone()
+            if counts[0] != counts[1] or only_a or only_b:
+                out.append(
+                    TableDiff(t, f"{counts[0]} vs {counts[1]} rows; {only_a} only in the first, {only_b} in the second")
+                )
+        return out
+    finally:
+        con.close()
