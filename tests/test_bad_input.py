@@ -19,7 +19,7 @@ from pulse_pipeline import tables
 from pulse_pipeline.cli import main
 from pulse_pipeline.ingest.load import load_drop, reconcile_drop
 
-from .conftest import FIXTURES, ingest_paths, rebuild_staging
+from .helpers import FIXTURES, ingest_paths, rebuild_staging
 
 
 def write(folder: Path, name: str, data: str | bytes, mtime: float | None = None) -> Path:

@@ -16,7 +16,7 @@ from pulse_pipeline.ingest.drop import fingerprint
 from pulse_pipeline.ingest.load import reconcile_drop
 from pulse_pipeline.runs import materialize
 
-from .conftest import FIXTURES, SAMPLES, needs_samples
+from .helpers import FIXTURES, SAMPLES, needs_samples
 
 
 def test_definitions_load_with_every_contract_table(pulse_home):

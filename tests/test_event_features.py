@@ -32,7 +32,7 @@ from pulse_pipeline.features.event_features import build_event_features, parse_c
 from pulse_pipeline.synth import write_corpus
 from pulse_pipeline.warehouse import Warehouse
 
-from .conftest import FIXTURES, SAMPLES, ingest_paths, needs_samples
+from .helpers import FIXTURES, SAMPLES, ingest_paths, needs_samples
 
 EF = FIXTURES / "event_features"
 NULLABLE = ("duration_seconds", "llm_cost_usd", "llm_prompt_tokens", "llm_completion_tokens")

@@ -10,8 +10,6 @@ from pulse_pipeline.features.rubric import DEFAULT_RUBRIC, load_rubric
 from pulse_pipeline.runs import ingest, materialize
 from pulse_pipeline.synth import write_corpus
 
-from .fake_llm_server import fake_llm as fake_llm  # noqa: F401
-
 
 def _sql(home, query):
     with duckdb.connect(str(home.warehouse), read_only=True) as con:
@@ -95,7 +93,7 @@ def test_llm_failures_spend_cap_and_totals_through_the_asset(pulse_home, corpus,
     stops new calls; the statuses land in the table and the totals in the asset's metadata."""
     import dagster as dg
 
-    from .fake_llm_server import Reply
+    from pulse_pipeline.fake_llm import Reply
 
     for name, value in {
         "PULSE_ANNOTATOR": "llm",

@@ -38,7 +38,7 @@ import pytest
 from pulse_pipeline import tables
 from pulse_pipeline.ingest.load import load_drop, reconcile_drop
 
-from .conftest import FIXTURES, ingest_paths, rebuild_staging
+from .helpers import FIXTURES, ingest_paths, rebuild_staging
 
 FEEDBACK = FIXTURES / "feedback"
 CONTENT_ID = re.compile(r"^h-[0-9a-f]{16}$")

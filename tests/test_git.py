@@ -14,7 +14,7 @@ from pulse_pipeline.features.git import (
     simple_commands,
 )
 
-from .conftest import SAMPLES, needs_samples
+from .helpers import SAMPLES, needs_samples
 
 GIT_CASES = [
     # counted

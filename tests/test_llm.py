@@ -13,6 +13,7 @@ import duckdb
 import pytest
 
 from pulse_pipeline import tables
+from pulse_pipeline.fake_llm import ANALYSIS_ANSWER, ISSUES_ANSWER, FakeLLM, Reply
 from pulse_pipeline.features import llm
 from pulse_pipeline.features.annotation import AgentStep, SessionTranscript
 from pulse_pipeline.features.llm import (
@@ -30,9 +31,6 @@ from pulse_pipeline.features.llm import (
 )
 from pulse_pipeline.features.prompts import PROMPT_VERSION
 from pulse_pipeline.features.rubric import Rubric, load_rubric
-
-from .fake_llm_server import ANALYSIS_ANSWER, ISSUES_ANSWER, FakeLLM, Reply
-from .fake_llm_server import fake_llm as fake_llm  # noqa: F401 - the fixture, used by name
 
 RUBRIC = load_rubric()
 

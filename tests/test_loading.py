@@ -65,7 +65,7 @@ def test_parallel_pieces_give_the_same_tables_as_one_serial_read(tmp_path, monke
 def test_a_load_that_fails_midway_leaves_no_partial_drop_in_staging(tmp_path, monkeypatch):
     from pulse_pipeline.ingest import load as load_module
 
-    from .conftest import rebuild_staging
+    from .helpers import rebuild_staging
 
     corpus = tmp_path / "corpus"
     write_corpus(corpus, 40, seed=2, sessions_per_file=10)

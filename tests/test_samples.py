@@ -21,7 +21,7 @@ import pytest
 from pulse_pipeline import tables
 from pulse_pipeline.cli import main
 
-from .conftest import SAMPLES, ingest_paths, needs_samples
+from .helpers import SAMPLES, ingest_paths, needs_samples
 
 V0 = SAMPLES / "openhands_v0"
 V1 = SAMPLES / "openhands_v1"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pulse_pipeline.features.annotation import AgentStep
 from pulse_pipeline.features.transcripts import iter_transcripts
 
-from .conftest import FIXTURES, ingest_paths
+from .helpers import FIXTURES, ingest_paths
 
 
 def test_transcript_of_a_v0_session(wh):

@@ -6,8 +6,10 @@ change that by queueing replies (``push``), optionally for one kind of prompt on
 category, HTTP errors (429, 500, 400), slow answers. It records every request body it received (``requests``: what
 left the machine) and the most requests it had in flight at once (``max_in_flight``).
 
-Use the ``fake_llm`` fixture (import it into a test module); the server stops when the test ends, and slow replies
-waiting at that moment are woken so no thread outlives the test for long.
+Tests use the ``fake_llm`` fixture (``tests/conftest.py``); benchmarks and a user trying the LLM path offline use
+``running_fake_llm()``. The server stops when the block ends, and slow replies waiting at that moment are woken so no
+thread outlives it for long. It lives in the package, not under ``tests/``, so the benchmarks need nothing from the
+test suite.
 """
 
 from __future__ import annotations
@@ -21,8 +23,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-
-import pytest
 
 ANALYSIS_ANSWER: dict[str, Any] = {
     "task_description": "The user wants the failing parser test fixed.",
@@ -191,7 +191,7 @@ class _Server(ThreadingHTTPServer):
 
 @contextmanager
 def running_fake_llm(**settings: Any) -> Iterator[FakeLLM]:
-    """The server, outside pytest too (the features benchmark uses it); ``settings`` set FakeLLM fields."""
+    """The server, running until the block ends; ``settings`` set FakeLLM fields."""
     fake = FakeLLM(**settings)
     server = _Server(("127.0.0.1", 0), _handler(fake))
     fake.port = server.server_address[1]
@@ -204,9 +204,3 @@ def running_fake_llm(**settings: Any) -> Iterator[FakeLLM]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
-
-
-@pytest.fixture
-def fake_llm() -> Iterator[FakeLLM]:
-    with running_fake_llm() as fake:
-        yield fake
