@@ -2,7 +2,7 @@
 
 Why: these are the behavioural signals (the paper's six, plus what a user would feel: failures, errors, cost,
 duration) that the happiness model reads next to the annotations. Everything is counted inside DuckDB except
-the parsing of shell commands and Python cells (``git.py``), which runs once per *distinct* command string and is
+the parsing of shell commands and Python cells (``shell.py``), which runs once per *distinct* command string and is
 joined back as a small lookup table: a paper-scale corpus has millions of command events but few distinct ones.
 
 Rules (events are those of the session's winning record in ``staging.sessions``):
@@ -10,11 +10,11 @@ Rules (events are those of the session's winning record in ``staging.sessions``)
 - ``user_message_count``: ``message`` actions with source ``user``; ``n_segments``: from ``staging.sessions``.
 - Git: the command of every ``run`` action (``command``, else ``text``) and the shell lines of every
   ``run_ipython`` action's code (``text``, else ``args.code`` / ``action.code`` / ``code`` of the raw event) are
-  parsed by ``git.git_subcommands`` / ``git.python_shell_commands``. ``git_<op>_count`` is how many times the
+  parsed by ``shell.git_subcommands`` / ``shell.python_shell_commands``. ``git_<op>_count`` is how many times the
   session runs ``git <op>`` (every occurrence in every command); ``git_<op>`` is 1 when that count is > 0.
 - ``shell_commands``: ``run`` actions. ``failed_commands``: ``run`` observations whose ``exit_code`` is set and
   non-zero (an observation without an exit code is not a failure).
-- ``test_runs``: ``run`` actions whose command ``git.is_test_command`` accepts. ``test_failures``: those whose
+- ``test_runs``: ``run`` actions whose command ``shell.is_test_command`` accepts. ``test_failures``: those whose
   observation has a non-zero exit code; an action's observation is the ``run`` observation whose ``cause`` is the
   action's ``event_id``, else the session's next ``run`` observation after it.
 - ``file_edits``: ``edit`` and ``write`` actions. ``error_observations``: ``error`` observations.
@@ -37,7 +37,7 @@ import pyarrow as pa
 
 from .. import tables
 from ..warehouse import Warehouse
-from .git import GIT_OPERATIONS, git_subcommands, is_test_command, python_shell_commands
+from .shell import GIT_OPERATIONS, git_subcommands, is_test_command, python_shell_commands
 
 LOOKUP = "_pulse_event_feature_commands"
 

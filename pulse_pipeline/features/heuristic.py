@@ -16,7 +16,7 @@ How the rules read a session
   ``.``, a second ``/`` or a leading ``/``: ``.github/workflows/ci.yml``, URLs) hold no task or cluster keyword.
 - "Later messages" are the user's messages after the first (the request). No non-blank user message: every
   feature gets ``""``, "no user message", status ``skipped``. Non-English text gets the no-match fallbacks.
-- Steps: shell commands are parsed by ``git.py`` (a ``run_ipython`` cell: its shell lines). An *edit* is an
+- Steps: shell commands are parsed by ``shell.py`` (a ``run_ipython`` cell: its shell lines). An *edit* is an
   ``edit``/``write`` step or a shell write (``cat >``, ``cat <<``, ``tee``, ``sed -i``, ``perl -pi``). A *read* is
   a ``read`` step, a command (past ``VAR=value``, sudo, env, time, nohup) of cat, ls, tree, grep, rg, ag, ack, find,
   fd, head, tail, less, more, wc, stat, awk or ``sed -n``, a git grep/log/show/diff/status/blame/ls-files, or a
@@ -80,8 +80,8 @@ from functools import cache, cached_property, lru_cache, wraps
 from typing import NamedTuple
 
 from .annotation import AgentStep, Annotation, Answer, SessionTranscript
-from .git import git_subcommands, is_test_command, python_shell_commands, simple_commands
 from .rubric import Rubric, RubricError, RubricFeature, load_rubric
+from .shell import git_subcommands, is_test_command, python_shell_commands, simple_commands
 
 HEURISTIC_VERSION = "2"
 

@@ -1,4 +1,4 @@
-"""Shell and Python command parsing (``features/git.py``): each rule of its docstring, one row per case."""
+"""Shell and Python command parsing (``features/shell.py``): each rule of its docstring, one row per case."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pulse_pipeline.features.git import (
+from pulse_pipeline.features.shell import (
     GIT_OPERATIONS,
     git_subcommands,
     is_test_command,
