@@ -18,6 +18,7 @@ Rules, each in one query below:
 from __future__ import annotations
 
 from . import tables
+from .stars import stars_to_label_sql
 from .warehouse import Warehouse
 
 SESSIONS_SQL = """
@@ -94,8 +95,8 @@ SELECT drop_id, 'staging', source_file, record_index, item_index, 'rating', prob
 FROM ({_RESOLVED_RATINGS}) WHERE problem IS NOT NULL
 """
 
-SESSION_LABELS_SQL = """
-SELECT session_id, count(*)::INTEGER, avg(rating), (avg(rating) - 1) / 4
+SESSION_LABELS_SQL = f"""
+SELECT session_id, count(*)::INTEGER, avg(rating), {stars_to_label_sql("avg(rating)")}
 FROM staging.segment_ratings GROUP BY session_id ORDER BY session_id
 """
 

@@ -3,6 +3,7 @@
 import dagster as dg
 
 from ... import tables
+from ...stars import stars_to_label_sql
 from ..resources import WarehouseResource
 from ..specs import key
 
@@ -35,8 +36,8 @@ RULES: list[tuple[tables.Table, str, str, str]] = [
         tables.SESSION_LABELS,
         "labels_in_range",
         "Labels are means of 1-5 stars and label = (stars - 1) / 4 lies in [0, 1].",
-        """SELECT count(*) FROM staging.session_labels
-        WHERE label_stars NOT BETWEEN 1 AND 5 OR abs(label - (label_stars - 1) / 4) > 1e-12
+        f"""SELECT count(*) FROM staging.session_labels
+        WHERE label_stars NOT BETWEEN 1 AND 5 OR abs(label - {stars_to_label_sql("label_stars")}) > 1e-12
            OR n_rated_segments < 1""",
     ),
     (
