@@ -1,26 +1,25 @@
-"""How models are compared and chosen: ``PULSE_MODEL_CHOICE`` (pearson, mse or mae; default pearson, as the paper),
-``PULSE_MODEL_FAMILIES`` (comma-separated, default all four), ``PULSE_CV_SEEDS`` (default 5 seeds from 42)."""
-
-import os
+"""How models are compared and chosen, from ``settings.modeling_settings()`` (PULSE_MODEL_CHOICE,
+PULSE_MODEL_FAMILIES, PULSE_CV_SEEDS; the defaults are there)."""
 
 import dagster as dg
 
+from ...settings import ModelingSettings, modeling_settings
+
+DEFAULTS = ModelingSettings()
+
 
 class ModelingResource(dg.ConfigurableResource):
-    choose_by: str = "pearson"
-    families: list[str] = ["ordinal_logit", "random_forest", "hist_gbm", "lightgbm"]
-    n_seeds: int = 5
+    choose_by: str = DEFAULTS.choose_by
+    families: list[str] = list(DEFAULTS.families)
+    n_seeds: int = DEFAULTS.cv_seeds
     folds: int = 5
 
     @property
     def seeds(self) -> tuple[int, ...]:
+        """The cross-validation seeds: 42, 43, ... (the paper's seed first)."""
         return tuple(42 + i for i in range(self.n_seeds))
 
 
 def modeling_resource() -> ModelingResource:
-    families = os.environ.get("PULSE_MODEL_FAMILIES")
-    return ModelingResource(
-        choose_by=os.environ.get("PULSE_MODEL_CHOICE", "pearson"),
-        n_seeds=int(os.environ.get("PULSE_CV_SEEDS", "5")),
-        **({"families": [f.strip() for f in families.split(",") if f.strip()]} if families else {}),
-    )
+    settings = modeling_settings()
+    return ModelingResource(choose_by=settings.choose_by, families=list(settings.families), n_seeds=settings.cv_seeds)
