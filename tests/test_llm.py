@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +16,7 @@ import pytest
 
 from pulse_pipeline import tables
 from pulse_pipeline.fake_llm import ANALYSIS_ANSWER, ISSUES_ANSWER, FakeLLM, Reply
-from pulse_pipeline.features import llm
-from pulse_pipeline.features.annotation import AgentStep, SessionTranscript
+from pulse_pipeline.features.annotation import AgentStep, Answer, SessionTranscript
 from pulse_pipeline.features.llm import (
     InvalidAnswer,
     JudgeScore,
@@ -29,8 +30,9 @@ from pulse_pipeline.features.llm import (
     issues_check,
     judge_check,
 )
+from pulse_pipeline.features.llm import request as llm_request
 from pulse_pipeline.features.prompts import PROMPT_VERSION
-from pulse_pipeline.features.rubric import Rubric, load_rubric
+from pulse_pipeline.features.rubric import DEFAULT_RUBRIC, Rubric, load_rubric
 
 RUBRIC = load_rubric()
 
@@ -137,7 +139,7 @@ def test_judge_score_matches_its_table() -> None:
 @pytest.fixture
 def mocked(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[list[str], list[dict[str, Any]]]]:
     """litellm.completion answering with the scripted ``mock_response`` strings in turn (the last one repeats)."""
-    litellm = llm._litellm()
+    litellm = llm_request.load_litellm()
     real = litellm.completion
     script: list[str] = []
     calls: list[dict[str, Any]] = []
@@ -231,8 +233,8 @@ def test_annotates_with_the_papers_prompts(fake_llm: FakeLLM) -> None:
 
 
 def test_response_format_only_when_supported(mocked) -> None:
-    assert llm._supports_json_mode("openai/fake-model") is True
-    assert llm._supports_json_mode("replicate/meta/llama") is False  # litellm says it has no JSON mode
+    assert llm_request.supports_json_mode("openai/fake-model") is True
+    assert llm_request.supports_json_mode("replicate/meta/llama") is False  # litellm says it has no JSON mode
     script, calls = mocked
     script.append(JUDGE_JSON)
     complete_json(dataclasses.replace(MOCK, model="replicate/meta/llama"), "prompt", judge_check)
@@ -284,14 +286,14 @@ def test_500_is_retried_then_fails(fake_llm: FakeLLM) -> None:
 
 
 def test_timeout_is_retried_then_fails(fake_llm: FakeLLM) -> None:
-    fake_llm.push(*[Reply(delay_s=2.0)] * 2, kind="analysis")
-    start = time.perf_counter()
-    (a,) = LLMAnnotator(settings_for(fake_llm, timeout_s=0.3, max_retries=1)).annotate(
+    # the server holds both replies far longer than the timeout (until the test ends)
+    fake_llm.push(*[Reply(delay_s=600.0)] * 2, kind="analysis")
+    (a,) = LLMAnnotator(settings_for(fake_llm, timeout_s=1.0, max_retries=1)).annotate(
         [session("s1", "fix it")], RUBRIC
     )
     assert a.status == "failed" and "Timeout" in (a.error or "")
     assert len(fake_llm.prompts("analysis")) == 2
-    assert time.perf_counter() - start < 1.9
+    assert fake_llm.in_flight == 2  # the client gave up on both while the server still held them: no reply came
 
 
 def test_spend_cap_stops_calls(fake_llm: FakeLLM) -> None:
@@ -318,18 +320,42 @@ def test_cached_answers_still_count_after_the_cap(fake_llm: FakeLLM) -> None:
     assert fake_llm.requests == []
 
 
+@contextmanager
+def replies_held_until_in_flight(fake: FakeLLM, n: int) -> Iterator[None]:
+    """The server holds every reply until ``n`` requests are in flight at once, then lets all go (and delays none
+    after), so ``max_in_flight`` counts how many requests the client sends concurrently, however slow the machine.
+
+    A client that never has ``n`` in flight gets its replies after 20 s, and the count shows it."""
+    fake.delay_s = 600.0  # held until released below
+
+    def release() -> None:
+        deadline = time.monotonic() + 20
+        while fake.in_flight < n and not fake.stopping.is_set() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        fake.stopping.set()  # wakes every held reply; a set event delays no later one
+
+    releaser = threading.Thread(target=release, daemon=True)
+    releaser.start()
+    try:
+        yield
+    finally:
+        fake.stopping.set()
+        releaser.join()
+
+
 def test_concurrency_is_bounded(fake_llm: FakeLLM) -> None:
-    fake_llm.delay_s = 0.15
     sessions = [session(f"s{i}", f"task {i}") for i in range(16)]
-    out = LLMAnnotator(settings_for(fake_llm, concurrency=8)).annotate(sessions, RUBRIC)
+    with replies_held_until_in_flight(fake_llm, 8):
+        out = LLMAnnotator(settings_for(fake_llm, concurrency=8, timeout_s=60.0)).annotate(sessions, RUBRIC)
     assert [a.session_id for a in out] == [s.session_id for s in sessions]  # in order
     assert all(a.status == "ok" for a in out)
     assert 1 < fake_llm.max_in_flight <= 8
 
 
 def test_concurrency_limit_of_two(fake_llm: FakeLLM) -> None:
-    fake_llm.delay_s = 0.05
-    LLMAnnotator(settings_for(fake_llm, concurrency=2)).annotate([session(f"s{i}", "x") for i in range(6)], RUBRIC)
+    sessions = [session(f"s{i}", "x") for i in range(6)]
+    with replies_held_until_in_flight(fake_llm, 2):
+        LLMAnnotator(settings_for(fake_llm, concurrency=2, timeout_s=60.0)).annotate(sessions, RUBRIC)
     assert fake_llm.max_in_flight <= 2
 
 
@@ -379,7 +405,7 @@ def test_no_user_message_makes_no_request(fake_llm: FakeLLM) -> None:
     ann = LLMAnnotator(settings_for(fake_llm))
     out = ann.annotate([session("s1"), session("s2", "  ", agent=("hello",))], RUBRIC)
     assert [a.status for a in out] == ["skipped", "skipped"]
-    assert out[0].answers["sentiment"] == llm.Answer("", "no user message")
+    assert out[0].answers["sentiment"] == Answer("", "no user message")
     assert fake_llm.requests == [] and ann.totals.skipped == 2
     (j,) = LLMJudge(settings_for(fake_llm)).judge([session("s1")])
     assert j.status == "skipped" and fake_llm.requests == []
@@ -402,7 +428,7 @@ def test_one_bad_session_does_not_fail_the_run(fake_llm: FakeLLM) -> None:
 def test_extra_rubric_features_are_asked_and_answered(fake_llm: FakeLLM, tmp_path: Path) -> None:
     path = tmp_path / "rubric.toml"
     path.write_text(
-        Path(llm.__file__).with_name("rubric_default.toml").read_text(encoding="utf-8")
+        DEFAULT_RUBRIC.read_text(encoding="utf-8")
         + '\n[[feature]]\nname = "gave_up"\ndefinition = "The user abandoned the task."\nvalue_type = "yes_no"\n'
         'prompt = "issues"\nheuristic = "none"\n',
         encoding="utf-8",
@@ -410,7 +436,7 @@ def test_extra_rubric_features_are_asked_and_answered(fake_llm: FakeLLM, tmp_pat
     rubric: Rubric = load_rubric(path)
     fake_llm.answers["issues"] = dict(ISSUES_ANSWER, gave_up={"answer": "yes", "explanation": "they left"})
     (a,) = LLMAnnotator(settings_for(fake_llm)).annotate([session("s1", "forget it")], rubric)
-    assert a.status == "ok" and a.answers["gave_up"] == llm.Answer("YES", "they left")
+    assert a.status == "ok" and a.answers["gave_up"] == Answer("YES", "they left")
     assert "[item 8] gave_up: The user abandoned the task." in fake_llm.prompts("issues")[0]
 
 
