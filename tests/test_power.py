@@ -9,12 +9,7 @@ from ppi_py import ppi_power
 from scipy.stats import norm
 from statsmodels.stats.power import NormalIndPower
 
-from pulse_pipeline.stats.power import (
-    effective_labels,
-    labels_per_arm_needed,
-    minimum_detectable_effect,
-    ppi_variance_factor,
-)
+from pulse_pipeline.stats.power import labels_per_arm_needed, minimum_detectable_effect, ppi_variance_factor
 
 
 def test_mde_by_hand():
@@ -29,7 +24,7 @@ def test_mde_by_hand():
 def test_variance_factor_by_hand():
     # rho = 0.5, n = 100, N = 300: 1 - 0.25 * 300 / 400 = 0.8125; effective labels 100 / 0.8125 = 123.0769
     assert ppi_variance_factor(100, 300, 0.5) == pytest.approx(0.8125, abs=1e-15)
-    assert effective_labels(100, 300, 0.5) == pytest.approx(100 * 400 / (100 + 0.75 * 300), abs=1e-12)
+    assert 100 / ppi_variance_factor(100, 300, 0.5) == pytest.approx(100 * 400 / (100 + 0.75 * 300), abs=1e-12)
     assert ppi_variance_factor(100, 0, 0.9) == 1.0
     assert ppi_variance_factor(100, 10_000, 0.0) == 1.0
     assert ppi_variance_factor(10, 90, -1.0) == pytest.approx(0.1, abs=1e-15)  # sign of rho does not matter
@@ -56,10 +51,10 @@ def test_effective_labels_matches_ppi_py(rho, target):
     d = ppi_power(ppi_corr=rho, cost_X=0, cost_Y=1, cost_Yhat=0.1, effective_n=target)
     n, N = d["n"], d["N"]
     assert N > 0  # ppi_py chose a PPI design, not labels only
-    assert abs(effective_labels(n, N, rho) - d["effective_n"]) <= 1  # ppi_py rounds
-    # PPI in both arms has the MDE of the naive comparison with effective_labels labels per arm
+    assert abs(n / ppi_variance_factor(n, N, rho) - d["effective_n"]) <= 1  # ppi_py rounds
+    # PPI in both arms has the MDE of the naive comparison with n / k (effective) labels per arm
     ppi = minimum_detectable_effect(n, n, 0.9, N_treatment=N, N_control=N, rho=rho)
-    e = effective_labels(n, N, rho)
+    e = n / ppi_variance_factor(n, N, rho)
     assert ppi == pytest.approx(minimum_detectable_effect(e, e, 0.9), rel=0, abs=1e-12)
 
 
@@ -103,7 +98,7 @@ def test_labels_needed_exact_design_is_not_rounded_up():
         (lambda: minimum_detectable_effect(100, 100, float("inf")), "sd"),
         (lambda: minimum_detectable_effect(100, 100, float("nan")), "sd"),
         (lambda: minimum_detectable_effect(100, 100, 1.0, rho=1.1), "rho"),
-        (lambda: effective_labels(100, 100, -1.5), "rho"),
+        (lambda: ppi_variance_factor(100, 100, -1.5), "rho"),
         (lambda: minimum_detectable_effect(100, 100, 1.0, alpha=0.0), "alpha"),
         (lambda: minimum_detectable_effect(100, 100, 1.0, alpha=1.0), "alpha"),
         (lambda: minimum_detectable_effect(100, 100, 1.0, power=1.0), "power"),

@@ -10,7 +10,7 @@ from ppi_py import crossppi_mean_ci, crossppi_mean_pointestimate, ppi_mean_ci, p
 from ppi_py.ppi import _calc_lam_glm
 from scipy import stats
 
-from pulse_pipeline.stats.aipw import aipw_mean, crossfit_propensity, rated_vs_unrated_auc
+from pulse_pipeline.stats.aipw import aipw_mean, crossfit_propensity, propensity_auc
 from pulse_pipeline.stats.naive import Interval, bootstrap_difference, permutation_pvalue, welch_difference
 from pulse_pipeline.stats.ppi import ArmMean, best_width_ratio, crossppi_mean, difference, ppi_mean
 
@@ -326,8 +326,8 @@ def test_propensity_and_auc_diagnostic():
     assert np.corrcoef(pi, x)[0, 1] > 0.9
     X = np.column_stack([x, np.random.default_rng(1).normal(size=x.size)])
     X[::7, 1] = np.nan  # missing values are tolerated
-    assert rated_vs_unrated_auc(X, rated) > 0.7
+    assert propensity_auc(rated, crossfit_propensity(X, rated)) > 0.7
     random_rated = np.random.default_rng(2).random(x.size) < 0.2
-    assert abs(rated_vs_unrated_auc(X, random_rated) - 0.5) < 0.07
-    assert math.isnan(rated_vs_unrated_auc(X, np.zeros(x.size, bool)))
+    assert abs(propensity_auc(random_rated, crossfit_propensity(X, random_rated)) - 0.5) < 0.07
+    assert math.isnan(propensity_auc(np.zeros(x.size, bool), crossfit_propensity(X, np.zeros(x.size, bool))))
     assert np.allclose(crossfit_propensity(X, np.eye(1, x.size, 0, dtype=bool)[0]), 1 / x.size)

@@ -187,19 +187,3 @@ def propensity_auc(rated, propensity) -> float:
     if min(r.sum(), r.size - r.sum()) < 2:
         return float("nan")
     return float(roc_auc_score(r, np.asarray(propensity, dtype=np.float64)))
-
-
-def rated_vs_unrated_auc(X, rated, k: int = 5, seed: int = 42) -> float:
-    """Out-of-fold AUC of the propensity model (:func:`crossfit_propensity`) telling rated from unrated sessions.
-
-    Args:
-        X: session features, shape (N_total, p).
-        rated: boolean, shape (N_total,), True for rated sessions.
-        k: number of folds (reduced to the size of the smaller class if that is below k).
-        seed: fold shuffling seed.
-
-    Returns:
-        The AUC in [0, 1], or NaN when fewer than 2 sessions are rated or unrated (AUC undefined).
-    """
-    X, r = _prepare(X, rated)
-    return propensity_auc(r, crossfit_propensity(X, r, k, seed))

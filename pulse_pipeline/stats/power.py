@@ -16,10 +16,11 @@ predictions correlate rho with the label. Their variance is a fraction k of the 
 
     k = 1 - rho^2 * N / (n + N)
 
-so n labels plus N predictions are worth n / k labels ("effective labels"). This k is the best case: it assumes
-the power-tuned lam of PPI++ (estimated well, i.e. n not tiny) and rated sessions representative of their arm
-(ratings missing at random), so that rho measured on the rated sessions holds for the unrated ones too. With
-self-selected ratings or a rho measured optimistically, the real variance is larger than k says.
+so n labels plus N predictions are worth n / k labels ("effective labels", ppi_py's ``effective_n``). This k is
+the best case: it assumes the power-tuned lam of PPI++ (estimated well, i.e. n not tiny) and rated sessions
+representative of their arm (ratings missing at random), so that rho measured on the rated sessions holds for the
+unrated ones too. With self-selected ratings or a rho measured optimistically, the real variance is larger than k
+says.
 """
 
 from __future__ import annotations
@@ -76,14 +77,6 @@ def ppi_variance_factor(n: int, N: int, rho: float) -> float:
     _check_N(N, "N")
     _check_rho(rho)
     return 1.0 - rho * rho * N / (n + N)
-
-
-def effective_labels(n: int, N: int, rho: float) -> float:
-    """How many labels alone would give the PPI++ mean's variance: n / k = n (n + N) / (n + (1 - rho^2) N).
-
-    This is ppi_py's ``effective_n`` (Broska, Howes & van Loon 2024), unrounded.
-    """
-    return n / ppi_variance_factor(n, N, rho)
 
 
 def minimum_detectable_effect(
