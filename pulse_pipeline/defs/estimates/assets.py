@@ -1,6 +1,5 @@
 """Estimates: per experiment and treatment-vs-control comparison, every method's effect and its diagnostics."""
 
-import os
 from pathlib import Path
 
 import dagster as dg
@@ -12,6 +11,7 @@ from ...estimates.effects import ArmData, Settings, compare
 from ...estimates.experiments import experiments, read_controls
 from ...modeling.crossfit import insample_predict
 from ...modeling.data import load_modeling_data
+from ...settings import EstimateSettings, estimate_settings
 from ...stats.multitest import holm
 from ...warehouse import nan_to_null
 from ..markdown import markdown_table
@@ -20,49 +20,32 @@ from ..specs import SESSION_FEATURES_KEY, key, table_spec
 
 
 class EstimatesResource(dg.ConfigurableResource):
-    """Settings of the estimates stage, from ``PULSE_HOME`` files and environment variables:
-
-    - ``experiments.toml``: control arms and intended splits; ``benchmarks.csv``: benchmark score differences;
-    - ``PULSE_SHIFT_AUC`` (0.6): AUC above which rated sessions count as not representative;
-    - ``PULSE_WIDTH_TOLERANCE`` (0.02): slack before a PPI interval narrower than theory allows is flagged;
-    - ``PULSE_SEGMENT_MIN_RATINGS`` (10): ratings per arm a segment needs for an estimate;
-    - ``PULSE_TARGET_EFFECT`` (0.05 on the 0-1 label, 0.2 stars): the effect the power table sizes for;
-    - ``PULSE_BENCHMARK_MIN_RATINGS`` (35, the paper's): ratings per arm a cluster needs in the benchmark
-      correlation.
+    """Settings of the estimates stage: ``PULSE_HOME/experiments.toml`` (control arms and intended splits),
+    ``PULSE_HOME/benchmarks.csv`` (benchmark score differences), and the numbers of ``settings.EstimateSettings``
+    (``PULSE_SHIFT_AUC``, ``PULSE_WIDTH_TOLERANCE``, ``PULSE_SEGMENT_MIN_RATINGS``, ``PULSE_TARGET_EFFECT``,
+    ``PULSE_BENCHMARK_MIN_RATINGS``; what each sets is listed in ``settings.py``).
     """
 
     experiments_path: str
     benchmarks_path: str = ""
-    auc_threshold: float = 0.6
-    tolerance: float = 0.02
-    segment_min_ratings: int = 10
-    target_effect: float = 0.05
-    benchmark_min_ratings: int = 35
-
-
-def _env(name: str, default: str, kind: type):
-    text = os.environ.get(name, default)
-    try:
-        return kind(text)
-    except ValueError:
-        raise ValueError(f"{name}={text!r} is not a valid {kind.__name__} (default {default})") from None
+    auc_threshold: float = EstimateSettings.auc_threshold
+    tolerance: float = EstimateSettings.tolerance
+    segment_min_ratings: int = EstimateSettings.segment_min_ratings
+    target_effect: float = EstimateSettings.target_effect
+    benchmark_min_ratings: int = EstimateSettings.benchmark_min_ratings
 
 
 def estimates_resource(home_root: Path) -> EstimatesResource:
-    resource = EstimatesResource(
+    settings = estimate_settings()
+    return EstimatesResource(
         experiments_path=str(home_root / "experiments.toml"),
         benchmarks_path=str(home_root / "benchmarks.csv"),
-        auc_threshold=_env("PULSE_SHIFT_AUC", "0.6", float),
-        tolerance=_env("PULSE_WIDTH_TOLERANCE", "0.02", float),
-        segment_min_ratings=_env("PULSE_SEGMENT_MIN_RATINGS", "10", int),
-        target_effect=_env("PULSE_TARGET_EFFECT", "0.05", float),
-        benchmark_min_ratings=_env("PULSE_BENCHMARK_MIN_RATINGS", "35", int),
+        auc_threshold=settings.auc_threshold,
+        tolerance=settings.tolerance,
+        segment_min_ratings=settings.segment_min_ratings,
+        target_effect=settings.target_effect,
+        benchmark_min_ratings=settings.benchmark_min_ratings,
     )
-    if not resource.target_effect > 0:
-        raise ValueError(f"PULSE_TARGET_EFFECT must be positive, got {resource.target_effect}")
-    if resource.segment_min_ratings < 2 or resource.benchmark_min_ratings < 2:
-        raise ValueError("PULSE_SEGMENT_MIN_RATINGS and PULSE_BENCHMARK_MIN_RATINGS must be at least 2")
-    return resource
 
 
 def _arm(name: str, sel: pl.DataFrame, X: np.ndarray, row_of: dict, ins: dict | None) -> ArmData:
