@@ -119,7 +119,7 @@ def stage(n_sessions: int) -> None:
     from pulse_pipeline.estimates.feature_comparisons import feature_comparison_rows
     from pulse_pipeline.estimates.label_shift import label_shift_rows
     from pulse_pipeline.estimates.power import power_row
-    from pulse_pipeline.estimates.segments import DEFAULT_MIN_RATINGS, segment_effect_rows
+    from pulse_pipeline.estimates.subgroups import DEFAULT_MIN_RATINGS, subgroup_effect_rows
     from pulse_pipeline.modeling.crossfit import crossfit_predict, insample_predict
     from pulse_pipeline.synth import CONTROLS, EXPERIMENTS, FEATURE_NAMES, feature_matrix, simulate_sessions
 
@@ -168,7 +168,7 @@ def stage(n_sessions: int) -> None:
     started = time.perf_counter()
     feature_comparison_rows(frame, list(FEATURE_NAMES), exps)
     label_shift_rows(frame, list(FEATURE_NAMES))
-    segment_effect_rows(frame, exps, DEFAULT_MIN_RATINGS)
+    subgroup_effect_rows(frame, exps, DEFAULT_MIN_RATINGS)
     for e in exps:
         for t in e.treatments:
             sub = frame.filter(pl.col("experiment") == e.name)

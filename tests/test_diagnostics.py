@@ -19,8 +19,8 @@ from pulse_pipeline.estimates.experiments import Experiment, read_splits
 from pulse_pipeline.estimates.feature_comparisons import feature_comparison_rows
 from pulse_pipeline.estimates.label_shift import label_shift_rows
 from pulse_pipeline.estimates.power import power_row
-from pulse_pipeline.estimates.segments import segment_effect_rows
 from pulse_pipeline.estimates.srm import srm_rows
+from pulse_pipeline.estimates.subgroups import subgroup_effect_rows
 from pulse_pipeline.runs import ingest
 from pulse_pipeline.synth import write_corpus
 from pulse_pipeline.warehouse import nan_to_null
@@ -157,7 +157,7 @@ def _segment_frame(n_rated_t: int, n_rated_c: int) -> pl.DataFrame:
 
 def test_segment_effects_estimate_big_segments_and_explain_small_ones():
     frame = _segment_frame(20, 15)
-    rows = segment_effect_rows(frame, EXP, min_ratings=10)
+    rows = subgroup_effect_rows(frame, EXP, min_ratings=10)
     t = tables.SEGMENT_EFFECTS
     by = {(_col(t, r, "segment"), _col(t, r, "method")): r for r in rows}
     assert set(by) == {("fix_bugs", "naive_welch"), ("fix_bugs", "ppi"), ("write_documentation", "none")}

@@ -11,9 +11,9 @@ from ...estimates.experiments import Experiment, experiments, read_controls, rea
 from ...estimates.feature_comparisons import feature_comparison_rows
 from ...estimates.label_shift import WARN_ABOVE, label_shift_rows
 from ...estimates.power import power_row
-from ...estimates.segments import segment_effect_rows
 from ...estimates.sessions import assigned_sessions, feature_names
 from ...estimates.srm import ALARM_P, srm_rows
+from ...estimates.subgroups import subgroup_effect_rows
 from ...warehouse import nan_to_null
 from ..markdown import markdown_table
 from ..resources import WarehouseResource
@@ -139,7 +139,7 @@ def rated_sessions_are_representative(warehouse: WarehouseResource) -> dg.AssetC
 def segment_effects(warehouse: WarehouseResource, estimates: EstimatesResource):
     with warehouse.warehouse() as wh:
         frame = assigned_sessions(wh)
-        rows = segment_effect_rows(frame, _experiments(frame, estimates), estimates.segment_min_ratings)
+        rows = subgroup_effect_rows(frame, _experiments(frame, estimates), estimates.segment_min_ratings)
         _replace(wh, tables.SEGMENT_EFFECTS, rows)
     estimated = sum(1 for r in rows if r[5] != "none")
     return dg.MaterializeResult(
