@@ -142,6 +142,15 @@ def _as_unlabeled(X_unlabeled: np.ndarray | None, n_features: int) -> np.ndarray
     return Xu
 
 
+def _checked_inputs(
+    X_labeled: np.ndarray, y: np.ndarray, X_unlabeled: np.ndarray | None, family: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The labeled rows, their labels and the unlabeled rows as float arrays, after every input check."""
+    _check_family(family)
+    X, y = _as_xy(X_labeled, y)
+    return X, y, _as_unlabeled(X_unlabeled, X.shape[1])
+
+
 def effective_k(n: int, k: int) -> tuple[int, str | None]:
     """The folds to use for ``n`` labeled rows: ``k``, or ``max(2, n // 2)`` when n < 2k (so each held-out fold
     has at least two rows), with a note saying so. Fewer than ``MIN_LABELED`` rows cannot be cross-fit."""
@@ -201,6 +210,13 @@ def _fit_folds(
         if keep_models:
             models.append(model)
     return oof, fold, tuple(train_rows), tuple(models)
+
+
+def _mean_prediction(models: Sequence[Pipeline], X_unlabeled: np.ndarray) -> np.ndarray:
+    """(1/m) sum_f f_f(x_j) for every unlabeled row j over the m models (an empty array when there are no rows)."""
+    if not X_unlabeled.shape[0]:
+        return np.empty(0, dtype=np.float64)
+    return np.mean(np.stack([m.predict(X_unlabeled) for m in models]), axis=0)
 
 
 def cross_validate(
@@ -274,16 +290,10 @@ def crossfit_predict(
     row j gets (1/k) sum_f f_f(x_j), the mean of the k fold models (no unlabeled row was in any training set).
     With fewer than 2k labeled rows k drops to max(2, n // 2) (``note`` says so); fewer than 4 -> ValueError.
     """
-    _check_family(family)
-    X, y = _as_xy(X_labeled, y)
-    Xu = _as_unlabeled(X_unlabeled, X.shape[1])
+    X, y, Xu = _checked_inputs(X_labeled, y, X_unlabeled, family)
     k_used, note = effective_k(y.shape[0], k)
     oof, fold, train_rows, models = _fit_folds(X, y, family, k_used, seed, keep_models=True)
-    if Xu.shape[0]:
-        pred_u = np.mean(np.stack([m.predict(Xu) for m in models]), axis=0)
-    else:
-        pred_u = np.empty(0, dtype=np.float64)
-    return CrossFit(family, k_used, seed, oof, fold, pred_u, train_rows, models, "crossfit", note)
+    return CrossFit(family, k_used, seed, oof, fold, _mean_prediction(models, Xu), train_rows, models, "crossfit", note)
 
 
 def insample_predict(
@@ -300,21 +310,18 @@ def insample_predict(
     the truth (research notes, section 5: coverage 0 of 60). Returned as a one-fold ``CrossFit`` whose only model
     was trained on every labeled row, so ``oof_violations`` reports all n rows.
     """
-    _check_family(family)
-    X, y = _as_xy(X_labeled, y)
-    Xu = _as_unlabeled(X_unlabeled, X.shape[1])
+    X, y, Xu = _checked_inputs(X_labeled, y, X_unlabeled, family)
     if y.shape[0] < 2:
         raise ValueError(f"only {y.shape[0]} labeled sessions: cannot fit a model")
     model = make_model(family, random_state=seed).fit(X, y)
     n = y.shape[0]
-    pred_u = model.predict(Xu) if Xu.shape[0] else np.empty(0, dtype=np.float64)
     return CrossFit(
         family,
         1,
         seed,
         model.predict(X),
         np.zeros(n, dtype=np.int64),
-        pred_u,
+        _mean_prediction((model,), Xu),
         (np.arange(n),),
         (model,),
         "insample",
