@@ -210,6 +210,17 @@ def test_edits_without_tests():
     assert ask(session("Read."), f).value == "NO"
 
 
+def test_reads_and_test_runs_find_programs_as_the_shell_module_does():
+    """Version 3: a read or a ``python test_*.py`` run is found past keywords, wrapper options and ``sh -c``."""
+    f = "insufficient_analysis"
+    for line in ("sudo -u me cat src/app.py", "if grep -q parse src/app.py; then echo y; fi", "sh -c 'ls src'"):
+        assert ask(session("Fix it.", steps=(run(line), edit("src/app.py"))), f).value == "NO", line
+    assert ask(session("Fix it.", steps=(run("command -v cat"), edit("src/app.py"))), f).value == "YES"
+    two_edits = (read("src/a.py"), edit("src/a.py"), edit("src/b.py"))
+    for line in ("/usr/bin/python3 tests/test_a.py", "pypy3 test_a.py"):
+        assert ask(session("Refactor.", steps=(*two_edits, run(line))), "insufficient_testing").value == "NO", line
+
+
 def test_repeated_failing_command():
     f = "insufficient_debugging"
     a = ask(session("Fix.", steps=(run("npm run build", 1), read("x"), run("npm  run build", 1))), f)

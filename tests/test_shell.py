@@ -9,7 +9,10 @@ import pytest
 from pulse_pipeline.features.shell import (
     GIT_OPERATIONS,
     git_subcommands,
+    is_python,
     is_test_command,
+    program_argvs,
+    program_name,
     python_shell_commands,
     simple_commands,
 )
@@ -212,6 +215,18 @@ def test_simple_commands_drop_redirections_and_quotes():
         ["FOO=1", "git", "-C", "a b", "push"],
         ["echo", "x y"],
         ["tee", "f"],
+    ]
+
+
+def test_program_argvs_start_at_the_program():
+    line = "cd r && ! sudo -u me /bin/cat f || timeout 5 sh -c 'FOO=1 ls -la'; command -v git"
+    assert program_argvs(line) == [["cd", "r"], ["/bin/cat", "f"], ["ls", "-la"]]
+    assert [program_name(a) for a in program_argvs("env -i /usr/bin/python3 x.py")] == ["python3"]
+    assert [p for p in ("python", "python3", "python3.11", "pypy3", "ipython", "python-config") if is_python(p)] == [
+        "python",
+        "python3",
+        "python3.11",
+        "pypy3",
     ]
 
 

@@ -16,13 +16,15 @@ How the rules read a session
   ``.``, a second ``/`` or a leading ``/``: ``.github/workflows/ci.yml``, URLs) hold no task or cluster keyword.
 - "Later messages" are the user's messages after the first (the request). No non-blank user message: every
   feature gets ``""``, "no user message", status ``skipped``. Non-English text gets the no-match fallbacks.
-- Steps: shell commands are parsed by ``shell.py`` (a ``run_ipython`` cell: its shell lines). An *edit* is an
-  ``edit``/``write`` step or a shell write (``cat >``, ``cat <<``, ``tee``, ``sed -i``, ``perl -pi``). A *read* is
-  a ``read`` step, a command (past ``VAR=value``, sudo, env, time, nohup) of cat, ls, tree, grep, rg, ag, ack, find,
-  fd, head, tail, less, more, wc, stat, awk or ``sed -n``, a git grep/log/show/diff/status/blame/ls-files, or a
-  cell reading files (``.read(``, ``os.listdir(``, ``glob(``, ``os.walk(``). A *test run* is what
-  ``is_test_command`` accepts, or ``python <...test...>.py``. A step *fails* on a non-zero exit code or an error.
-  Steps and messages are not interleaved, so rules needing their order read the whole session.
+- Steps: shell commands are parsed by ``shell.py`` (a ``run_ipython`` cell: its shell lines); the programs a line
+  runs are ``shell.program_argvs``'s (past keywords, ``VAR=value`` and wrappers with their options, inside
+  ``sh -c``/``eval``, by base name), the same the git and test counts use. An *edit* is an ``edit``/``write`` step
+  or a shell write (``cat >``, ``cat <<``, ``tee``, ``sed -i``, ``perl -pi``). A *read* is a ``read`` step, a
+  program cat, ls, tree, grep, rg, ag, ack, find, fd, head, tail, less, more, wc, stat, awk or ``sed -n``, a git
+  grep/log/show/diff/status/blame/ls-files, or a cell reading files (``.read(``, ``os.listdir(``, ``glob(``,
+  ``os.walk(``). A *test run* is what ``is_test_command`` accepts, or a Python interpreter (``shell.is_python``)
+  running ``<...test...>.py``. A step *fails* on a non-zero exit code or an error. Steps and messages are not
+  interleaved, so rules needing their order read the whole session.
 
 Rules (rule (default rubric feature): signal → answer)
 -------------------------------------------------------
@@ -69,6 +71,15 @@ frustration (not in the default rubric)
 
 ``task_description`` is the first message's first sentence (at most 200 characters). ``prompt_version`` is
 ``heuristic-<HEURISTIC_VERSION>-<rubric version>-<rubric digest>``: bump ``HEURISTIC_VERSION`` when a rule changes.
+
+Version 3 (was 2): reads and ``python <...test...>.py`` runs find a line's programs with ``shell.program_argvs``
+instead of a private list that skipped only ``VAR=value``, sudo, env, time and nohup. So these are now reads or
+test runs too: a program after a shell keyword (``if grep -q x f; then ...``, ``! grep``, ``{ cat f; }``), after a
+wrapper's options or another wrapper (``sudo -u me cat f``, ``timeout 5 cat f``, ``nice``, ``command``, ``exec``,
+``doas``, ``stdbuf``, ``ionice``), inside ``sh -c '...'``/``bash -lc '...'``/``eval``, or named by its path
+(``/bin/cat f``, ``/usr/bin/python3 test_x.py``); and a Python interpreter is also ``pypy``/``pypy3`` or
+``python3.11.4``. Nothing stops being a read or a test run but on odd words: a program named ``python.3``, or an
+assignment whose name has a non-ASCII letter (``naïve=1 cat f``).
 """
 
 from __future__ import annotations
@@ -81,9 +92,9 @@ from typing import NamedTuple
 
 from .annotation import AgentStep, Annotation, Answer, SessionTranscript
 from .rubric import Rubric, RubricError, RubricFeature, load_rubric
-from .shell import git_subcommands, is_test_command, python_shell_commands, simple_commands
+from .shell import git_subcommands, is_python, is_test_command, program_argvs, program_name, python_shell_commands
 
-HEURISTIC_VERSION = "2"
+HEURISTIC_VERSION = "3"
 
 HEAD_CHARS = 20_000
 TAIL_CHARS = 20_000
@@ -316,9 +327,6 @@ _STEP_NAMES = frozenset({"run", "run_ipython", "edit", "write", "read", "push", 
 _SHELL_WRITE = re.compile(r"\bcat\s*>|\bcat\s+<<|\btee\s|\bsed\s+(?:-[a-z]*\s+)*-i|\bperl\s+-pi")
 _READ_PROGRAMS = _words("cat ls ll tree grep egrep fgrep rg ag ack find fd head tail less more wc stat awk")
 _GIT_READS = _words("grep log show diff status blame ls-files")
-_WRAPPERS = _words("sudo env time nohup")
-_ASSIGNMENT = re.compile(r"[A-Za-z_]\w*=")
-_PYTHON = re.compile(r"python\d?(?:\.\d+)?$")
 _IPY_READ = re.compile(r"\.read\(|\bos\.listdir\(|\bglob\(|\bos\.walk\(|\bprint\(open\(")
 _TODO = re.compile(
     r"(?:#|//|/\*|<!--|--|\*|;)\s*(?:TODO|FIXME|XXX)\b|\braise\s+NotImplementedError\b|"
@@ -391,14 +399,6 @@ def _is_path(token: str) -> bool:
     return "." in token or token.count("/") > 1 or token.startswith("/")
 
 
-def _program(words: list[str]) -> list[str]:
-    """A simple command's words from its program on (``VAR=value`` words and sudo/env/time/nohup skipped)."""
-    i = 0
-    while i < len(words) and (words[i] in _WRAPPERS or _ASSIGNMENT.match(words[i])):
-        i += 1
-    return words[i:]
-
-
 @lru_cache(maxsize=8192)
 def _cell_lines(code: str) -> tuple[str, ...]:
     """The shell lines an IPython cell runs, parsed once per distinct cell (agents repeat their cells)."""
@@ -406,7 +406,7 @@ def _cell_lines(code: str) -> tuple[str, ...]:
 
 
 class _LineFacts(NamedTuple):
-    argvs: tuple[tuple[str, ...], ...]  # each simple command's words from its program on
+    argvs: tuple[tuple[str, ...], ...]  # the argv of each program it runs (``shell.program_argvs``)
     git: tuple[str, ...]  # the git subcommands it runs
     test: bool  # a test command
 
@@ -415,8 +415,14 @@ class _LineFacts(NamedTuple):
 def _line_facts(line: str) -> _LineFacts:
     """What one shell line does, lexed once per distinct line (``ls``, ``git status`` and ``pytest`` recur in
     nearly every session; ``event_features`` parses each distinct command once for the same reason)."""
-    argvs = tuple(tuple(_program(words)) for words in simple_commands(line))
+    argvs = tuple(tuple(argv) for argv in program_argvs(line))
     return _LineFacts(argvs, tuple(git_subcommands(line)), is_test_command(line))
+
+
+def _is_read(argv: list[str]) -> bool:
+    """Whether a program's argv reads files: cat, ls, grep, ... or ``sed -n``."""
+    program = program_name(argv)
+    return program in _READ_PROGRAMS or (program == "sed" and argv[1:2] == ["-n"])
 
 
 class _Step:
@@ -452,7 +458,7 @@ class _Step:
     def read(self) -> bool:
         if self.edit or not self.run:
             return self.name == "read"
-        reads = any(a and (a[0] in _READ_PROGRAMS or a[:2] == ["sed", "-n"]) for a in self.argvs)
+        reads = any(_is_read(a) for a in self.argvs)
         ipython_reads = self.name == "run_ipython" and _IPY_READ.search(self.text) is not None
         return reads or ipython_reads or not _GIT_READS.isdisjoint(self.git)
 
@@ -461,7 +467,7 @@ class _Step:
         if self.edit or not self.run:
             return False
         test_file = any(
-            len(a) > 1 and _PYTHON.match(a[0]) and "test" in a[1] and a[1].endswith(".py") for a in self.argvs
+            len(a) > 1 and is_python(program_name(a)) and "test" in a[1] and a[1].endswith(".py") for a in self.argvs
         )
         return test_file or any(_line_facts(line).test for line in self.lines)
 

@@ -1,9 +1,11 @@
-"""Which git subcommands and test runs a shell command line really executes (and the shell lines inside Python).
+"""The shell lexer: which programs a shell command line really runs (its git subcommands, its test runs), and the
+shell lines inside Python.
 
 Why: the paper's strongest behavioural signals are "the agent committed / pushed" and "tests failed". Matching
 ``"git push" in command`` counts ``echo "git push"``, ``git log --grep=push`` and ``cat git-push.sh``, and misses
 ``git -C repo push``; so a command line is tokenized like a shell would and only the *program* of each simple
-command is looked at.
+command is looked at. ``program_argvs`` is that one answer to "which programs does this line run", shared by
+``git_subcommands``, ``is_test_command`` and the heuristic annotator's reads and test runs.
 
 Rules (each stated once, here):
 
@@ -16,9 +18,10 @@ Rules (each stated once, here):
 - **The program** of a simple command is its first word after: shell keywords that precede a command (``if``,
   ``then``, ``else``, ``elif``, ``do``, ``while``, ``until``, ``!``, ``{``, ``time``), environment assignments
   (``GIT_TRACE=1``), and wrappers with their options (``sudo``, ``doas``, ``env``, ``timeout DURATION``,
-  ``nice``, ``nohup``, ``command``, ``exec``, ``builtin``, ``stdbuf``, ``ionice``). It is compared by its base name,
-  so ``/usr/bin/git`` is ``git``. ``sh``/``bash``/``zsh``/``dash``/``ksh`` ``-c STRING`` and ``eval ARGS`` run their
-  argument as a command line: it is parsed the same way (three levels deep at most).
+  ``nice``, ``nohup``, ``command``, ``exec``, ``builtin``, ``stdbuf``, ``ionice``); ``command -v|-V NAME`` runs
+  nothing. It is compared by its base name (``program_name``), so ``/usr/bin/git`` is ``git``.
+  ``sh``/``bash``/``zsh``/``dash``/``ksh`` ``-c STRING`` and ``eval ARGS`` run their argument as a command line: it
+  is parsed the same way (three levels deep at most). ``program_argvs`` gives these programs with their arguments.
 - **Git subcommand**: for program ``git``, the first word that is not a global option. Global options taking a
   value (``-C <path>``, ``-c <name=value>``, ``--git-dir``, ``--work-tree``, ``--namespace``, ``--config-env``,
   ``--super-prefix``, ``--attr-source``; as ``--opt value`` or ``--opt=value``) skip their value; every other word
@@ -207,6 +210,7 @@ _WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
     "time": (frozenset(), 0),
 }
 _SHELLS = frozenset(["sh", "bash", "zsh", "dash", "ksh", "ash"])
+_PYTHON = re.compile(r"^(?:python(?:\d+(?:\.\d+)*)?|pypy3?)$")
 _MAX_DEPTH = 3
 
 
@@ -276,6 +280,24 @@ def _argvs(command: str, depth: int = 0) -> Iterator[list[str]]:
             yield argv
 
 
+def program_argvs(command: str) -> list[list[str]]:
+    """The argv of every program a shell command line runs, in order, each starting at its program (keywords,
+    assignments and wrappers stripped; ``sh -c`` and ``eval`` looked into): ``cd r && sudo -u me git push`` ->
+    ``[["cd", "r"], ["git", "push"]]``. See "The program" in the module rules."""
+    return list(_argvs(command))
+
+
+def program_name(argv: list[str]) -> str:
+    """The program an argv of ``program_argvs`` runs, by its base name (``/usr/bin/git`` -> ``git``)."""
+    return _base(argv[0])
+
+
+def is_python(program: str) -> bool:
+    """Whether a program name (``program_name``) is a Python interpreter: ``python``, ``python3``, ``python3.11``,
+    ``pypy3``."""
+    return _PYTHON.match(program) is not None
+
+
 # --------------------------------------------------------------------------------------------------------
 # git
 
@@ -318,7 +340,6 @@ _TEST_PROGRAMS = frozenset(
 )
 _TEST_MODULES = frozenset(["pytest", "unittest", "tox", "nox", "nose"])
 _JS_TEST_BINS = frozenset(["jest", "vitest", "mocha"])
-_PYTHON = re.compile(r"^(?:python(?:\d+(?:\.\d+)*)?|pypy3?)$")
 _RUNNERS = {"uv": "run", "poetry": "run", "pipenv": "run", "pdm": "run", "hatch": "run", "rye": "run", "bundle": "exec"}
 _RUNNER_VALUE_OPTIONS = frozenset(["--with", "--python", "-p", "--extra", "--group", "--package", "--directory"])
 _TEST_KEYWORDS = re.compile(r"test|tox|nox|jest|rspec|phpunit|check|npm|mocha")  # a cheap pre-filter
@@ -343,7 +364,7 @@ def _is_test_argv(argv: list[str], depth: int = 0) -> bool:
     program, args = _base(argv[0]), argv[1:]
     if program in _TEST_PROGRAMS:
         return True
-    if _PYTHON.match(program):
+    if is_python(program):
         if _python_module(args) in _TEST_MODULES:
             return True
         pos = _positionals(args)
