@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import dagster as dg
 import duckdb
+import polars as pl
 import pytest
 
 from pulse_pipeline import tables
 from pulse_pipeline.defs.modeling.checks import OOF_VIOLATIONS_SQL
+from pulse_pipeline.modeling.comparison import judge_metric_rows, load_judge_agreement
 from pulse_pipeline.runs import ingest
 from pulse_pipeline.synth import write_corpus
 from pulse_pipeline.warehouse import Warehouse
@@ -70,21 +72,38 @@ def test_modeling_stage_on_a_synthetic_corpus(pulse_home, tmp_path, monkeypatch)
 
 
 def test_judge_rows_compare_likert_scores_with_ratings():
-    from pulse_pipeline.defs.modeling.assets import judge_rows
-
     wh = Warehouse(duckdb.connect())
     # three rated sessions: ratings 5, 3, 1 stars; the judge says 4, 3, 3 (and one failed answer, ignored)
-    wh.insert_rows(tables.SESSION_LABELS, [("a", 1, 5.0, 1.0), ("b", 1, 3.0, 0.5), ("c", 1, 1.0, 0.0)])
-    wh.insert_rows(
-        tables.JUDGE_SCORES,
-        [
-            ("a", "m", "v", True, 4, "", "ok", 0, 0, 0.0, None),
-            ("b", "m", "v", True, 3, "", "ok", 0, 0, 0.0, None),
-            ("c", "m", "v", False, 3, "", "ok", 0, 0, 0.0, None),
-            ("d", "m", "v", None, None, "", "failed", 0, 0, 0.0, "bad"),
-        ],
+    wh.append(
+        tables.SESSION_LABELS,
+        pl.DataFrame(
+            {
+                "session_id": ["a", "b", "c"],
+                "n_rated_segments": 1,
+                "label_stars": [5.0, 3.0, 1.0],
+                "label": [1.0, 0.5, 0.0],
+            }
+        ),
     )
-    rows = {metric: (value, sd, n, source) for _, metric, value, sd, n, _, _, source in judge_rows(wh)}
+    wh.append(
+        tables.JUDGE_SCORES,
+        pl.DataFrame(
+            {
+                "session_id": ["a", "b", "c", "d"],
+                "model": "m",
+                "prompt_version": "v",
+                "binary_satisfied": [True, True, False, None],
+                "likert_score": [4, 3, 3, None],
+                "explanation": "",
+                "status": ["ok", "ok", "ok", "failed"],
+                "prompt_tokens": 0,
+                "completion_tokens": 0,
+                "cost_usd": 0.0,
+                "error": [None, None, None, "bad"],
+            }
+        ),
+    )
+    rows = {r.metric: (r.mean, r.sd, r.n_labeled, r.source) for r in judge_metric_rows(load_judge_agreement(wh))}
     # by hand: errors -1, 0, +2 -> MSE (1 + 0 + 4) / 3 = 5/3, MAE 3/3 = 1;
     # Pearson of (4, 3, 3) with (5, 3, 1): deviations (2/3, -1/3, -1/3) and (2, 0, -2) -> 2 / sqrt(2/3 * 8) = 0.866
     assert rows["mse"][0] == pytest.approx(5 / 3) and rows["mae"][0] == pytest.approx(1.0)

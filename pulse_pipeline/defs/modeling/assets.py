@@ -2,50 +2,22 @@
 session with the fold models' training sets, and permutation importance of the chosen model."""
 
 import dagster as dg
-import polars as pl
 
 from ... import tables
-from ...modeling.crossfit import choose_family, cross_validate, crossfit_predict, pearson
+from ...modeling.comparison import compare_models, load_judge_agreement, table_2
+from ...modeling.crossfit import crossfit_predict, pearson
 from ...modeling.data import load_modeling_data
 from ...modeling.importance import permutation_importance_oof
-from ...warehouse import nan_to_null
 from ..markdown import markdown_table
 from ..resources import WarehouseResource
 from ..specs import SESSION_FEATURES_KEY, key, table_spec
 from .resources import ModelingResource
-
-MIN_LABELED = 10  # fewer rated sessions than this: no model is fit, and the assets say so
 
 
 def _skip(wh, reason: str, *which: tables.Table) -> dict:
     for t in which:
         wh.con.execute(f"DELETE FROM {t.qualified}")
     return {"skipped": reason}
-
-
-def table2(metrics: pl.DataFrame) -> str:
-    """Metrics as rows and models as columns, 'mean ± sd', like the paper's Table 2."""
-    cells = metrics.with_columns(
-        cell=pl.when(pl.col("sd").is_null())
-        .then(pl.col("mean").round(3).cast(str))
-        .otherwise(pl.format("{} ± {}", pl.col("mean").round(3), pl.col("sd").round(3)))
-    )
-    wide = cells.pivot(on="model", index="metric", values="cell", aggregate_function="first")
-    return markdown_table(wide)
-
-
-def judge_rows(wh) -> list[tuple]:
-    """The LLM judge's Likert scores against the ratings, on rated sessions (no cross-validation: nothing is fit)."""
-    rows = wh.con.execute("""
-        SELECT j.model, count(*), avg((j.likert_score - l.label_stars) ^ 2), avg(abs(j.likert_score - l.label_stars)),
-               corr(j.likert_score, l.label_stars)
-        FROM features.judge_scores j JOIN staging.session_labels l USING (session_id)
-        WHERE j.status = 'ok' AND j.likert_score IS NOT NULL GROUP BY j.model""").fetchall()
-    out = []
-    for model, n, mse, mae, r in rows:
-        for metric, value in (("mse", mse), ("mae", mae), ("pearson", r)):
-            out.append((f"llm_judge:{model}", metric, value, None, n, 0, False, "llm_judge"))
-    return out
 
 
 KINDS = ("duckdb", "scikit-learn")
@@ -58,42 +30,27 @@ KINDS = ("duckdb", "scikit-learn")
 )
 def cv_metrics(context: dg.AssetExecutionContext, warehouse: WarehouseResource, modeling: ModelingResource):
     with warehouse.warehouse() as wh:
-        data = load_modeling_data(wh)
-        n = int(data.labeled.sum())
-        if n < MIN_LABELED:
-            reason = f"skipped: {n} rated sessions, at least {MIN_LABELED} are needed to cross-validate a model"
-            context.log.warning(reason)
-            return dg.MaterializeResult(metadata=_skip(wh, reason, tables.CV_METRICS))
-        X, y = data.X[data.labeled], data.y[data.labeled]
-        results = []
-        for family in modeling.families:
-            context.log.info(f"cross-validating {family} on {n} rated sessions ({len(modeling.seeds)} seeds)")
-            results.append(cross_validate(X, y, family, k=modeling.folds, seeds=modeling.seeds))
-        chosen = choose_family(results, by=modeling.choose_by)
-        rows = [
-            (
-                r.family,
-                m.name,
-                m.mean,
-                m.sd,
-                r.n_labeled,
-                len(modeling.seeds),
-                r.family == chosen.family,
-                "cross_validation",
-            )
-            for r in results
-            for m in r.metrics
-        ] + judge_rows(wh)
-        rows = nan_to_null(rows)  # an sd over one seed, or an undefined r, is NULL: the table's rule, not NaN
-        wh.replace_rows(tables.CV_METRICS, rows)
-        metrics = pl.DataFrame(rows, schema=tables.CV_METRICS.column_names, orient="row", infer_schema_length=None)
+        comparison = compare_models(
+            load_modeling_data(wh),
+            load_judge_agreement(wh),
+            families=modeling.families,
+            seeds=modeling.seeds,
+            folds=modeling.folds,
+            choose_by=modeling.choose_by,
+            say=context.log.info,
+        )
+        wh.replace(tables.CV_METRICS, comparison.rows, nan_as_null=True)
+    if comparison.chosen is None:
+        context.log.warning(comparison.skipped)
+        return dg.MaterializeResult(metadata={"skipped": comparison.skipped})
+    chosen = comparison.chosen
     return dg.MaterializeResult(
         metadata={
-            "dagster/row_count": len(rows),
+            "dagster/row_count": len(comparison.rows),
             "chosen_model": chosen.family,
             "chosen_by": modeling.choose_by,
             **{f"chosen_{m.name}": float(m.mean) for m in chosen.metrics},
-            "table_2": dg.MetadataValue.md(table2(metrics)),
+            "table_2": dg.MetadataValue.md(markdown_table(table_2(comparison.rows))),
         }
     )
 
