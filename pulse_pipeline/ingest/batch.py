@@ -1,26 +1,58 @@
-"""Rows read from one file of a drop, ready for the warehouse, with the counts that must reconcile."""
+"""Rows read from one file of a drop, ready for the warehouse, with the counts that must reconcile.
+
+Rows are given by column name, as the contract in ``tables.py`` names the columns: one row at a time as a mapping
+(``Batch.add``), or a session's events column by column (``Batch.extend``). A batch keeps each table column by
+column, so turning it into Arrow (``Batch.arrow``) hands every column to Arrow as it is.
+"""
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+import polars as pl
 import pyarrow as pa
 
 from .. import tables
 from ..tables import Table
+from ..warehouse import check_schema
 
 RECORD_TYPES = ("session", "rating", "assignment", "unknown")
+
+
+def _empty_columns() -> dict[str, dict[str, list[Any]]]:
+    return {t.qualified: {name: [] for name in t.column_names} for t in tables.RAW_TABLES}
 
 
 @dataclass
 class Batch:
     drop_id: str
-    rows: dict[str, list[tuple]] = field(default_factory=lambda: {t.qualified: [] for t in tables.RAW_TABLES})
+    columns: dict[str, dict[str, list[Any]]] = field(default_factory=_empty_columns)  # table -> column -> values
     read: Counter = field(default_factory=Counter)  # items read, by record type (and "event")
 
-    def add(self, table: Table, row: tuple) -> None:
-        self.rows[table.qualified].append(row)
+    def add(self, table: Table, row: Mapping[str, Any]) -> None:
+        """Append one row, given as ``{column: value}`` for every column of the table's contract."""
+        columns = self._columns_of(table, row)
+        for name, value in row.items():
+            columns[name].append(value)
+
+    def extend(self, table: Table, values: Mapping[str, Sequence[Any]]) -> None:
+        """Append many rows given column by column, ``{column: values}``, every column as long as the others."""
+        if len({len(v) for v in values.values()}) > 1:
+            lengths = ", ".join(f"{name} {len(v)}" for name, v in values.items())
+            raise ValueError(f"{table.qualified}: columns of different lengths ({lengths})")
+        columns = self._columns_of(table, values)
+        for name, column in values.items():
+            columns[name].extend(column)
+
+    def _columns_of(self, table: Table, given: Mapping[str, Any]) -> dict[str, list[Any]]:
+        """The table's columns, once ``given`` is checked to name exactly the contract's columns."""
+        columns = self.columns[table.qualified]
+        if given.keys() != columns.keys():
+            check_schema(table, dict.fromkeys(given, pl.Null))  # raises ContractError naming missing and extra ones
+        return columns
 
     def quarantine(
         self,
@@ -33,25 +65,33 @@ class Batch:
     ) -> None:
         self.add(
             tables.QUARANTINE,
-            (self.drop_id, "ingest", source_file, record_index, event_index, record_type, reason, raw_text),
+            {
+                "drop_id": self.drop_id,
+                "stage": "ingest",
+                "source_file": source_file,
+                "record_index": record_index,
+                "event_index": event_index,
+                "record_type": record_type,
+                "reason": reason,
+                "raw_text": raw_text,
+            },
         )
 
     def count(self, table: Table) -> int:
-        return len(self.rows[table.qualified])
+        return len(self.columns[table.qualified]["drop_id"])  # every raw table has a drop_id
 
     def freeze(self) -> ArrowBatch:
         """The batch as Arrow tables with its counts: compact, and cheap to send between processes."""
         return ArrowBatch(
             tables={t.qualified: self.arrow(t) for t in tables.RAW_TABLES if self.count(t)},
             read=Counter(self.read),
-            quarantined=Counter(r[5] for r in self.rows[tables.QUARANTINE.qualified]),
+            quarantined=Counter(self.columns[tables.QUARANTINE.qualified]["record_type"]),
         )
 
     def arrow(self, table: Table) -> pa.Table:
         """Columns as VARCHAR/INTEGER/... arrow arrays; timestamps stay ISO text and are cast by DuckDB."""
-        rows = self.rows[table.qualified]
-        columns = list(zip(*rows, strict=True)) if rows else [[] for _ in table.columns]
-        arrays = [pa.array(col, type=_ARROW[t]) for col, (_, t) in zip(columns, table.columns, strict=True)]
+        columns = self.columns[table.qualified]
+        arrays = [pa.array(columns[name], type=_ARROW[kind]) for name, kind in table.columns]
         return pa.Table.from_arrays(arrays, names=table.column_names)
 
 

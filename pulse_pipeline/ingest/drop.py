@@ -10,9 +10,10 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from .. import tables
 from .batch import RECORD_TYPES, ArrowBatch, Batch
@@ -134,7 +135,8 @@ def read_piece_frozen(drop_id: str, piece: Piece) -> list[ArrowBatch]:
 
 @dataclass
 class DropTally:
-    """What was read from a drop and where it went; ``reconciles`` is the invariant the asset check tests."""
+    """What was read from a drop and where it went (named as raw.drops' columns); the asset check tests that
+    read = accepted + quarantined, for records and for events."""
 
     records_read: int = 0
     records_accepted: int = 0
@@ -152,23 +154,19 @@ class DropTally:
         self.events_quarantined += batch.quarantined["event"]
 
 
-def drop_row(drop_id: str, path: Path, tally: DropTally) -> tuple:
+def drop_row(drop_id: str, path: Path, tally: DropTally) -> dict[str, Any]:
+    """The drop's raw.drops row, by column: where it is, its fingerprint, size and newest file, and its counts."""
     files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
     mtime = max((f.stat().st_mtime for f in files), default=0.0)
-    return (
-        drop_id,
-        str(path),
-        fingerprint(path),
-        len(files),
-        sum(f.stat().st_size for f in files),
-        datetime.fromtimestamp(mtime, UTC).replace(tzinfo=None).isoformat(),
-        tally.records_read,
-        tally.records_accepted,
-        tally.records_quarantined,
-        tally.events_read,
-        tally.events_accepted,
-        tally.events_quarantined,
-    )
+    return {
+        "drop_id": drop_id,
+        "path": str(path),
+        "fingerprint": fingerprint(path),
+        "n_files": len(files),
+        "bytes": sum(f.stat().st_size for f in files),
+        "mtime": datetime.fromtimestamp(mtime, UTC).replace(tzinfo=None).isoformat(),
+        **asdict(tally),
+    }
 
 
 def list_drops(drops_dir: Path) -> dict[str, Path]:

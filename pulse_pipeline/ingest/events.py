@@ -149,6 +149,13 @@ def make_event(
     )
 
 
+def event_columns(events: list[Event]) -> dict[str, tuple[Any, ...]]:
+    """The events column by column, ``{field: values}``: an ``Event``'s fields are named as raw.events' columns."""
+    if not events:
+        return {name: () for name in Event._fields}
+    return dict(zip(Event._fields, zip(*events, strict=True), strict=True))
+
+
 def as_text(value: Any) -> str | None:
     """Text of a content field: strings as they are, OpenAI-style content part lists joined, else JSON."""
     if value is None:

@@ -27,7 +27,7 @@ import orjson
 from .. import tables
 from .batch import Batch
 from .canonical import normalize_canonical
-from .events import BadEvent, Event, as_id, dump
+from .events import BadEvent, Event, as_id, dump, event_columns
 from .openhands_v0 import normalize_v0
 from .openhands_v1 import looks_like_v1, normalize_v1
 from .segments import is_user_message, segment_events
@@ -98,33 +98,42 @@ def add_session(
         return
     record_key = f"{batch.drop_id}:{source_file}:{record_index}"
     seg = segment_events(events)
-    drop_id = batch.drop_id
-    rows = batch.rows[tables.EVENTS.qualified]
-    for seq, e in enumerate(events):
-        rows.append((drop_id, record_key, session_id, seq, *e[:12], seg.index[seq], seg.close[seq], e.raw_json))
+    n = len(events)
+    batch.extend(
+        tables.EVENTS,
+        {
+            "drop_id": [batch.drop_id] * n,
+            "record_key": [record_key] * n,
+            "session_id": [session_id] * n,
+            "seq": range(n),
+            **event_columns(events),
+            "segment_index": seg.index,
+            "segment_close": seg.close,
+        },
+    )
     stamps = [e.timestamp for e in events if e.timestamp]
     metadata = {k: v for k, v in info.items() if k not in ("history", "trajectory", "events", "ratings")}
     batch.add(
         tables.SESSIONS,
-        (
-            drop_id,
-            record_key,
-            source_file,
-            record_index,
-            session_id,
-            source_format,
-            _meta(info, "user_id"),
-            _meta(info, "experiment"),
-            _meta(info, "variant"),
-            as_id(info.get("feedback") or info.get("polarity")),
-            min(stamps) if stamps else None,
-            max(stamps) if stamps else None,
-            len(events),
-            sum(1 for e in events if is_user_message(e)),
-            seg.n_segments,
-            sum(1 for e in events if e.kind == "action" and e.name == "run"),
-            dump(metadata) if metadata else None,
-        ),
+        {
+            "drop_id": batch.drop_id,
+            "record_key": record_key,
+            "source_file": source_file,
+            "record_index": record_index,
+            "session_id": session_id,
+            "source_format": source_format,
+            "user_id": _meta(info, "user_id"),
+            "experiment": _meta(info, "experiment"),
+            "variant": _meta(info, "variant"),
+            "feedback": as_id(info.get("feedback") or info.get("polarity")),
+            "started_at": min(stamps) if stamps else None,
+            "ended_at": max(stamps) if stamps else None,
+            "n_events": n,
+            "n_user_messages": sum(1 for e in events if is_user_message(e)),
+            "n_segments": seg.n_segments,
+            "n_shell_commands": sum(1 for e in events if e.kind == "action" and e.name == "run"),
+            "metadata_json": dump(metadata) if metadata else None,
+        },
     )
 
 
@@ -221,20 +230,20 @@ def add_rating(
         return
     batch.add(
         tables.RATINGS,
-        (
-            batch.drop_id,
-            source_file,
-            record_index,
-            rating_index or 0,
-            as_id(obj.get("id")),
-            session_id,
-            as_id(obj.get("event_id")),
-            int(segment) if segment not in (None, "") else None,
-            rating,
-            as_id(obj.get("reason")) or None,
-            as_id(obj.get("created_at")),
-            origin,
-        ),
+        {
+            "drop_id": batch.drop_id,
+            "source_file": source_file,
+            "record_index": record_index,
+            "item_index": rating_index or 0,
+            "rating_id": as_id(obj.get("id")),
+            "session_id": session_id,
+            "event_id": as_id(obj.get("event_id")),
+            "segment_index": int(segment) if segment not in (None, "") else None,
+            "rating": rating,
+            "reason": as_id(obj.get("reason")) or None,
+            "created_at": as_id(obj.get("created_at")),
+            "origin": origin,
+        },
     )
 
 
@@ -252,5 +261,13 @@ def add_assignment(batch: Batch, source_file: str, record_index: int, obj: dict[
         return
     batch.add(
         tables.ASSIGNMENTS,
-        (batch.drop_id, source_file, record_index, session_id, experiment, variant, as_id(obj.get("user_id"))),
+        {
+            "drop_id": batch.drop_id,
+            "source_file": source_file,
+            "record_index": record_index,
+            "session_id": session_id,
+            "experiment": experiment,
+            "variant": variant,
+            "user_id": as_id(obj.get("user_id")),
+        },
     )
