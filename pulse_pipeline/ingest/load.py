@@ -17,6 +17,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 
 from .. import tables
+from ..settings import ingest_settings
 from ..warehouse import Warehouse
 from .batch import ArrowBatch, Batch
 from .drop import DropTally, Piece, drop_row, drop_units, plan, read_piece, read_piece_frozen
@@ -31,9 +32,9 @@ PARALLEL_BYTES = 32 << 20  # drops smaller than this are read in this process (s
 
 def reader_processes(total_bytes: int) -> int:
     """Worker processes for a drop of this size: ``PULSE_INGEST_WORKERS``, else one per core for large drops."""
-    configured = os.environ.get("PULSE_INGEST_WORKERS")
-    if configured:
-        return max(1, int(configured))
+    configured = ingest_settings().workers
+    if configured is not None:
+        return configured
     return 1 if total_bytes < PARALLEL_BYTES else max(1, min(os.cpu_count() or 1, 4))
 
 
