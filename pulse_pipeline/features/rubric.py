@@ -7,7 +7,6 @@ so adding a feature is an entry in a rubric file (plus, for the offline annotato
 from __future__ import annotations
 
 import hashlib
-import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,8 +49,12 @@ class RubricError(ValueError):
 
 
 def load_rubric(path: Path | None = None) -> Rubric:
-    """The rubric at ``path``, else ``PULSE_RUBRIC``, else the paper's default."""
-    path = path or Path(os.environ.get("PULSE_RUBRIC") or DEFAULT_RUBRIC)
+    """The rubric at ``path``, else the paper's default shipped with PULSE (``DEFAULT_RUBRIC``).
+
+    The file is not chosen here: a caller that wants the configured rubric (``PULSE_RUBRIC``) passes
+    ``settings.feature_settings().rubric_path``, which is None when it is unset.
+    """
+    path = path or DEFAULT_RUBRIC
     raw = path.read_bytes()
     try:
         doc = tomllib.loads(raw.decode("utf-8"))
