@@ -25,6 +25,7 @@ import numpy as np
 import orjson
 import polars as pl
 
+from ..stars import stars_to_label
 from ..stats.two_sample import rank_biserial_correlation
 from .model import (
     CONTROLS,
@@ -34,7 +35,6 @@ from .model import (
     SessionTable,
     default_n_users,
     direct_share,
-    normalize_stars,
     simulate_sessions,
     true_arm_means,
 )
@@ -106,10 +106,10 @@ def _arm_stats(table: SessionTable, experiment: str) -> dict[str, dict[str, floa
         out[arm] = {
             "n": int(mask.sum()),
             "stars": mean,
-            "normalized": None if mean is None else float(normalize_stars(mean)),
+            "normalized": None if mean is None else float(stars_to_label(mean)),
             "n_rated": int(rated.sum()),
             "rated_stars": rated_mean,
-            "rated_normalized": None if rated_mean is None else float(normalize_stars(rated_mean)),
+            "rated_normalized": None if rated_mean is None else float(stars_to_label(rated_mean)),
         }
     return out
 
@@ -132,7 +132,7 @@ def truth_document(
         experiments[name] = {
             "arms": list(arms),
             "control": control,
-            "true_arm_means": {a: {"stars": m, "normalized": float(normalize_stars(m))} for a, m in means.items()},
+            "true_arm_means": {a: {"stars": m, "normalized": float(stars_to_label(m))} for a, m in means.items()},
             "true_effects": {
                 a: {"stars": means[a] - means[control], "normalized": (means[a] - means[control]) / 4.0}
                 for a in arms

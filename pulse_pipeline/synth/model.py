@@ -44,6 +44,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..stars import stars_to_label
+
 EXPERIMENTS: dict[str, tuple[str, ...]] = {
     "llm-backbone": ("claude-4-sonnet", "gpt-5"),
     "planning": ("no-plan", "show-plan"),
@@ -283,11 +285,6 @@ def _erf(x: np.ndarray) -> np.ndarray:
 def norm_cdf(x: np.ndarray) -> np.ndarray:
     """Standard normal CDF, Phi(x) = (1 + erf(x / sqrt 2)) / 2."""
     return 0.5 * (1.0 + _erf(np.asarray(x, dtype=np.float64) / math.sqrt(2.0)))
-
-
-def normalize_stars(stars: float | np.ndarray) -> float | np.ndarray:
-    """Stars 1..5 onto [0, 1]: (stars - 1) / 4, the scale the paper reports effects on."""
-    return (stars - 1.0) / 4.0
 
 
 def default_n_users(n_sessions: int, params: GeneratorParams | None = None) -> int:
@@ -600,7 +597,7 @@ def _arm_mean_stars(params: GeneratorParams, variant: str) -> float:
 def true_arm_means(
     params: GeneratorParams | None = None, experiment: str = "llm-backbone", *, normalized: bool = False
 ) -> dict[str, float]:
-    """Each arm's population mean of the session label, in stars or normalized ((stars - 1) / 4).
+    """Each arm's population mean of the session label, in stars or normalized (``stars.stars_to_label``).
 
     Computed by Monte Carlo over ``params.truth_sessions`` sessions per arm with a fixed seed and common random
     numbers across arms (Monte Carlo s.e. of an arm mean ~0.001 stars, of an effect smaller still); cached.
@@ -609,7 +606,7 @@ def true_arm_means(
     if experiment not in EXPERIMENTS:
         raise KeyError(f"unknown experiment {experiment!r}")
     out = {v: _arm_mean_stars(p, v) for v in EXPERIMENTS[experiment]}
-    return {v: float(normalize_stars(x)) for v, x in out.items()} if normalized else out
+    return {v: float(stars_to_label(x)) for v, x in out.items()} if normalized else out
 
 
 def true_effects(
