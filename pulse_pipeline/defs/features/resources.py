@@ -1,7 +1,7 @@
-"""Which annotator labels sessions, chosen by configuration: ``PULSE_ANNOTATOR=heuristic|llm`` (default heuristic),
-the rubric by ``PULSE_RUBRIC`` (default: the paper's), the LLM by ``PULSE_LLM_MODEL`` and friends (features/llm.py)."""
+"""Which annotator labels sessions, chosen by configuration (``settings.feature_settings()``): ``PULSE_ANNOTATOR``
+heuristic | llm (default heuristic), the rubric by ``PULSE_RUBRIC`` (default: the paper's), human labels by
+``PULSE_HUMAN_LABELS``, the LLM by ``PULSE_LLM_MODEL`` and friends (``settings.llm_settings()``)."""
 
-import os
 from pathlib import Path
 
 import dagster as dg
@@ -9,21 +9,17 @@ import duckdb
 
 from ...features.annotation import Annotator
 from ...features.rubric import Rubric, load_rubric
-
-ANNOTATORS = ("heuristic", "llm")
+from ...settings import ANNOTATORS, FeatureSettings, feature_settings, llm_settings
 
 
 class AnnotatorResource(dg.ConfigurableResource):
     annotator: str = "heuristic"
-    rubric_path: str | None = None
+    rubric_path: str | None = None  # None: the paper's rubric shipped with PULSE
     human_labels_path: str | None = None
+    llm_model: str | None = None  # set: the LLM judge runs, and the LLM annotator may be chosen
 
     def rubric(self) -> Rubric:
         return load_rubric(Path(self.rubric_path) if self.rubric_path else None)
-
-    @property
-    def llm_model(self) -> str | None:
-        return os.environ.get("PULSE_LLM_MODEL") or None
 
     def build(self, con: duckdb.DuckDBPyConnection, progress, rubric: Rubric) -> Annotator:
         """The configured annotator for ``rubric`` (the caller's, read once); the LLM one caches its answers in the
@@ -36,14 +32,17 @@ class AnnotatorResource(dg.ConfigurableResource):
             return HeuristicAnnotator(rubric)
         if not self.llm_model:
             raise ValueError("PULSE_ANNOTATOR=llm needs PULSE_LLM_MODEL (e.g. openai/gpt-5-mini or ollama_chat/qwen3)")
-        from ...features.llm import LLMAnnotator, LLMCache, LLMSettings
+        from ...features.llm import LLMAnnotator, LLMCache
 
-        return LLMAnnotator(LLMSettings.from_env(), LLMCache(con), progress=progress)
+        return LLMAnnotator(llm_settings(), LLMCache(con), progress=progress)
 
 
-def annotator_resource() -> AnnotatorResource:
+def annotator_resource(settings: FeatureSettings | None = None) -> AnnotatorResource:
+    """The resource for ``settings`` (default: read from the environment now)."""
+    settings = settings or feature_settings()
     return AnnotatorResource(
-        annotator=os.environ.get("PULSE_ANNOTATOR", "heuristic"),
-        rubric_path=os.environ.get("PULSE_RUBRIC") or None,
-        human_labels_path=os.environ.get("PULSE_HUMAN_LABELS") or None,
+        annotator=settings.annotator,
+        rubric_path=str(settings.rubric_path) if settings.rubric_path else None,
+        human_labels_path=str(settings.human_labels_path) if settings.human_labels_path else None,
+        llm_model=settings.llm_model,
     )
