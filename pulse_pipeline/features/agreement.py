@@ -31,7 +31,7 @@ CATEGORY_SEPARATORS = ("|", ";")
 
 @dataclass
 class AgreementRow:
-    """One row of ``features.annotator_agreement`` (same columns, same order)."""
+    """One row of ``features.annotator_agreement`` (its columns, in its order)."""
 
     feature: str
     annotator_a: str
@@ -93,6 +93,17 @@ def agreement(
         else:
             kappa, note = float(cohen_kappa_score(a_values, b_values)), ""
         rows.append(AgreementRow(f.name, annotator_a, annotator_b, n, raw, kappa, note))
+    return rows
+
+
+def pairwise_agreement(labels: dict[str, dict[str, dict[str, str]]], rubric: Rubric) -> list[AgreementRow]:
+    """``agreement`` for every pair of annotators in ``labels`` (annotator -> session -> feature -> value), pairs in
+    name order (``a`` before ``b``), features in rubric order."""
+    names = sorted(labels)
+    rows = []
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            rows.extend(agreement(labels[a], labels[b], rubric, a, b))
     return rows
 
 

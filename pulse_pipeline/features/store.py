@@ -1,18 +1,93 @@
-"""Writing annotations to features.annotations (one row per session) and features.annotation_values (one row per
-session and rubric feature), replacing what the same annotator and prompt version wrote before."""
+"""The annotators' tables: features.annotations (one row per session), features.annotation_values (one row per
+session and rubric feature) and features.judge_scores, written by column name; and the labels read back from them.
+
+A re-run replaces what the same annotator and prompt version (or, for the judge, the same model) wrote before."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import orjson
 
 from .. import tables
 from ..warehouse import Warehouse
 from .annotation import Annotation
+from .llm.judge import JudgeScore
 
 
-def _summary(a: Annotation, name: str) -> tuple[str | None, str | None]:
-    answer = a.answers.get(name)
-    return (answer.value, answer.explanation) if answer else (None, None)
+@dataclass(frozen=True)
+class AnnotationRow:
+    """One row of ``features.annotations``: the summary answers the paper reports, status and cost."""
+
+    session_id: str
+    annotator: str
+    prompt_version: str
+    task_description: str
+    sentiment: str | None
+    sentiment_explanation: str | None
+    task_type: str | None
+    development_clusters: str | None
+    status: str
+    model: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    error: str | None
+    notes_json: str | None
+
+
+@dataclass(frozen=True)
+class AnnotationValueRow:
+    """One row of ``features.annotation_values``: one rubric feature's answer for one session."""
+
+    session_id: str
+    annotator: str
+    prompt_version: str
+    feature: str
+    value: str
+    explanation: str
+
+
+def annotation_row(a: Annotation) -> AnnotationRow:
+    """The summary row of an annotation; a feature the rubric does not have is NULL."""
+
+    def answer(feature: str) -> tuple[str | None, str | None]:
+        found = a.answers.get(feature)
+        return (found.value, found.explanation) if found else (None, None)
+
+    sentiment, sentiment_explanation = answer("sentiment")
+    return AnnotationRow(
+        session_id=a.session_id,
+        annotator=a.annotator,
+        prompt_version=a.prompt_version,
+        task_description=a.task_description,
+        sentiment=sentiment,
+        sentiment_explanation=sentiment_explanation,
+        task_type=answer("task_type")[0],
+        development_clusters=answer("development_cluster")[0],
+        status=a.status,
+        model=a.model,
+        prompt_tokens=a.prompt_tokens,
+        completion_tokens=a.completion_tokens,
+        cost_usd=a.cost_usd,
+        error=a.error,
+        notes_json=orjson.dumps(a.notes).decode() if a.notes else None,
+    )
+
+
+def annotation_value_rows(a: Annotation) -> list[AnnotationValueRow]:
+    """One row per rubric feature the annotation answers."""
+    return [
+        AnnotationValueRow(
+            session_id=a.session_id,
+            annotator=a.annotator,
+            prompt_version=a.prompt_version,
+            feature=feature,
+            value=answer.value,
+            explanation=answer.explanation,
+        )
+        for feature, answer in a.answers.items()
+    ]
 
 
 def write_annotations(wh: Warehouse, annotations: list[Annotation], *, first_batch: bool) -> None:
@@ -26,43 +101,30 @@ def write_annotations(wh: Warehouse, annotations: list[Annotation], *, first_bat
                 wh.con.execute(
                     f"DELETE FROM {t.qualified} WHERE annotator = ? AND prompt_version = ?", [annotator, version]
                 )
-    rows = []
-    values = []
-    for a in annotations:
-        sentiment, why = _summary(a, "sentiment")
-        task_type, _ = _summary(a, "task_type")
-        clusters, _ = _summary(a, "development_cluster")
-        rows.append(
-            (
-                a.session_id,
-                a.annotator,
-                a.prompt_version,
-                a.task_description,
-                sentiment,
-                why,
-                task_type,
-                clusters,
-                a.status,
-                a.model,
-                a.prompt_tokens,
-                a.completion_tokens,
-                a.cost_usd,
-                a.error,
-                orjson.dumps(a.notes).decode() if a.notes else None,
-            )
-        )
-        values.extend(
-            (a.session_id, a.annotator, a.prompt_version, name, ans.value, ans.explanation)
-            for name, ans in a.answers.items()
-        )
-    wh.insert_rows(tables.ANNOTATIONS, rows)
-    wh.insert_rows(tables.ANNOTATION_VALUES, values)
+    wh.append(tables.ANNOTATIONS, [annotation_row(a) for a in annotations])
+    wh.append(tables.ANNOTATION_VALUES, [row for a in annotations for row in annotation_value_rows(a)])
+
+
+def clear_judge_scores(wh: Warehouse, model: str) -> None:
+    """Delete what the judge wrote with ``model``, before a run writes it anew."""
+    wh.con.execute(f"DELETE FROM {tables.JUDGE_SCORES.qualified} WHERE model = ?", [model])
+
+
+def append_judge_scores(wh: Warehouse, scores: list[JudgeScore]) -> None:
+    """Append one batch of judge scores (``JudgeScore`` is the table's row)."""
+    wh.append(tables.JUDGE_SCORES, scores)
 
 
 def latest_prompt_version(wh: Warehouse, annotator: str) -> str | None:
     """The newest prompt version ``annotator`` has answers for, or None when it has none."""
     sql = "SELECT max(prompt_version) FROM features.annotations WHERE annotator = ?"
     return wh.con.execute(sql, [annotator]).fetchone()[0]
+
+
+def annotator_names(wh: Warehouse) -> list[str]:
+    """Every annotator with rows in features.annotations, in name order."""
+    sql = "SELECT DISTINCT annotator FROM features.annotations ORDER BY 1"
+    return [r[0] for r in wh.con.execute(sql).fetchall()]
 
 
 def read_labels(wh: Warehouse, annotator: str, prompt_version: str | None = None) -> dict[str, dict[str, str]]:
@@ -77,3 +139,8 @@ def read_labels(wh: Warehouse, annotator: str, prompt_version: str | None = None
     ).fetchall():
         out.setdefault(session_id, {})[feature] = value
     return out
+
+
+def labels_by_annotator(wh: Warehouse) -> dict[str, dict[str, dict[str, str]]]:
+    """annotator -> session -> feature -> value, for every annotator (its latest prompt version)."""
+    return {name: read_labels(wh, name) for name in annotator_names(wh)}

@@ -1,16 +1,19 @@
 """Feature tables: event features, annotations (heuristic or LLM), the LLM judge, agreement, the wide table."""
 
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import dagster as dg
 
 from ... import tables
 from ...features import store
-from ...features.agreement import agreement, read_human_labels
+from ...features.agreement import pairwise_agreement, read_human_labels
+from ...features.annotate import annotate_sessions, judge_sessions
 from ...features.event_features import build_event_features
-from ...features.transcripts import iter_transcripts
+from ...features.llm import LLMAnnotator, LLMCache, LLMJudge
 from ...features.wide import build_session_features, feature_columns
+from ...settings import llm_settings
 from ..markdown import markdown_table
 from ..resources import WarehouseResource
 from ..specs import EAGER, SESSION_FEATURES_KEY, key, table_spec
@@ -38,31 +41,21 @@ def event_features(warehouse: WarehouseResource) -> dg.MaterializeResult:
 def annotations(context: dg.AssetExecutionContext, warehouse: WarehouseResource, annotator: AnnotatorResource):
     """Label every staged session with the configured annotator; one bad session never fails the run."""
     rubric = annotator.rubric()
-    statuses: dict[str, int] = {}
-    n = 0
     with warehouse.warehouse() as wh:
         labeller = annotator.build(wh.con, context.log.info, rubric)
-        for i, batch in enumerate(iter_transcripts(wh)):
-            result = labeller.annotate(batch, rubric)
-            store.write_annotations(wh, result, first_batch=i == 0)
-            for a in result:
-                statuses[a.status] = statuses.get(a.status, 0) + 1
-            n += len(result)
-            context.log.info(f"annotated {n} sessions with {annotator.annotator} ({statuses})")
-        version = result[0].prompt_version if n else ""
-    totals = getattr(labeller, "totals", None)
+        run = annotate_sessions(wh, labeller, rubric, say=context.log.info)
     meta = {
         "annotator": annotator.annotator,
-        "prompt_version": version,
+        "prompt_version": run.prompt_version,
         "rubric": rubric.version,
-        "dagster/row_count": n,
-        **{f"status_{k}": v for k, v in statuses.items()},
+        "dagster/row_count": run.sessions,
+        **{f"status_{status}": n for status, n in run.statuses.items()},
     }
-    if totals is not None:
-        meta.update({f"llm_{k}": v for k, v in vars(totals).items()})
+    if isinstance(labeller, LLMAnnotator):
+        meta.update({f"llm_{k}": v for k, v in asdict(labeller.totals).items()})
     yield dg.MaterializeResult(asset_key=key(tables.ANNOTATIONS), metadata=meta)
     yield dg.MaterializeResult(
-        asset_key=key(tables.ANNOTATION_VALUES), metadata={"dagster/row_count": n * len(rubric.features)}
+        asset_key=key(tables.ANNOTATION_VALUES), metadata={"dagster/row_count": run.sessions * len(rubric.features)}
     )
 
 
@@ -75,17 +68,10 @@ def judge_scores(
         reason = "skipped: no LLM configured (set PULSE_LLM_MODEL to run the LLM-as-a-judge baseline)"
         context.log.warning(reason)
         return dg.MaterializeResult(metadata={"skipped": reason})
-    from ...features.llm import LLMCache, LLMJudge, LLMSettings
-
-    n = 0
     with warehouse.warehouse() as wh:
-        judge = LLMJudge(LLMSettings.from_env(), LLMCache(wh.con))
-        wh.con.execute("DELETE FROM features.judge_scores WHERE model = ?", [judge.settings.model])
-        for batch in iter_transcripts(wh):
-            scores = judge.judge(batch)
-            wh.insert_rows(tables.JUDGE_SCORES, [tuple(vars(s).values()) for s in scores])
-            n += len(scores)
-    totals = {f"llm_{k}": v for k, v in vars(judge.totals).items()}
+        judge = LLMJudge(llm_settings(), LLMCache(wh.con))
+        n = judge_sessions(wh, judge)
+    totals = {f"llm_{k}": v for k, v in asdict(judge.totals).items()}
     return dg.MaterializeResult(metadata={"dagster/row_count": n, "model": judge.settings.model, **totals})
 
 
@@ -96,24 +82,20 @@ def annotator_agreement(
     """Cohen's kappa per rubric feature for every pair of annotators (and a human-labelled file, if configured)."""
     rubric = annotator.rubric()
     with warehouse.warehouse() as wh:
-        names = [
-            r[0] for r in wh.con.execute("SELECT DISTINCT annotator FROM features.annotations ORDER BY 1").fetchall()
-        ]
-        labels = {name: store.read_labels(wh, name) for name in names}
+        labels = store.labels_by_annotator(wh)
         if annotator.human_labels_path and Path(annotator.human_labels_path).exists():
-            human, ignored = read_human_labels(Path(annotator.human_labels_path), rubric)
-            labels["human"] = human
+            labels["human"], ignored = read_human_labels(Path(annotator.human_labels_path), rubric)
             if ignored:
                 context.log.warning(f"human labels: columns not in the rubric ignored: {ignored}")
-        rows = []
-        ordered = sorted(labels)
-        for i, a in enumerate(ordered):
-            for b in ordered[i + 1 :]:
-                rows.extend(tuple(vars(r).values()) for r in agreement(labels[a], labels[b], rubric, a, b))
-        wh.replace_rows(tables.ANNOTATOR_AGREEMENT, rows)
+        rows = pairwise_agreement(labels, rubric)
+        wh.replace(tables.ANNOTATOR_AGREEMENT, rows)
     note = "" if len(labels) > 1 else "only one annotator has labelled sessions: nothing to compare"
     return dg.MaterializeResult(
-        metadata={"dagster/row_count": len(rows), "annotators": ", ".join(ordered), **({"note": note} if note else {})}
+        metadata={
+            "dagster/row_count": len(rows),
+            "annotators": ", ".join(sorted(labels)),
+            **({"note": note} if note else {}),
+        }
     )
 
 
