@@ -10,6 +10,8 @@ from pulse_pipeline.features.rubric import DEFAULT_RUBRIC, load_rubric
 from pulse_pipeline.runs import ingest, materialize
 from pulse_pipeline.synth import write_corpus
 
+pytestmark = pytest.mark.slow  # each test materializes the feature assets: 15 to 45 s
+
 
 def _sql(home, query):
     with duckdb.connect(str(home.warehouse), read_only=True) as con:
