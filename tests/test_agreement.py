@@ -16,6 +16,7 @@ from pulse_pipeline.features.agreement import (
     AgreementRow,
     agreement,
     normalize_value,
+    pairwise_agreement,
     read_human_labels,
 )
 from pulse_pipeline.features.rubric import DEFAULT_RUBRIC, load_rubric
@@ -91,6 +92,20 @@ def test_undefined_kappa_and_no_overlap_do_not_crash():
     # both sides constant but different: kappa is defined (0) and raw agreement is 0
     row = by_feature(agreement({"s": {"scope_creep": "YES"}}, {"s": {"scope_creep": "NO"}}, RUBRIC))["scope_creep"]
     assert row.raw_agreement == 0 and row.cohen_kappa == 0 and row.note == ""
+
+
+def test_every_pair_of_annotators_in_name_order():
+    labels = {
+        "llm": {"s1": {"scope_creep": "NO"}},
+        "heuristic": {"s1": {"scope_creep": "NO"}},
+        "human": {"s1": {"scope_creep": "YES"}},
+    }
+    rows = pairwise_agreement(labels, RUBRIC)
+    pairs = list(dict.fromkeys((r.annotator_a, r.annotator_b) for r in rows))
+    assert pairs == [("heuristic", "human"), ("heuristic", "llm"), ("human", "llm")]
+    assert len(rows) == 3 * len(RUBRIC.features)
+    assert by_feature(rows[: len(RUBRIC.features)])["scope_creep"].raw_agreement == 0.0
+    assert pairwise_agreement({"heuristic": labels["heuristic"]}, RUBRIC) == []
 
 
 def test_normalize_value():
