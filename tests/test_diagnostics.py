@@ -14,7 +14,7 @@ from scipy.stats import t as t_dist
 from statsmodels.stats.multitest import multipletests
 
 from pulse_pipeline import tables
-from pulse_pipeline.defs.estimates.assets import with_holm
+from pulse_pipeline.estimates.experiment_effects import EffectRow, with_holm
 from pulse_pipeline.estimates.experiments import Experiment, read_splits
 from pulse_pipeline.estimates.feature_comparisons import feature_comparison_rows
 from pulse_pipeline.estimates.label_shift import label_shift_rows
@@ -28,8 +28,9 @@ from pulse_pipeline.warehouse import nan_to_null
 Z80 = 1.959963984540054 + 0.8416212335729143  # z_{0.975} + z_{0.80}
 
 
-def _col(table: tables.Table, row: tuple, name: str):
-    return row[table.column_names.index(name)]
+def _col(table: tables.Table, row, name: str):
+    assert name in table.column_names  # the row types' fields are the table's columns
+    return getattr(row, name)
 
 
 # ---------------------------------------------------------------- sample-ratio mismatch
@@ -187,7 +188,7 @@ def test_segment_effects_estimate_big_segments_and_explain_small_ones():
 def test_power_row_by_hand():
     y_t = np.array([0.25, 0.5, 0.75, 1.0])
     y_c = np.array([0.0, 0.25, 0.5, 0.75])
-    row = power_row(("e", "t", "c"), y_t, y_c, 100, 100, 0.6, target=0.1)
+    row = power_row("e", "t", "c", y_t, y_c, 100, 100, 0.6, target=0.1)
     t = tables.POWER
     sd = np.r_[y_t, y_c].std(ddof=1)
     assert _col(t, row, "sd") == pytest.approx(sd)
@@ -202,31 +203,29 @@ def test_power_row_by_hand():
 
 def test_power_row_bad_input():
     t = tables.POWER
-    assert "fewer than 2" in _col(t, power_row(("e", "t", "c"), np.array([1.0]), np.ones(5), 9, 9, 0.3), "note")
-    assert "all ratings equal" in _col(t, power_row(("e", "t", "c"), np.ones(3), np.ones(3), 9, 9, 0.3), "note")
-    row = power_row(("e", "t", "c"), np.array([0.0, 1.0]), np.array([0.0, 1.0]), 9, 9, float("nan"))
+    assert "fewer than 2" in _col(t, power_row("e", "t", "c", np.array([1.0]), np.ones(5), 9, 9, 0.3), "note")
+    assert "all ratings equal" in _col(t, power_row("e", "t", "c", np.ones(3), np.ones(3), 9, 9, 0.3), "note")
+    row = power_row("e", "t", "c", np.array([0.0, 1.0]), np.array([0.0, 1.0]), 9, 9, float("nan"))
     assert "rho = 0" in _col(t, row, "note") and _col(t, row, "mde_ppi") == _col(t, row, "mde_naive")
 
 
 def test_undefined_statistics_are_stored_as_null():
-    [row] = nan_to_null([("a", float("nan"), 1.0, None, "why")])
+    frame = pl.DataFrame({"a": ["a"], "b": [float("nan")], "c": [1.0], "d": [None], "e": ["why"]})
+    row = nan_to_null(frame).row(0)
     assert row == ("a", None, 1.0, None, "why")
     con = duckdb.connect()  # why: DuckDB sorts NaN above every number, so a NaN would top any ranking
     assert con.execute("SELECT max(x) FROM (VALUES (1.0), ('nan'::DOUBLE)) t(x)").fetchone()[0] != 1.0
 
 
 def test_holm_is_per_method_across_comparisons():
-    cols = tables.EXPERIMENT_EFFECTS.column_names
     p = [0.01, 0.04, 0.03, None]
 
     def row(method: str, pv):
-        r = [None] * len(cols)
-        r[cols.index("method")], r[cols.index("p_value")] = method, pv
-        return tuple(r)
+        return EffectRow(experiment="e", treatment="t", control="c", method=method, p_value=pv, valid=True)
 
     rows = [row("ppi", v) for v in p] + [row("naive_welch", 0.01)]
     out = with_holm(rows)
-    holm = [r[cols.index("p_holm")] for r in out]
+    holm = [r.p_holm for r in out]
     assert holm[:3] == pytest.approx(list(multipletests([0.01, 0.04, 0.03], method="holm")[1]))
     assert holm[3] is None and holm[4] == pytest.approx(0.01)  # a lone naive row: nothing to adjust
 
@@ -307,11 +306,12 @@ def test_pulse_power_plans_a_test(capsys):
 
 
 def test_split_check_names_a_mismatch_without_a_p_value(pulse_home):
-    from pulse_pipeline.defs.estimates.diagnostics import _replace, split_matches_design
+    from pulse_pipeline.defs.estimates.diagnostics import split_matches_design
     from pulse_pipeline.defs.resources import warehouse_resource
 
     resource = warehouse_resource(pulse_home)
     with resource.warehouse() as wh:  # an arm the configured split does not have: mismatch, and no p-value
-        _replace(wh, tables.SRM_CHECK, srm_rows({"exp": {"a": 10, "b": 10, "c": 3}}, {"exp": {"a": 1, "b": 1}}))
+        rows = srm_rows({"exp": {"a": 10, "b": 10, "c": 3}}, {"exp": {"a": 1, "b": 1}})
+        wh.replace(tables.SRM_CHECK, rows, nan_as_null=True)
     result = split_matches_design(resource)
     assert not result.passed and "exp (sessions in an arm outside the split)" in result.description

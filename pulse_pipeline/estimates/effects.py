@@ -25,9 +25,11 @@ correction then averages residuals over sessions unlike the rest, and its interv
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import polars as pl
 from scipy.stats import norm
 
 from ..stats.aipw import aipw_mean, crossfit_propensity, propensity_auc
@@ -53,6 +55,39 @@ class ArmData:
     f_insample_unlabeled: np.ndarray | None = None
 
 
+def arm_data(
+    name: str, sessions: pl.DataFrame, features: Sequence[str] = (), insample: Mapping[str, float] | None = None
+) -> ArmData:
+    """One arm from its rows of an ``estimates.sessions.assigned_sessions`` frame.
+
+    ``sessions``: the arm's sessions with ``session_id``, ``labeled``, ``label`` and ``prediction`` (normalized);
+    ``features``: the columns that make X (the propensity model's inputs; none: X has no columns);
+    ``insample``: session id -> normalized prediction of the model fit on every label (``ppi_insample``; None:
+    no such row).
+    """
+    rated = sessions.filter(pl.col("labeled"))
+    unrated = sessions.filter(~pl.col("labeled"))
+
+    def matrix(frame: pl.DataFrame) -> np.ndarray:
+        if not features:
+            return np.empty((frame.height, 0))
+        return frame.select(features).cast(pl.Float64).to_numpy()
+
+    def insample_of(frame: pl.DataFrame) -> np.ndarray | None:
+        return None if insample is None else np.array([insample[s] for s in frame["session_id"]], dtype=float)
+
+    return ArmData(
+        name,
+        rated["label"].to_numpy().astype(float),
+        rated["prediction"].to_numpy().astype(float),
+        unrated["prediction"].to_numpy().astype(float),
+        matrix(rated),
+        matrix(unrated),
+        insample_of(rated),
+        insample_of(unrated),
+    )
+
+
 @dataclass(frozen=True)
 class Settings:
     alpha: float = 0.05
@@ -64,7 +99,9 @@ class Settings:
 
 
 @dataclass(frozen=True)
-class EffectRow:
+class MethodEstimate:
+    """One method's answer for one comparison (a row of ``estimates.experiment_effects`` without its labels)."""
+
     method: str
     effect: float
     se: float
@@ -92,14 +129,16 @@ def _aipw_arm(arm: ArmData, rated: np.ndarray, propensity: np.ndarray, s: Settin
     return aipw_mean(arm.y, f_all, rated, propensity, alpha=s.alpha)
 
 
-def compare(treat: ArmData, control: ArmData, s: Settings = Settings()) -> tuple[list[EffectRow], dict[str, float]]:
-    """Rows for every method, and the comparison's diagnostics (oof_rho, auc, best_width_theory)."""
+def compare(
+    treat: ArmData, control: ArmData, s: Settings = Settings()
+) -> tuple[list[MethodEstimate], dict[str, float]]:
+    """Every method's estimate, and the comparison's diagnostics (oof_rho, auc, best_width_theory)."""
     too_few = [a.name for a in (treat, control) if len(a.y) < 2]
     if too_few:
         note = f"arm {', '.join(too_few)} has fewer than 2 ratings: no effect can be estimated"
         nan = float("nan")
         rows = [
-            EffectRow(m, nan, nan, nan, nan, nan, None, None, nan, False, None, note)
+            MethodEstimate(m, nan, nan, nan, nan, nan, None, None, nan, False, None, note)
             for m in ("naive_welch", "naive_bootstrap", "ppi", "crossppi", "aipw")
         ]
         return rows, {"oof_rho": nan, "auc": nan, "best_width_theory": nan}
@@ -131,7 +170,7 @@ def compare(treat: ArmData, control: ArmData, s: Settings = Settings()) -> tuple
             flags.append("not valid: predictions from a model fit on all labels")
         p = p_perm if method.startswith("naive") else wald_p_value(iv.estimate, iv.se)
         note = "; ".join(x for x in (getattr(iv, "note", None), *notes) if x) or None
-        return EffectRow(
+        return MethodEstimate(
             method,
             iv.estimate,
             iv.se,

@@ -17,6 +17,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+import polars as pl
+
 
 @dataclass(frozen=True)
 class Experiment:
@@ -70,3 +72,9 @@ def experiments(arms: dict[str, list[str]], controls: dict[str, str]) -> list[Ex
                 note = f"control {wanted!r} has no sessions; using {control!r} (first alphabetically)"
         out.append(Experiment(name, control, tuple(a for a in present if a != control), note))
     return out
+
+
+def experiments_of(sessions: pl.DataFrame, controls: dict[str, str]) -> list[Experiment]:
+    """The experiments whose arms ``sessions`` (columns ``experiment``, ``variant``) hold; see :func:`experiments`."""
+    arms = {name: group["variant"].unique().to_list() for (name,), group in sessions.group_by("experiment")}
+    return experiments(arms, controls)

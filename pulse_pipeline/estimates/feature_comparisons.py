@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import polars as pl
@@ -22,36 +23,88 @@ from .experiments import Experiment
 POPULATIONS = ("rated", "all")
 
 
+@dataclass(frozen=True, kw_only=True)
+class FeatureComparisonRow:
+    """One row of ``estimates.feature_comparisons``: one feature in one population of one comparison."""
+
+    experiment: str
+    treatment: str | None
+    control: str
+    population: str | None = None
+    feature: str | None = None
+    kind: str | None = None  # "binary" (0/1 values only) or "numeric"
+    n_treatment: int
+    n_control: int
+    mean_treatment: float | None = None
+    mean_control: float | None = None
+    sd_treatment: float | None = None
+    sd_control: float | None = None
+    difference: float | None = None
+    relative_difference: float | None = None
+    test: str | None = None
+    p_value: float | None = None
+    p_bh: float | None = None  # set once every p-value of the table is known
+    note: str | None = None
+
+
 def _is_binary(values: np.ndarray) -> bool:
     return values.size > 0 and bool(np.isin(values, (0.0, 1.0)).all())
 
 
-def compare_feature(x_t: np.ndarray, x_c: np.ndarray) -> tuple:
-    """(kind, mean_t, mean_c, sd_t, sd_c, difference, relative_difference, test, p_value, note) of one feature."""
+def compare_feature(
+    x_t: np.ndarray, x_c: np.ndarray, exp: Experiment, treatment: str, population: str, feature: str
+) -> FeatureComparisonRow:
+    """One feature's row (``p_bh`` not yet set): each arm's mean and sd, the difference, its test and p-value."""
     nan = float("nan")
     kind = "binary" if _is_binary(np.r_[x_t, x_c]) else "numeric"
     mean_t = float(x_t.mean()) if x_t.size else nan
     mean_c = float(x_c.mean()) if x_c.size else nan
-    sd_t = float(x_t.std(ddof=1)) if x_t.size > 1 else nan
-    sd_c = float(x_c.std(ddof=1)) if x_c.size > 1 else nan
-    diff = mean_t - mean_c
-    relative = diff / mean_c if mean_c and not math.isnan(mean_c) else nan
+    difference = mean_t - mean_c
     result = binary_test(x_t, x_c) if kind == "binary" else welch_test(x_t, x_c)
-    return kind, mean_t, mean_c, sd_t, sd_c, diff, relative, result.test, result.p_value, result.note
+    return FeatureComparisonRow(
+        experiment=exp.name,
+        treatment=treatment,
+        control=exp.control,
+        population=population,
+        feature=feature,
+        kind=kind,
+        n_treatment=x_t.size,
+        n_control=x_c.size,
+        mean_treatment=mean_t,
+        mean_control=mean_c,
+        sd_treatment=float(x_t.std(ddof=1)) if x_t.size > 1 else nan,
+        sd_control=float(x_c.std(ddof=1)) if x_c.size > 1 else nan,
+        difference=difference,
+        relative_difference=difference / mean_c if mean_c and not math.isnan(mean_c) else nan,
+        test=result.test,
+        p_value=result.p_value,
+        note=result.note,
+    )
 
 
-def feature_comparison_rows(frame: pl.DataFrame, features: Sequence[str], exps: Sequence[Experiment]) -> list[tuple]:
-    """Rows of ``estimates.feature_comparisons`` (column order of ``tables.FEATURE_COMPARISONS``).
+def feature_comparison_rows(
+    frame: pl.DataFrame, features: Sequence[str], exps: Sequence[Experiment]
+) -> list[FeatureComparisonRow]:
+    """Rows of ``estimates.feature_comparisons``.
 
     ``frame``: one row per assigned session with ``experiment``, ``variant``, ``labeled`` and the ``features``
     columns (numbers; null where unknown, left out of that feature's test and counted in its n).
     """
-    rows: list[tuple] = []
+    rows: list[FeatureComparisonRow] = []
     for exp in exps:
         sub = frame.filter(pl.col("experiment") == exp.name)
         if not exp.treatments:
             note = f"single-arm experiment (only {exp.control!r}): nothing to compare"
-            rows.append((exp.name, None, exp.control, None, None, None, 0, sub.height, *[None] * 9, note))
+            rows.append(
+                FeatureComparisonRow(
+                    experiment=exp.name,
+                    treatment=None,
+                    control=exp.control,
+                    n_treatment=0,
+                    n_control=sub.height,
+                    note=note,
+                )
+            )
         for treatment in exp.treatments:
             for population in POPULATIONS:
                 pop = sub if population == "all" else sub.filter(pl.col("labeled"))
@@ -61,13 +114,7 @@ def feature_comparison_rows(frame: pl.DataFrame, features: Sequence[str], exps: 
                 for feature in features:
                     x_t = arm_t[feature].drop_nulls().cast(pl.Float64).to_numpy()
                     x_c = arm_c[feature].drop_nulls().cast(pl.Float64).to_numpy()
-                    kind, m_t, m_c, s_t, s_c, diff, rel, test, p, note = compare_feature(x_t, x_c)
-                    table.append(
-                        [exp.name, treatment, exp.control, population, feature, kind, x_t.size, x_c.size]
-                        + [m_t, m_c, s_t, s_c, diff, rel, test, p, None, note]
-                    )
-                p_bh = benjamini_hochberg(np.array([r[15] for r in table], dtype=float))
-                for r, q in zip(table, p_bh, strict=True):
-                    r[16] = float(q)
-                    rows.append(tuple(r))
+                    table.append(compare_feature(x_t, x_c, exp, treatment, population, feature))
+                p_bh = benjamini_hochberg(np.array([r.p_value for r in table], dtype=float))
+                rows.extend(replace(r, p_bh=float(q)) for r, q in zip(table, p_bh, strict=True))
     return rows

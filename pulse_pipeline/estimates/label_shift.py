@@ -9,6 +9,7 @@ the effects table then carries the AIPW row, which reweights rated sessions to s
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import polars as pl
@@ -19,8 +20,23 @@ from ..stats.two_sample import rank_biserial
 WARN_ABOVE = 0.3
 
 
-def label_shift_rows(frame: pl.DataFrame, features: Sequence[str]) -> list[tuple]:
-    """Rows of ``estimates.label_shift`` (column order of ``tables.LABEL_SHIFT``).
+@dataclass(frozen=True)
+class LabelShiftRow:
+    """One row of ``estimates.label_shift``: one feature, rated against unrated sessions."""
+
+    feature: str
+    n_rated: int
+    n_unrated: int
+    mean_rated: float
+    mean_unrated: float
+    rank_biserial: float
+    p_value: float
+    p_bh: float | None  # set once every feature's p-value is known
+    note: str | None
+
+
+def label_shift_rows(frame: pl.DataFrame, features: Sequence[str]) -> list[LabelShiftRow]:
+    """Rows of ``estimates.label_shift``.
 
     ``frame``: one row per session with ``labeled`` and the ``features`` columns (null = unknown, left out).
     """
@@ -31,10 +47,18 @@ def label_shift_rows(frame: pl.DataFrame, features: Sequence[str]) -> list[tuple
         x_r = rated[feature].drop_nulls().cast(pl.Float64).to_numpy()
         x_u = unrated[feature].drop_nulls().cast(pl.Float64).to_numpy()
         result = rank_biserial(x_r, x_u)
-        mean_r = float(x_r.mean()) if x_r.size else float("nan")
-        mean_u = float(x_u.mean()) if x_u.size else float("nan")
-        rows.append([feature, x_r.size, x_u.size, mean_r, mean_u, result.statistic, result.p_value, None, result.note])
-    p_bh = benjamini_hochberg(np.array([r[6] for r in rows], dtype=float))
-    for r, q in zip(rows, p_bh, strict=True):
-        r[7] = float(q)
-    return [tuple(r) for r in rows]
+        rows.append(
+            LabelShiftRow(
+                feature=feature,
+                n_rated=x_r.size,
+                n_unrated=x_u.size,
+                mean_rated=float(x_r.mean()) if x_r.size else float("nan"),
+                mean_unrated=float(x_u.mean()) if x_u.size else float("nan"),
+                rank_biserial=result.statistic,
+                p_value=result.p_value,
+                p_bh=None,
+                note=result.note,
+            )
+        )
+    p_bh = benjamini_hochberg(np.array([r.p_value for r in rows], dtype=float))
+    return [replace(r, p_bh=float(q)) for r, q in zip(rows, p_bh, strict=True)]

@@ -1,4 +1,5 @@
-"""The assigned sessions as one frame: arm, label, cross-fit prediction and every session feature."""
+"""What the estimates stage reads of the warehouse: the assigned sessions as one frame (arm, label, cross-fit
+prediction and every session feature), and the size of every arm."""
 
 from __future__ import annotations
 
@@ -34,3 +35,13 @@ def assigned_sessions(wh: Warehouse) -> pl.DataFrame:
 def feature_names(frame: pl.DataFrame) -> list[str]:
     """The numeric feature columns of an ``assigned_sessions`` frame."""
     return [c for c, t in frame.schema.items() if c not in KEYS and t.is_numeric()]
+
+
+def arm_sizes(wh: Warehouse) -> dict[str, dict[str, int]]:
+    """experiment -> arm -> assigned sessions (what the sample-ratio check tests)."""
+    sizes: dict[str, dict[str, int]] = {}
+    for experiment, arm, n in wh.con.execute(
+        "SELECT experiment, variant, count(*) FROM staging.assignments GROUP BY ALL"
+    ).fetchall():
+        sizes.setdefault(experiment, {})[arm] = n
+    return sizes

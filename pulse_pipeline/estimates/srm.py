@@ -7,19 +7,54 @@ assignment counts first: a chi-squared goodness of fit against the intended shar
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+
 from ..stats.two_sample import sample_ratio_test
+from .experiments import read_splits
 
 ALARM_P = 0.001
 
 
-def srm_rows(counts: dict[str, dict[str, int]], splits: dict[str, dict[str, float]]) -> list[tuple]:
-    """Rows of ``estimates.srm_check`` (column order of ``tables.SRM_CHECK``).
+@dataclass(frozen=True)
+class SrmRow:
+    """One row of ``estimates.srm_check``: one arm of one experiment, with the experiment's test."""
+
+    experiment: str
+    arm: str
+    sessions: int
+    intended_share: float
+    expected_sessions: float
+    observed_share: float
+    chi2: float
+    p_value: float
+    mismatch: bool
+    note: str | None
+
+
+def intended_splits(path: Path) -> tuple[dict[str, dict[str, float]], str | None]:
+    """The splits ``experiments.toml`` configures, and None; or, when a split there is unusable, no splits and why.
+
+    A bad split does not stop the check: every experiment is then tested against equal shares, and the reason
+    goes into every row's note.
+    """
+    try:
+        return read_splits(path), None
+    except ValueError as exc:
+        return {}, f"{exc}; tested against equal shares"
+
+
+def srm_rows(
+    counts: dict[str, dict[str, int]], splits: dict[str, dict[str, float]], split_problem: str | None = None
+) -> list[SrmRow]:
+    """Rows of ``estimates.srm_check``.
 
     ``counts``: experiment -> arm -> assigned sessions; ``splits``: experiment -> arm -> intended weight (an
     experiment without one is meant to split equally). An arm the split names but the data lack counts 0; an arm
     the data have but the split omits is tested against share 0, which always flags the mismatch, and says so.
+    ``split_problem`` (from :func:`intended_splits`) is added to every row's note.
     """
-    rows: list[tuple] = []
+    rows: list[SrmRow] = []
     for experiment in sorted(counts):
         observed = dict(counts[experiment])
         weights = splits.get(experiment)
@@ -48,20 +83,22 @@ def srm_rows(counts: dict[str, dict[str, int]], splits: dict[str, dict[str, floa
             mismatch = bool(p < ALARM_P)
             if result.note:
                 notes.append(result.note)
+        if split_problem:
+            notes.append(split_problem)
         note = "; ".join(notes) or None
         for arm, share in zip(arms, shares, strict=True):
             rows.append(
-                (
-                    experiment,
-                    arm,
-                    observed[arm],
-                    share,
-                    share * total,
-                    observed[arm] / total if total else float("nan"),
-                    chi2,
-                    p,
-                    mismatch,
-                    note,
+                SrmRow(
+                    experiment=experiment,
+                    arm=arm,
+                    sessions=observed[arm],
+                    intended_share=share,
+                    expected_sessions=share * total,
+                    observed_share=observed[arm] / total if total else float("nan"),
+                    chi2=chi2,
+                    p_value=p,
+                    mismatch=mismatch,
+                    note=note,
                 )
             )
     return rows

@@ -13,17 +13,40 @@ keeps that name; elsewhere in PULSE a segment is a work segment, the unit users 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
-import numpy as np
 import polars as pl
 
-from ..stats.naive import welch_difference
+from ..stats.naive import Interval, welch_difference
 from ..stats.ppi import difference, ppi_mean, wald_p_value
 from ..stats.two_sample import welch_test
+from .effects import arm_data
 from .experiments import Experiment
 
 DIMENSIONS = ("task_type", "development_cluster")
 DEFAULT_MIN_RATINGS = 10
+
+
+@dataclass(frozen=True, kw_only=True)
+class SubgroupEffectRow:
+    """One row of ``estimates.segment_effects``: one method's effect within one subgroup (``segment``)."""
+
+    experiment: str
+    treatment: str | None
+    control: str
+    dimension: str | None = None  # "task_type" or "development_cluster"
+    segment: str | None = None  # the subgroup, e.g. "fix_bugs"
+    method: str  # "naive_welch", "ppi", or "none" (not estimated; the note says why)
+    n_labeled_treatment: int | None = None
+    n_labeled_control: int | None = None
+    N_unlabeled_treatment: int | None = None
+    N_unlabeled_control: int | None = None
+    effect: float | None = None
+    se: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    p_value: float | None = None
+    note: str | None = None
 
 
 def subgroup_columns(columns: Sequence[str]) -> list[tuple[str, str, str]]:
@@ -31,47 +54,51 @@ def subgroup_columns(columns: Sequence[str]) -> list[tuple[str, str, str]]:
     return [(d, c[len(d) + 2 :], c) for d in DIMENSIONS for c in columns if c.startswith(f"{d}__")]
 
 
-def _arm(frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    rated = frame.filter(pl.col("labeled"))
-    unrated = frame.filter(~pl.col("labeled"))
-    return (
-        rated["label"].to_numpy().astype(float),
-        rated["prediction"].to_numpy().astype(float),
-        unrated["prediction"].to_numpy().astype(float),
-    )
-
-
-def subgroup_effect_rows(frame: pl.DataFrame, exps: Sequence[Experiment], min_ratings: int) -> list[tuple]:
-    """Rows of ``estimates.segment_effects`` (column order of ``tables.SEGMENT_EFFECTS``).
+def subgroup_effect_rows(frame: pl.DataFrame, exps: Sequence[Experiment], min_ratings: int) -> list[SubgroupEffectRow]:
+    """Rows of ``estimates.segment_effects``.
 
     ``frame``: one row per assigned session with ``experiment``, ``variant``, ``labeled``, ``label`` (normalized,
     null when unrated), ``prediction`` (normalized cross-fit prediction) and the 0/1 subgroup columns.
     """
-    rows: list[tuple] = []
+    rows: list[SubgroupEffectRow] = []
     subgroups = subgroup_columns(frame.columns)
     for exp in exps:
         sub = frame.filter(pl.col("experiment") == exp.name)
         if not exp.treatments:
             note = f"single-arm experiment (only {exp.control!r}): nothing to compare"
-            rows.append((exp.name, None, exp.control, None, None, "none", *[None] * 9, note))
+            rows.append(
+                SubgroupEffectRow(experiment=exp.name, treatment=None, control=exp.control, method="none", note=note)
+            )
         for treatment in exp.treatments:
             for dimension, subgroup, column in subgroups:
                 members = sub.filter(pl.col(column) == 1)
-                y_t, f_t, u_t = _arm(members.filter(pl.col("variant") == treatment))
-                y_c, f_c, u_c = _arm(members.filter(pl.col("variant") == exp.control))
-                head = (exp.name, treatment, exp.control, dimension, subgroup)
-                counts = (y_t.size, y_c.size, u_t.size, u_c.size)
-                if min(y_t.size, y_c.size) < min_ratings:
-                    reason = f"{y_t.size} and {y_c.size} ratings (fewer than {min_ratings} in an arm): not estimated"
-                    rows.append((*head, "none", *counts, *[None] * 5, reason))
+                t = arm_data(treatment, members.filter(pl.col("variant") == treatment))
+                c = arm_data(exp.control, members.filter(pl.col("variant") == exp.control))
+                counts = SubgroupEffectRow(
+                    experiment=exp.name,
+                    treatment=treatment,
+                    control=exp.control,
+                    dimension=dimension,
+                    segment=subgroup,
+                    method="none",
+                    n_labeled_treatment=t.y.size,
+                    n_labeled_control=c.y.size,
+                    N_unlabeled_treatment=t.f_unlabeled.size,
+                    N_unlabeled_control=c.f_unlabeled.size,
+                )
+                if min(t.y.size, c.y.size) < min_ratings:
+                    reason = f"{t.y.size} and {c.y.size} ratings (fewer than {min_ratings} in an arm): not estimated"
+                    rows.append(replace(counts, note=reason))
                     continue
-                welch = welch_difference(y_t, y_c)
-                p_welch = welch_test(y_t, y_c).p_value
-                rows.append((*head, "naive_welch", *counts, *_interval(welch), p_welch, welch.note))
-                ppi = difference(ppi_mean(y_t, f_t, u_t), ppi_mean(y_c, f_c, u_c))
-                rows.append((*head, "ppi", *counts, *_interval(ppi), wald_p_value(ppi.estimate, ppi.se), ppi.note))
+                welch = welch_difference(t.y, c.y)
+                p_welch = welch_test(t.y, c.y).p_value
+                rows.append(replace(counts, method="naive_welch", **_interval(welch), p_value=p_welch, note=welch.note))
+                ppi = difference(ppi_mean(t.y, t.f_labeled, t.f_unlabeled), ppi_mean(c.y, c.f_labeled, c.f_unlabeled))
+                p_ppi = wald_p_value(ppi.estimate, ppi.se)
+                rows.append(replace(counts, method="ppi", **_interval(ppi), p_value=p_ppi, note=ppi.note))
     return rows
 
 
-def _interval(iv) -> tuple[float, float, float, float]:
-    return iv.estimate, iv.se, iv.ci_low, iv.ci_high
+def _interval(iv: Interval) -> dict[str, float]:
+    """The effect and its interval, by column name."""
+    return {"effect": iv.estimate, "se": iv.se, "ci_low": iv.ci_low, "ci_high": iv.ci_high}

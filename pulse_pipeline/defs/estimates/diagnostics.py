@@ -1,36 +1,21 @@
-"""Around the estimate: sample-ratio check, feature differences, label shift, segment effects, power."""
+"""Around the estimate: sample-ratio check, feature differences, label shift, subgroup effects, power."""
 
 from pathlib import Path
 
 import dagster as dg
-import numpy as np
-import polars as pl
 
 from ... import tables
-from ...estimates.experiments import Experiment, experiments, read_controls, read_splits
+from ...estimates.experiments import experiments_of
 from ...estimates.feature_comparisons import feature_comparison_rows
 from ...estimates.label_shift import WARN_ABOVE, label_shift_rows
-from ...estimates.power import power_row
-from ...estimates.sessions import assigned_sessions, feature_names
-from ...estimates.srm import ALARM_P, srm_rows
+from ...estimates.power import power_rows
+from ...estimates.sessions import arm_sizes, assigned_sessions, feature_names
+from ...estimates.srm import ALARM_P, intended_splits, srm_rows
 from ...estimates.subgroups import subgroup_effect_rows
-from ...warehouse import nan_to_null
 from ..markdown import markdown_table
 from ..resources import WarehouseResource
 from ..specs import SESSION_FEATURES_KEY, key, table_spec
-from .assets import EstimatesResource
-
-SESSIONS_DEPS = [tables.STAGING_ASSIGNMENTS, tables.SESSION_LABELS, tables.PREDICTIONS]
-
-
-def _experiments(frame: pl.DataFrame, resource: EstimatesResource) -> list[Experiment]:
-    arms = {e: sorted(g["variant"].unique().to_list()) for (e,), g in frame.group_by("experiment")}
-    return experiments(arms, read_controls(Path(resource.experiments_path)))
-
-
-def _replace(wh, table: tables.Table, rows: list[tuple]) -> None:
-    """Rewrite ``table`` whole, undefined statistics as NULL (see ``warehouse.nan_to_null``)."""
-    wh.replace_rows(table, nan_to_null(rows))
+from .assets import SESSIONS_DEPS, EstimatesResource
 
 
 def _asset(table: tables.Table, deps: list) -> dg.asset:
@@ -39,22 +24,12 @@ def _asset(table: tables.Table, deps: list) -> dg.asset:
 
 @_asset(tables.SRM_CHECK, [tables.STAGING_ASSIGNMENTS])
 def srm_check(context: dg.AssetExecutionContext, warehouse: WarehouseResource, estimates: EstimatesResource):
+    splits, problem = intended_splits(Path(estimates.experiments_path))
+    if problem:
+        context.log.warning(problem)
     with warehouse.warehouse() as wh:
-        counts: dict[str, dict[str, int]] = {}
-        for exp, arm, n in wh.con.execute(
-            "SELECT experiment, variant, count(*) FROM staging.assignments GROUP BY ALL"
-        ).fetchall():
-            counts.setdefault(exp, {})[arm] = n
-        try:
-            splits, problem = read_splits(Path(estimates.experiments_path)), None
-        except ValueError as exc:  # a bad split in the file: test against equal shares and say why on every row
-            splits, problem = {}, f"{exc}; tested against equal shares"
-        rows = srm_rows(counts, splits)
-        if problem:
-            context.log.warning(problem)
-            note = tables.SRM_CHECK.column_names.index("note")
-            rows = [(*r[:note], "; ".join(x for x in (r[note], problem) if x)) for r in rows]
-        _replace(wh, tables.SRM_CHECK, rows)
+        rows = srm_rows(arm_sizes(wh), splits, problem)
+        wh.replace(tables.SRM_CHECK, rows, nan_as_null=True)
         shown = wh.frame("SELECT * EXCLUDE (note) FROM estimates.srm_check ORDER BY experiment, arm")
     return dg.MaterializeResult(
         metadata={"dagster/row_count": len(rows), "srm": dg.MetadataValue.md(markdown_table(shown, max_rows=30))}
@@ -79,9 +54,10 @@ def split_matches_design(warehouse: WarehouseResource) -> dg.AssetCheckResult:
 @_asset(tables.FEATURE_COMPARISONS, [*SESSIONS_DEPS, SESSION_FEATURES_KEY])
 def feature_comparisons(warehouse: WarehouseResource, estimates: EstimatesResource):
     with warehouse.warehouse() as wh:
-        frame = assigned_sessions(wh)
-        rows = feature_comparison_rows(frame, feature_names(frame), _experiments(frame, estimates))
-        _replace(wh, tables.FEATURE_COMPARISONS, rows)
+        sessions = assigned_sessions(wh)
+        exps = experiments_of(sessions, estimates.controls())
+        rows = feature_comparison_rows(sessions, feature_names(sessions), exps)
+        wh.replace(tables.FEATURE_COMPARISONS, rows, nan_as_null=True)
         top = wh.frame("""
             SELECT experiment, treatment, control, population, feature, round(mean_treatment, 4) AS mean_t,
                    round(mean_control, 4) AS mean_c, round(p_bh, 4) AS p_bh
@@ -98,9 +74,9 @@ def feature_comparisons(warehouse: WarehouseResource, estimates: EstimatesResour
 @_asset(tables.LABEL_SHIFT, [*SESSIONS_DEPS, SESSION_FEATURES_KEY])
 def label_shift(warehouse: WarehouseResource):
     with warehouse.warehouse() as wh:
-        frame = assigned_sessions(wh)
-        rows = label_shift_rows(frame, feature_names(frame))
-        _replace(wh, tables.LABEL_SHIFT, rows)
+        sessions = assigned_sessions(wh)
+        rows = label_shift_rows(sessions, feature_names(sessions))
+        wh.replace(tables.LABEL_SHIFT, rows, nan_as_null=True)
         top = wh.frame("""
             SELECT feature, round(mean_rated, 3) AS mean_rated, round(mean_unrated, 3) AS mean_unrated,
                    round(rank_biserial, 3) AS rbc FROM estimates.label_shift
@@ -138,10 +114,11 @@ def rated_sessions_are_representative(warehouse: WarehouseResource) -> dg.AssetC
 @_asset(tables.SEGMENT_EFFECTS, [*SESSIONS_DEPS, SESSION_FEATURES_KEY])
 def segment_effects(warehouse: WarehouseResource, estimates: EstimatesResource):
     with warehouse.warehouse() as wh:
-        frame = assigned_sessions(wh)
-        rows = subgroup_effect_rows(frame, _experiments(frame, estimates), estimates.segment_min_ratings)
-        _replace(wh, tables.SEGMENT_EFFECTS, rows)
-    estimated = sum(1 for r in rows if r[5] != "none")
+        sessions = assigned_sessions(wh)
+        exps = experiments_of(sessions, estimates.controls())
+        rows = subgroup_effect_rows(sessions, exps, estimates.segment_min_ratings)
+        wh.replace(tables.SEGMENT_EFFECTS, rows, nan_as_null=True)
+    estimated = sum(1 for r in rows if r.method != "none")
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": len(rows),
@@ -151,43 +128,19 @@ def segment_effects(warehouse: WarehouseResource, estimates: EstimatesResource):
     )
 
 
-def _labels_and_unrated(sessions: pl.DataFrame, arm: str) -> tuple[np.ndarray, int]:
-    a = sessions.filter(pl.col("variant") == arm)
-    return a.filter(pl.col("labeled"))["label"].to_numpy().astype(float), int((~a["labeled"]).sum())
-
-
 @_asset(tables.POWER, [*SESSIONS_DEPS, tables.EXPERIMENT_EFFECTS])
 def power(warehouse: WarehouseResource, estimates: EstimatesResource):
     with warehouse.warehouse() as wh:
-        frame = assigned_sessions(wh)
-        rho = {
-            (e, t): r
-            for e, t, r in wh.con.execute(
+        sessions = assigned_sessions(wh)
+        exps = experiments_of(sessions, estimates.controls())
+        oof_rho = {
+            (experiment, treatment): rho
+            for experiment, treatment, rho in wh.con.execute(
                 "SELECT experiment, treatment, oof_rho FROM estimates.experiment_effects WHERE method = 'naive_welch'"
             ).fetchall()
         }
-        rows = []
-        for exp in _experiments(frame, estimates):
-            sub = frame.filter(pl.col("experiment") == exp.name)
-            y_c, N_c = _labels_and_unrated(sub, exp.control)
-            if not exp.treatments:
-                note = f"single-arm experiment (only {exp.control!r}): nothing to compare"
-                rows.append((exp.name, None, exp.control, 0, y_c.size, 0, N_c, *[None] * 7, note))
-            for treatment in exp.treatments:
-                y_t, N_t = _labels_and_unrated(sub, treatment)
-                r = rho.get((exp.name, treatment))
-                rows.append(
-                    power_row(
-                        (exp.name, treatment, exp.control),
-                        y_t,
-                        y_c,
-                        N_t,
-                        N_c,
-                        float("nan") if r is None else float(r),
-                        estimates.target_effect,
-                    )
-                )
-        _replace(wh, tables.POWER, rows)
+        rows = power_rows(sessions, exps, oof_rho, estimates.target_effect)
+        wh.replace(tables.POWER, rows, nan_as_null=True)
         shown = wh.frame("""
             SELECT experiment, treatment, round(mde_naive, 4) AS mde_naive, round(mde_ppi, 4) AS mde_ppi,
                    labels_per_arm_naive, labels_per_arm_ppi FROM estimates.power ORDER BY 1, 2""")

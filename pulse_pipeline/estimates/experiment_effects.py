@@ -1,0 +1,171 @@
+"""The rows of ``estimates.experiment_effects``: every method's effect for every treatment-vs-control comparison.
+
+Each experiment's arms come from the sessions that have a cross-fit prediction; its control from
+``experiments.toml`` (:func:`experiments.experiments_of`). Per comparison, :func:`effects.compare` gives one
+estimate per method; each becomes a row with the effect also in stars, the arms' sizes and the comparison's
+diagnostics. A single-arm experiment gets one row saying there is nothing to compare. Finally every method's
+p-values are Holm-adjusted across all comparisons of the run (:func:`with_holm`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+import polars as pl
+
+from ..modeling.crossfit import insample_predict
+from ..modeling.data import ModelingData
+from ..stars import label_difference_in_stars, stars_to_label
+from ..stats.multitest import holm
+from .effects import ArmData, MethodEstimate, Settings, arm_data, compare
+from .experiments import Experiment, experiments_of
+from .sessions import feature_names
+
+
+@dataclass(frozen=True, kw_only=True)
+class EffectRow:
+    """One row of ``estimates.experiment_effects``: one method's answer for one comparison.
+
+    Effects are on the normalized label (0-1); the ``*_stars`` columns are the same numbers in stars.
+    """
+
+    experiment: str
+    treatment: str | None
+    control: str
+    method: str  # a method of effects.compare, or "none" (a single-arm experiment)
+    effect: float | None = None
+    se: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    p_value: float | None = None
+    p_holm: float | None = None  # set by with_holm, once every comparison of the run is known
+    effect_stars: float | None = None
+    ci_low_stars: float | None = None
+    ci_high_stars: float | None = None
+    n_labeled_treatment: int | None = None
+    n_labeled_control: int | None = None
+    N_unlabeled_treatment: int | None = None
+    N_unlabeled_control: int | None = None
+    lambda_treatment: float | None = None
+    lambda_control: float | None = None
+    oof_rho: float | None = None
+    rated_vs_unrated_auc: float | None = None
+    width_vs_naive: float | None = None
+    best_width_theory: float | None = None
+    valid: bool
+    flags: str | None = None
+    note: str | None = None
+
+
+def insample_predictions(data: ModelingData, family: str) -> dict[str, float]:
+    """session id -> normalized prediction of one ``family`` model fit on every label (the paper's way).
+
+    Only to show what that does: the ``ppi_insample`` rows, never valid (``modeling.crossfit.insample_predict``).
+    ``data`` is what the model stage fits on (``modeling.data.load_modeling_data``), so this model sees exactly
+    the labels the cross-fit models saw.
+    """
+    lab = data.labeled
+    fit = insample_predict(data.X[lab], data.y[lab], data.X[~lab], family)
+    predictions = dict(zip(data.session_ids[lab], stars_to_label(fit.oof), strict=True))
+    predictions.update(zip(data.session_ids[~lab], stars_to_label(fit.unlabeled), strict=True))
+    return predictions
+
+
+def comparison_rows(
+    exp: Experiment,
+    treat: ArmData,
+    control: ArmData,
+    estimates: Sequence[MethodEstimate],
+    diagnostics: Mapping[str, float],
+) -> list[EffectRow]:
+    """The rows of one comparison: one per method of ``effects.compare`` (``estimates``, ``diagnostics``)."""
+    return [
+        EffectRow(
+            experiment=exp.name,
+            treatment=treat.name,
+            control=control.name,
+            method=e.method,
+            effect=e.effect,
+            se=e.se,
+            ci_low=e.ci_low,
+            ci_high=e.ci_high,
+            p_value=e.p_value,
+            effect_stars=label_difference_in_stars(e.effect),
+            ci_low_stars=label_difference_in_stars(e.ci_low),
+            ci_high_stars=label_difference_in_stars(e.ci_high),
+            n_labeled_treatment=len(treat.y),
+            n_labeled_control=len(control.y),
+            N_unlabeled_treatment=len(treat.f_unlabeled),
+            N_unlabeled_control=len(control.f_unlabeled),
+            lambda_treatment=e.lambda_treatment,
+            lambda_control=e.lambda_control,
+            oof_rho=diagnostics["oof_rho"],
+            rated_vs_unrated_auc=diagnostics["auc"],
+            width_vs_naive=e.width_vs_naive,
+            best_width_theory=diagnostics["best_width_theory"],
+            valid=e.valid,
+            flags=e.flags,
+            note="; ".join(x for x in (exp.note, e.note) if x) or None,
+        )
+        for e in estimates
+    ]
+
+
+def with_holm(rows: Sequence[EffectRow]) -> list[EffectRow]:
+    """``rows`` with ``p_holm``: each method's p-values Holm-adjusted across every comparison of the run.
+
+    Per method, because the methods are alternative answers to the same question, not further questions. A row
+    without a p-value keeps ``p_holm`` None and does not count among the tests.
+    """
+    out = list(rows)
+    for method in {r.method for r in out}:
+        idx = [i for i, r in enumerate(out) if r.method == method]
+        p = np.array([np.nan if out[i].p_value is None else out[i].p_value for i in idx], dtype=float)
+        for i, q in zip(idx, holm(p), strict=True):
+            out[i] = replace(out[i], p_holm=None if np.isnan(q) else float(q))
+    return out
+
+
+def experiment_effect_rows(
+    sessions: pl.DataFrame,
+    controls: dict[str, str],
+    settings: Settings,
+    modeling_data: ModelingData | None = None,
+    insample_family: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[EffectRow]:
+    """Rows of ``estimates.experiment_effects``, Holm-adjusted; [] when no assigned session has a prediction.
+
+    ``sessions``: an ``estimates.sessions.assigned_sessions`` frame (sessions without a cross-fit prediction are
+    left out); ``controls``: experiment -> control arm (``experiments.read_controls``); ``modeling_data`` and
+    ``insample_family``: with both, the ``ppi_insample`` rows (:func:`insample_predictions`); ``progress`` (e.g. a
+    logger) hears of each comparison as it starts.
+    """
+    predicted = sessions.filter(pl.col("prediction").is_not_null())
+    if predicted.is_empty():
+        return []
+    insample = None
+    if modeling_data is not None and insample_family is not None:
+        insample = insample_predictions(modeling_data, insample_family)
+    features = feature_names(predicted)
+    rows: list[EffectRow] = []
+    for exp in experiments_of(predicted, controls):
+        in_experiment = predicted.filter(pl.col("experiment") == exp.name)
+        if not exp.treatments:
+            note = f"single-arm experiment (only {exp.control!r}): nothing to compare"
+            rows.append(
+                EffectRow(
+                    experiment=exp.name, treatment=None, control=exp.control, method="none", valid=False, note=note
+                )
+            )
+            continue
+        control = arm_data(exp.control, in_experiment.filter(pl.col("variant") == exp.control), features, insample)
+        for treatment in exp.treatments:
+            if progress is not None:
+                progress(f"{exp.name}: {treatment} vs {exp.control}")
+            treat = arm_data(treatment, in_experiment.filter(pl.col("variant") == treatment), features, insample)
+            estimates, diagnostics = compare(treat, control, settings)
+            rows.extend(comparison_rows(exp, treat, control, estimates, diagnostics))
+    return with_holm(rows)
