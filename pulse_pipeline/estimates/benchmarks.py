@@ -18,11 +18,13 @@ from __future__ import annotations
 import csv
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
 from pulse_pipeline.features.rubric import Rubric, RubricError, load_rubric
+from pulse_pipeline.features.wide import option_column
 from pulse_pipeline.stats.correlation import correlations
 
 CLUSTER_FEATURE = "development_cluster"
@@ -36,6 +38,7 @@ BENCHMARK_SCHEMA = {
     "source": pl.Utf8,
 }
 PROBLEM_SCHEMA = {"line": pl.Int64, "raw": pl.Utf8, "reason": pl.Utf8}
+RATING_SCHEMA = {"session_id": pl.Utf8, "variant": pl.Utf8, "cluster": pl.Utf8, "label": pl.Float64}
 DELTA_SCHEMA = {
     "treatment": pl.Utf8,
     "control": pl.Utf8,
@@ -290,3 +293,49 @@ def benchmark_correlation(
                 }
             )
     return points_df, pl.DataFrame(summary, schema=SUMMARY_SCHEMA)
+
+
+def cluster_ratings(sessions: pl.DataFrame, clusters: Iterable[str]) -> pl.DataFrame:
+    """session_id, variant, cluster, label: one row per rated session and development cluster it is in.
+
+    ``sessions``: an ``estimates.sessions.assigned_sessions`` frame, where a session in cluster c has 1 in column
+    ``option_column("development_cluster", c)``. A cluster without its column (the feature stage has not run, or
+    the rubric changed) has no sessions.
+    """
+    rated = sessions.filter(pl.col("labeled"))
+    parts = []
+    for cluster in clusters:
+        column = option_column(CLUSTER_FEATURE, cluster)
+        if column in rated.columns:
+            members = rated.filter(pl.col(column) == 1)
+            parts.append(members.select("session_id", "variant", pl.lit(cluster).alias("cluster"), "label"))
+    return pl.concat(parts) if parts else pl.DataFrame(schema=RATING_SCHEMA)
+
+
+def rejected_points(problems: pl.DataFrame) -> pl.DataFrame:
+    """Benchmark-file lines that could not be used, as ``rejected`` points (so none is silently lost)."""
+    return pl.DataFrame(
+        [
+            {"benchmark": raw, "status": "rejected", "reason": f"benchmarks.csv line {line}: {reason}"}
+            for line, raw, reason in problems.select("line", "raw", "reason").iter_rows()
+        ],
+        schema=POINT_SCHEMA,
+    )
+
+
+@dataclass(frozen=True)
+class BenchmarkTables:
+    points: pl.DataFrame  # estimates.benchmark_points: every benchmark row's point, then the rejected file lines
+    correlation: pl.DataFrame  # estimates.benchmark_correlation
+    rejected_lines: int  # lines of the file that could not be used
+
+
+def build_benchmark_tables(path: Path, rubric: Rubric, sessions: pl.DataFrame, min_ratings: int) -> BenchmarkTables:
+    """Both benchmark tables, from the file at ``path`` and the ratings of ``sessions`` (see :func:`cluster_ratings`).
+
+    The points are :func:`benchmark_correlation`'s, followed by one ``rejected`` point per problem line of the file.
+    """
+    benchmarks, problems = read_benchmarks(path, rubric)
+    ratings = cluster_ratings(sessions, _development_clusters(rubric).values())
+    points, correlation = benchmark_correlation(benchmarks, ratings, min_ratings=min_ratings)
+    return BenchmarkTables(pl.concat([points, rejected_points(problems)]), correlation, problems.height)
