@@ -4,10 +4,11 @@ Each replication draws sessions straight from the synthetic generator's session-
 (``synth.model.simulate_sessions``) and keeps ONE experiment, llm-backbone (control claude-4-sonnet, treatment
 gpt-5). Features are what the pipeline would see of a session: user_messages, the git counts (commit, push, pull,
 reset, rebase), test_runs, test_failures, failed_commands, file_edits, finished, sentiment_score and a one-hot
-task_type. The label is y = (stars - 1) / 4 of the rated sessions. ONE model is cross-fit across both arms
-(``modeling.crossfit.crossfit_predict``, k = 5) and one is fit in-sample (``insample_predict``, for
-``ppi_insample``); then the very ``estimates.effects.compare`` the pipeline runs produces every method's row, and
-each row is scored against ``synth.model.true_effects`` (normalized gpt-5 minus claude-4-sonnet, ~-0.07).
+task_type. The label is y = (stars - 1) / 4 of the rated sessions (``stars.stars_to_label``). ONE model is
+cross-fit across both arms (``modeling.crossfit.crossfit_predict``, k = 5) and one is fit in-sample
+(``insample_predict``, for ``ppi_insample``); then the very ``estimates.effects.compare`` the pipeline runs
+produces every method's row, and each row is scored against ``synth.model.true_effects`` (normalized gpt-5 minus
+claude-4-sonnet, ~-0.07).
 
 The generator as validation draws it (``PARAMS``): an arm's direct effect, the part no feature records, falls
 harder on chattier users (``direct_chattiness`` = 2), and in the ``self_selected`` scenario who rates follows the
@@ -59,6 +60,7 @@ import polars as pl
 from threadpoolctl import threadpool_limits
 
 from ..modeling.crossfit import crossfit_predict, insample_predict
+from ..stars import stars_to_label
 from ..synth.model import GeneratorParams, feature_matrix, simulate_sessions, true_effects
 from .effects import ArmData, Settings, compare
 
@@ -113,7 +115,7 @@ def replicate(
     in_exp = np.asarray(table.experiment) == EXPERIMENT
     variant = np.asarray(table.variant)
     rated = np.asarray(table.rated, dtype=bool)
-    y_all = (np.asarray(table.label, dtype=np.float64) - 1.0) / 4.0
+    y_all = stars_to_label(np.asarray(table.label, dtype=np.float64))
 
     lab = in_exp & rated
     unl = in_exp & ~rated
