@@ -6,9 +6,10 @@
   ``pulse_pipeline.stats.naive.permutation_pvalue`` vs ``scipy.stats.permutation_test`` (target: ours <= 0.5x).
 - Percentile bootstrap of the difference, 10 000 resamples, 1 000 labels per arm (no reference: time only).
 - The estimation stage at the paper's scale (one run): the generator's session-level table, 36 000 sessions in
-  4 comparisons, predictions cross-fit beforehand (the model stage's work, untimed); timed: the in-sample model
-  the ``ppi_insample`` row needs, every method of every comparison with the pipeline's settings (10 000 resamples
-  and permutations), and the tables around the estimate (feature comparisons, label shift, segments, power).
+  4 comparisons, as the ``assigned_sessions`` frame the pipeline reads, predictions cross-fit beforehand (the
+  model stage's work, untimed); timed, with the pipeline's own functions: the in-sample model the ``ppi_insample``
+  rows need, every other method of every comparison with the pipeline's settings (10 000 resamples and
+  permutations), and the tables around the estimate (feature comparisons, label shift, subgroups, power).
 
     .venv/bin/python bench/estimation.py
     .venv/bin/python bench/estimation.py --repeats 3 --unlabeled 5000000
@@ -114,71 +115,60 @@ def statistics(args: argparse.Namespace) -> None:
 def stage(n_sessions: int) -> None:
     import polars as pl
 
-    from pulse_pipeline.estimates.effects import ArmData, Settings, compare
-    from pulse_pipeline.estimates.experiments import Experiment
+    from pulse_pipeline.estimates.effects import Settings
+    from pulse_pipeline.estimates.experiment_effects import experiment_effect_rows, insample_predictions
+    from pulse_pipeline.estimates.experiments import experiments_of
     from pulse_pipeline.estimates.feature_comparisons import feature_comparison_rows
     from pulse_pipeline.estimates.label_shift import label_shift_rows
-    from pulse_pipeline.estimates.power import power_row
+    from pulse_pipeline.estimates.power import power_rows
     from pulse_pipeline.estimates.subgroups import DEFAULT_MIN_RATINGS, subgroup_effect_rows
-    from pulse_pipeline.modeling.crossfit import crossfit_predict, insample_predict
+    from pulse_pipeline.modeling.crossfit import crossfit_predict
+    from pulse_pipeline.modeling.data import ModelingData
+    from pulse_pipeline.stars import stars_to_label
     from pulse_pipeline.synth import CONTROLS, EXPERIMENTS, FEATURE_NAMES, feature_matrix, simulate_sessions
 
     table = simulate_sessions(n_sessions, seed=7)
     X, rated = feature_matrix(table), np.asarray(table.rated, dtype=bool)
-    y = (np.asarray(table.label, dtype=np.float64) - 1) / 4
+    stars = np.where(rated, np.asarray(table.label, dtype=np.float64), np.nan)
+    y = stars_to_label(stars)
     cf = crossfit_predict(X[rated], y[rated], X[~rated], "hist_gbm")
     prediction = np.empty(len(table))
     prediction[rated], prediction[~rated] = cf.oof, cf.unlabeled
-    print(f"\nEstimation stage: {len(table):,} sessions, {rated.sum():,} rated, {len(EXPERIMENTS)} experiments")
-
-    started = time.perf_counter()
-    ins = insample_predict(X[rated], y[rated], X[~rated], "random_forest")
-    t_insample = time.perf_counter() - started
-    f_ins = np.empty(len(table))
-    f_ins[rated], f_ins[~rated] = ins.oof, ins.unlabeled
-
-    experiment, variant = np.asarray(table.experiment), np.asarray(table.variant)
-    started = time.perf_counter()
-    comparisons = 0
-    for name, arms in EXPERIMENTS.items():
-
-        def arm(v: str, name: str = name) -> ArmData:
-            a = (experiment == name) & (variant == v)
-            lab, unl = a & rated, a & ~rated
-            return ArmData(v, y[lab], prediction[lab], prediction[unl], X[lab], X[unl], f_ins[lab], f_ins[unl])
-
-        control = arm(CONTROLS[name])
-        for treatment in arms[1:]:
-            compare(arm(treatment), control, Settings())
-            comparisons += 1
-    t_effects = time.perf_counter() - started
-
-    frame = pl.DataFrame(
+    session_ids = np.asarray(table.session_id)
+    # the assigned_sessions frame the pipeline reads: keys, then the session features
+    sessions = pl.DataFrame(
         {
-            "session_id": np.asarray(table.session_id),
-            "experiment": experiment,
-            "variant": variant,
+            "session_id": session_ids,
+            "experiment": np.asarray(table.experiment),
+            "variant": np.asarray(table.variant),
             "labeled": rated,
-            "label": np.where(rated, y, np.nan),
+            "label": y,
             "prediction": prediction,
         }
     ).with_columns(pl.col("label").fill_nan(None))
-    frame = frame.hstack(pl.DataFrame(X, schema=list(FEATURE_NAMES)))
-    exps = [Experiment(name, arms[0], arms[1:]) for name, arms in EXPERIMENTS.items()]
+    sessions = sessions.hstack(pl.DataFrame(X, schema=list(FEATURE_NAMES)))
+    print(f"\nEstimation stage: {len(table):,} sessions, {rated.sum():,} rated, {len(EXPERIMENTS)} experiments")
+
     started = time.perf_counter()
-    feature_comparison_rows(frame, list(FEATURE_NAMES), exps)
-    label_shift_rows(frame, list(FEATURE_NAMES))
-    subgroup_effect_rows(frame, exps, DEFAULT_MIN_RATINGS)
-    for e in exps:
-        for t in e.treatments:
-            sub = frame.filter(pl.col("experiment") == e.name)
-            y_t = sub.filter((pl.col("variant") == t) & pl.col("labeled"))["label"].to_numpy()
-            y_c = sub.filter((pl.col("variant") == e.control) & pl.col("labeled"))["label"].to_numpy()
-            power_row((e.name, t, e.control), y_t, y_c, 1000, 1000, 0.5)
+    insample_predictions(ModelingData(tuple(FEATURE_NAMES), session_ids, X, stars), "random_forest")
+    t_insample = time.perf_counter() - started
+
+    started = time.perf_counter()
+    effects = experiment_effect_rows(sessions, dict(CONTROLS), Settings())
+    t_effects = time.perf_counter() - started
+    comparisons = len({(r.experiment, r.treatment) for r in effects})
+
+    exps = experiments_of(sessions, dict(CONTROLS))
+    oof_rho = {(r.experiment, r.treatment): r.oof_rho for r in effects if r.method == "naive_welch"}
+    started = time.perf_counter()
+    feature_comparison_rows(sessions, list(FEATURE_NAMES), exps)
+    label_shift_rows(sessions, list(FEATURE_NAMES))
+    subgroup_effect_rows(sessions, exps, DEFAULT_MIN_RATINGS)
+    power_rows(sessions, exps, oof_rho)
     t_around = time.perf_counter() - started
     _row("in-sample random forest (for ppi_insample)", t_insample, None, None)
     _row(f"every method of {comparisons} comparisons", t_effects, None, None)
-    _row("feature comparisons, label shift, segments, power", t_around, None, None)
+    _row("feature comparisons, label shift, subgroups, power", t_around, None, None)
     _row("estimation stage (sum)", t_insample + t_effects + t_around, None, None)
 
 
