@@ -8,8 +8,8 @@ import polars as pl
 import pytest
 
 from pulse_pipeline import tables
-from pulse_pipeline.defs.modeling.checks import OOF_VIOLATIONS_SQL
 from pulse_pipeline.modeling.comparison import judge_metric_rows, load_judge_agreement
+from pulse_pipeline.modeling.predictions import audit_stored_predictions
 from pulse_pipeline.runs import ingest
 from pulse_pipeline.synth import write_corpus
 from pulse_pipeline.warehouse import Warehouse
@@ -19,20 +19,28 @@ def test_the_out_of_fold_check_fails_on_in_sample_predictions():
     wh = Warehouse(duckdb.connect())
     labeled = [f"s{i}" for i in range(6)]
     fold = {sid: i % 3 for i, sid in enumerate(labeled)}
+    predictions = pl.DataFrame(
+        {
+            "session_id": [*labeled, "u1"],
+            "labeled": [True] * len(labeled) + [False],
+            "label_stars": [4.0] * len(labeled) + [None],
+            "label": [0.75] * len(labeled) + [None],
+            "prediction_stars": [4.1] * len(labeled) + [4.0],
+            "prediction": [0.775] * len(labeled) + [0.75],
+            "fold": [fold[s] for s in labeled] + [None],
+            "model": "m",
+            "method": ["out_of_fold"] * len(labeled) + ["fold_mean"],
+        }
+    )
 
-    def write(training: list[tuple]) -> int:
-        for t in (tables.PREDICTIONS, tables.FOLD_TRAINING):
-            wh.con.execute(f"DELETE FROM {t.qualified}")
-        wh.insert_rows(
-            tables.PREDICTIONS,
-            [(s, True, 4.0, 0.75, 4.1, 0.775, fold[s], "m", "out_of_fold") for s in labeled]
-            + [("u1", False, None, None, 4.0, 0.75, None, "m", "fold_mean")],
-        )
-        wh.insert_rows(tables.FOLD_TRAINING, training)
-        return wh.con.execute(OOF_VIOLATIONS_SQL).fetchone()[0]
+    def write(training: list[dict]) -> int:
+        wh.replace(tables.PREDICTIONS, predictions)
+        wh.replace(tables.FOLD_TRAINING, pl.DataFrame(training))
+        return audit_stored_predictions(wh).in_sample_predictions
 
-    cross_fit = [("m", k, s) for k in range(3) for s in labeled if fold[s] != k]
-    in_sample = [("m", k, s) for k in range(3) for s in labeled]  # every fold model saw every label
+    cross_fit = [{"model": "m", "fold": k, "session_id": s} for k in range(3) for s in labeled if fold[s] != k]
+    # every fold model saw every label
+    in_sample = [{"model": "m", "fold": k, "session_id": s} for k in range(3) for s in labeled]
     assert write(cross_fit) == 0
     assert write(in_sample) == len(labeled)
 

@@ -4,21 +4,13 @@ session with the fold models' training sets, and permutation importance of the c
 import dagster as dg
 
 from ... import tables
-from ...modeling.comparison import compare_models, load_judge_agreement, table_2
-from ...modeling.crossfit import crossfit_predict, pearson
+from ...modeling.comparison import compare_models, load_chosen_family, load_judge_agreement, table_2
 from ...modeling.data import load_modeling_data
-from ...modeling.importance import permutation_importance_oof
+from ...modeling.predictions import crossfit_tables
 from ..markdown import markdown_table
 from ..resources import WarehouseResource
 from ..specs import SESSION_FEATURES_KEY, key, table_spec
 from .resources import ModelingResource
-
-
-def _skip(wh, reason: str, *which: tables.Table) -> dict:
-    for t in which:
-        wh.con.execute(f"DELETE FROM {t.qualified}")
-    return {"skipped": reason}
-
 
 KINDS = ("duckdb", "scikit-learn")
 
@@ -55,59 +47,48 @@ def cv_metrics(context: dg.AssetExecutionContext, warehouse: WarehouseResource, 
     )
 
 
+CROSSFIT_TABLES = (tables.PREDICTIONS, tables.FOLD_TRAINING, tables.FEATURE_IMPORTANCE)
+NO_CHOSEN_MODEL = "skipped: no model was chosen (see modeling/cv_metrics)"
+
+
 @dg.multi_asset(
     specs=[
         dg.AssetSpec(**table_spec(t, [tables.CV_METRICS, SESSION_FEATURES_KEY], "modeling", KINDS))
-        for t in (tables.PREDICTIONS, tables.FOLD_TRAINING, tables.FEATURE_IMPORTANCE)
+        for t in CROSSFIT_TABLES
     ],
     name="crossfit",
 )
 def crossfit(context: dg.AssetExecutionContext, warehouse: WarehouseResource, modeling: ModelingResource):
     """Cross-fit predictions with the chosen family: one model is fit across all experiment arms, as the paper
     does (the arms share users, tasks and the agent's scaffold; a model per arm would have a fraction of the labels)."""
-    outputs = (tables.PREDICTIONS, tables.FOLD_TRAINING, tables.FEATURE_IMPORTANCE)
     with warehouse.warehouse() as wh:
-        chosen = wh.con.execute("SELECT DISTINCT model FROM modeling.cv_metrics WHERE chosen").fetchone()
-        data = load_modeling_data(wh)
-        if chosen is None:
-            meta = _skip(wh, "skipped: no model was chosen (see modeling/cv_metrics)", *outputs)
-            for t in outputs:
-                yield dg.MaterializeResult(asset_key=key(t), metadata=meta)
+        family = load_chosen_family(wh)
+        if family is None:
+            for t in CROSSFIT_TABLES:
+                wh.replace(t, [])
+                yield dg.MaterializeResult(asset_key=key(t), metadata={"skipped": NO_CHOSEN_MODEL})
             return
-        family = chosen[0]
-        lab = data.labeled
-        context.log.info(f"cross-fitting {family}: {int(lab.sum())} rated, {int((~lab).sum())} unrated sessions")
-        cf = crossfit_predict(data.X[lab], data.y[lab], data.X[~lab], family, k=modeling.folds, seed=42)
-        ids_lab, ids_unlab = data.session_ids[lab], data.session_ids[~lab]
-        y = data.y[lab]
-        rows = [
-            (sid, True, float(yy), (float(yy) - 1) / 4, float(p), (float(p) - 1) / 4, int(f), family, "out_of_fold")
-            for sid, yy, p, f in zip(ids_lab, y, cf.oof, cf.fold, strict=True)
-        ] + [
-            (sid, False, None, None, float(p), (float(p) - 1) / 4, None, family, "fold_mean")
-            for sid, p in zip(ids_unlab, cf.unlabeled, strict=True)
-        ]
-        training = [(family, fold, str(ids_lab[i])) for fold, index in enumerate(cf.train_index_by_fold) for i in index]
-        importance = permutation_importance_oof(cf, data.X[lab], y, list(data.feature_names))
-        wh.replace_rows(tables.PREDICTIONS, rows)
-        wh.replace_rows(tables.FOLD_TRAINING, training)
-        wh.replace_rows(tables.FEATURE_IMPORTANCE, [(family, i.feature, i.mean, i.sd, i.rank) for i in importance])
-        top = wh.frame("SELECT feature, importance_mean, importance_sd FROM modeling.feature_importance ORDER BY rank")
-    r = pearson(y, cf.oof)[0]
+        result = crossfit_tables(load_modeling_data(wh), family, folds=modeling.folds, say=context.log.info)
+        wh.replace(tables.PREDICTIONS, result.predictions)
+        wh.replace(tables.FOLD_TRAINING, result.fold_training)
+        wh.replace(tables.FEATURE_IMPORTANCE, result.importance)
     yield dg.MaterializeResult(
         asset_key=key(tables.PREDICTIONS),
         metadata={
-            "dagster/row_count": len(rows),
+            "dagster/row_count": result.predictions.height,
             "model": family,
-            "oof_pearson": r,
-            **({"note": cf.note} if cf.note else {}),
+            "oof_pearson": result.oof_pearson,
+            **({"note": result.note} if result.note else {}),
         },
     )
-    yield dg.MaterializeResult(asset_key=key(tables.FOLD_TRAINING), metadata={"dagster/row_count": len(training)})
+    yield dg.MaterializeResult(
+        asset_key=key(tables.FOLD_TRAINING), metadata={"dagster/row_count": result.fold_training.height}
+    )
+    top = result.importance.select("feature", "importance_mean", "importance_sd")
     yield dg.MaterializeResult(
         asset_key=key(tables.FEATURE_IMPORTANCE),
         metadata={
-            "dagster/row_count": len(importance),
+            "dagster/row_count": result.importance.height,
             "top_features": dg.MetadataValue.md(markdown_table(top, max_rows=15)),
         },
     )

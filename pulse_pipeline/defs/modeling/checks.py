@@ -3,15 +3,9 @@
 import dagster as dg
 
 from ... import tables
+from ...modeling.predictions import audit_stored_predictions
 from ..resources import WarehouseResource
 from ..specs import key
-
-# A rated session whose prediction came from a fold model trained on it: valid cross-fitting has none.
-OOF_VIOLATIONS_SQL = """
-SELECT count(*) FROM modeling.predictions p
-WHERE p.labeled AND (p.fold IS NULL OR EXISTS (
-    SELECT 1 FROM modeling.fold_training t WHERE t.model = p.model AND t.fold = p.fold AND t.session_id = p.session_id))
-"""
 
 
 @dg.asset_check(
@@ -21,13 +15,13 @@ WHERE p.labeled AND (p.fold IS NULL OR EXISTS (
 )
 def predictions_are_out_of_fold(warehouse: WarehouseResource) -> dg.AssetCheckResult:
     with warehouse.warehouse(publish_after=False) as wh:
-        bad = wh.con.execute(OOF_VIOLATIONS_SQL).fetchone()[0]
-        unlabeled_with_fold = wh.con.execute(
-            "SELECT count(*) FROM modeling.predictions WHERE NOT labeled AND fold IS NOT NULL"
-        ).fetchone()[0]
+        audit = audit_stored_predictions(wh)
     return dg.AssetCheckResult(
-        passed=bad == 0 and unlabeled_with_fold == 0,
-        metadata={"in_sample_predictions": bad, "unrated_with_a_fold": unlabeled_with_fold},
+        passed=audit.passed,
+        metadata={
+            "in_sample_predictions": audit.in_sample_predictions,
+            "unrated_with_a_fold": audit.unrated_with_a_fold,
+        },
     )
 
 
