@@ -12,7 +12,7 @@ import pytest
 
 from pulse_pipeline.features import heuristic as h
 from pulse_pipeline.features.annotation import AgentStep, SessionTranscript
-from pulse_pipeline.features.heuristic import RULES, HeuristicAnnotator, UnknownRuleError
+from pulse_pipeline.features.heuristic import RULES, HeuristicAnnotator, SessionView, UnknownRuleError
 from pulse_pipeline.features.rubric import DEFAULT_RUBRIC, RubricFeature, load_rubric
 
 RUBRIC = load_rubric(DEFAULT_RUBRIC)
@@ -27,7 +27,7 @@ def ask(t: SessionTranscript, name: str):
         f = RubricFeature(name, "an extension", "yes_no", "issues", name)
     else:
         f = RUBRIC.get(name)
-    return RULES[f.heuristic](t, f)
+    return RULES[f.heuristic](SessionView(t), f)
 
 
 def run(cmd: str, exit_code: int | None = 0) -> AgentStep:
