@@ -154,10 +154,14 @@ def experiment_effect_rows(
     for exp in experiments_of(predicted, controls):
         in_experiment = predicted.filter(pl.col("experiment") == exp.name)
         if not exp.treatments:
-            note = f"single-arm experiment (only {exp.control!r}): nothing to compare"
             rows.append(
                 EffectRow(
-                    experiment=exp.name, treatment=None, control=exp.control, method="none", valid=False, note=note
+                    experiment=exp.name,
+                    treatment=None,
+                    control=exp.control,
+                    method="none",
+                    valid=False,
+                    note=exp.nothing_to_compare,
                 )
             )
             continue

@@ -27,6 +27,11 @@ class Experiment:
     treatments: tuple[str, ...]
     note: str | None = None
 
+    @property
+    def nothing_to_compare(self) -> str:
+        """What every table says of an experiment with a single arm (no treatments)."""
+        return f"single-arm experiment (only {self.control!r}): nothing to compare"
+
 
 def _specs(path: Path) -> dict[str, dict]:
     if not path.exists():

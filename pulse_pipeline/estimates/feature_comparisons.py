@@ -94,7 +94,6 @@ def feature_comparison_rows(
     for exp in exps:
         sub = frame.filter(pl.col("experiment") == exp.name)
         if not exp.treatments:
-            note = f"single-arm experiment (only {exp.control!r}): nothing to compare"
             rows.append(
                 FeatureComparisonRow(
                     experiment=exp.name,
@@ -102,7 +101,7 @@ def feature_comparison_rows(
                     control=exp.control,
                     n_treatment=0,
                     n_control=sub.height,
-                    note=note,
+                    note=exp.nothing_to_compare,
                 )
             )
         for treatment in exp.treatments:

@@ -118,7 +118,6 @@ def power_rows(
         sub = sessions.filter(pl.col("experiment") == exp.name)
         y_c, N_c = _labels_and_unrated(sub, exp.control)
         if not exp.treatments:
-            note = f"single-arm experiment (only {exp.control!r}): nothing to compare"
             rows.append(
                 PowerRow(
                     experiment=exp.name,
@@ -128,7 +127,7 @@ def power_rows(
                     n_labeled_control=y_c.size,
                     N_unlabeled_treatment=0,
                     N_unlabeled_control=N_c,
-                    note=note,
+                    note=exp.nothing_to_compare,
                 )
             )
         for treatment in exp.treatments:

@@ -65,9 +65,10 @@ def subgroup_effect_rows(frame: pl.DataFrame, exps: Sequence[Experiment], min_ra
     for exp in exps:
         sub = frame.filter(pl.col("experiment") == exp.name)
         if not exp.treatments:
-            note = f"single-arm experiment (only {exp.control!r}): nothing to compare"
             rows.append(
-                SubgroupEffectRow(experiment=exp.name, treatment=None, control=exp.control, method="none", note=note)
+                SubgroupEffectRow(
+                    experiment=exp.name, treatment=None, control=exp.control, method="none", note=exp.nothing_to_compare
+                )
             )
         for treatment in exp.treatments:
             for dimension, subgroup, column in subgroups:
