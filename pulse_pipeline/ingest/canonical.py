@@ -21,54 +21,41 @@ the session's last segment.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
-from .events import ACTION_NAMES, OBSERVATION_NAMES, BadEvent, Event, as_id, as_int, as_text, dump, make_event
+from .adapter import Adapter, EventFields
+from .events import ACTION_NAMES, OBSERVATION_NAMES, as_id, as_int, as_text
 
 
-def normalize_canonical(raw_events: Iterable[Any]) -> tuple[list[Event], list[BadEvent]]:
-    events: list[Event] = []
-    bad: list[BadEvent] = []
-    for position, e in enumerate(raw_events):
-        if not isinstance(e, dict):
-            bad.append(BadEvent(position, "event is not a JSON object", dump(e)))
-            continue
-        etype = e.get("type")
-        original = agent_state = command = None
-        exit_code = None
-        if etype == "state":
-            kind, name = "state", "agent_state_changed"
-            agent_state = e.get("state") if isinstance(e.get("state"), str) else None
-        elif etype in ("observation", "error"):
-            kind = "observation"
-            name = "error" if etype == "error" else str(e.get("of") or "other")
-            if name not in OBSERVATION_NAMES:
-                name, original = "other", name
-            exit_code = as_int(e.get("exit_code"))
-        elif isinstance(etype, str) and etype in ACTION_NAMES:
-            kind, name = "action", etype
-        else:
-            kind, name, original = "other", "other", as_text(etype)
-        if isinstance(e.get("command"), str):
-            command = e["command"]
-        text = as_text(e.get("text")) if e.get("text") is not None else command
-        wait = e.get("wait_for_response") if isinstance(e.get("wait_for_response"), bool) else None
-        source = e.get("source") if isinstance(e.get("source"), str) else "unknown"
-        events.append(
-            make_event(
-                e,
-                len(events),
-                source,
-                kind,
-                name,
-                original=original,
-                text=text,
-                command=command,
-                exit_code=exit_code,
-                agent_state=agent_state,
-                cause=as_id(e.get("cause")),
-                wait_for_response=wait,
-            )
+class Canonical(Adapter):
+    """PULSE canonical events (the ``events`` list of a canonical session record)."""
+
+    format = "pulse_canonical"
+
+    def parse(self, event: dict[str, Any]) -> EventFields:
+        command = event.get("command") if isinstance(event.get("command"), str) else None
+        wait = event.get("wait_for_response")
+        fields = EventFields(
+            source=event.get("source") if isinstance(event.get("source"), str) else "unknown",
+            kind="other",
+            name="other",
+            text=as_text(event.get("text")) if event.get("text") is not None else command,
+            command=command,
+            cause=as_id(event.get("cause")),
+            wait_for_response=wait if isinstance(wait, bool) else None,
         )
-    return events, bad
+        etype = event.get("type")
+        if etype == "state":
+            fields.kind, fields.name = "state", "agent_state_changed"
+            fields.agent_state = event.get("state") if isinstance(event.get("state"), str) else None
+        elif etype in ("observation", "error"):
+            fields.kind = "observation"
+            fields.name = "error" if etype == "error" else str(event.get("of") or "other")
+            if fields.name not in OBSERVATION_NAMES:
+                fields.name, fields.original_name = "other", fields.name
+            fields.exit_code = as_int(event.get("exit_code"))
+        elif isinstance(etype, str) and etype in ACTION_NAMES:
+            fields.kind, fields.name = "action", etype
+        else:
+            fields.original_name = as_text(etype)
+        return fields

@@ -1,4 +1,4 @@
-"""The canonical event model every adapter emits.
+"""The canonical event model every adapter emits (``adapter.py`` builds the events from what an adapter parses).
 
 An event is an action, an observation, a state change, or ``other`` (a shape we do not know, kept as is).
 ``name`` uses OpenHands V0 vocabulary (``message``, ``run``, ``run_ipython``, ``edit``, ``finish``, ...), so one
@@ -14,7 +14,9 @@ import orjson
 
 
 class Event(NamedTuple):
-    event_id: str
+    """One event in the canonical model; its fields are named as raw.events' columns (``event_columns``)."""
+
+    event_id: str  # the source's id, else ``#`` + its position among the session's readable events
     timestamp: str | None
     source: str
     kind: str  # action | observation | state | other
@@ -112,41 +114,6 @@ AGENT_STATES = frozenset(
 CLOSING_STATES = frozenset(
     ["awaiting_user_input", "finished", "stopped", "paused", "error", "rejected", "rate_limited", "stuck"]
 )
-
-
-def make_event(
-    raw: dict[str, Any],
-    seq: int,
-    source: str,
-    kind: str,
-    name: str,
-    *,
-    original: str | None = None,
-    text: str | None = None,
-    command: str | None = None,
-    exit_code: int | None = None,
-    agent_state: str | None = None,
-    cause: str | None = None,
-    wait_for_response: bool | None = None,
-) -> Event:
-    """An event from its parsed fields; the id (``#seq`` when the source has none), timestamp and original JSON
-    are taken from ``raw`` the same way for every format."""
-    timestamp = raw.get("timestamp")
-    return Event(
-        as_id(raw.get("id")) or f"#{seq}",
-        timestamp if isinstance(timestamp, str) else None,
-        source,
-        kind,
-        name,
-        original,
-        text,
-        command,
-        exit_code,
-        agent_state if isinstance(agent_state, str) else None,
-        cause,
-        wait_for_response,
-        dump(raw),
-    )
 
 
 def event_columns(events: list[Event]) -> dict[str, tuple[Any, ...]]:

@@ -21,13 +21,11 @@ from typing import Any
 import orjson
 
 from .. import tables
+from .adapter import add_session
 from .batch import Batch
 from .events import dump
-from .openhands_v0 import normalize_v0
-from .openhands_v1 import looks_like_v1, normalize_v1
-from .records import add_assignment, add_rating, add_record, add_session, classify, content_id
+from .records import adapter_for, add_assignment, add_rating, add_record, classify, content_id
 
-_EVENT_KINDS = ("v0_event", "v1_event")
 CHUNK_EVENTS = 50_000  # a batch is handed to the warehouse once it holds this many events
 
 
@@ -41,19 +39,13 @@ def _why_unparseable(raw: bytes, error: Exception) -> str:
 
 def _is_event_list(value: Any) -> bool:
     first = next((e for e in value if isinstance(e, dict)), None)
-    return first is not None and classify(first) in _EVENT_KINDS
+    return first is not None and classify(first) == "event"
 
 
 def _add_event_stream(batch: Batch, source_file: str, raw_events: list[Any]) -> None:
     """A file that is one session's events: the session id is derived from the events (``content_id``)."""
-    first = next((e for e in raw_events if isinstance(e, dict)), None)
-    if looks_like_v1(first):
-        events, bad = normalize_v1(raw_events)
-        fmt = "openhands_v1_events"
-    else:
-        events, bad = normalize_v0(raw_events)
-        fmt = "openhands_v0_events"
-    add_session(batch, source_file, 0, content_id(raw_events), fmt, events, bad, {})
+    adapter = adapter_for(raw_events)
+    add_session(batch, source_file, 0, content_id(raw_events), f"{adapter.format}_events", adapter, raw_events, {})
 
 
 def read_file(drop_id: str, path: Path, source_file: str) -> Iterator[Batch]:
@@ -94,7 +86,7 @@ def read_file(drop_id: str, path: Path, source_file: str) -> Iterator[Batch]:
     elif isinstance(whole, list):
         for i, obj in enumerate(whole):
             add_record(batch, source_file, i, obj, orjson.dumps(obj))
-    elif classify(whole) in _EVENT_KINDS:
+    elif classify(whole) == "event":
         _add_event_stream(batch, source_file, [whole])  # a conversation of a single event
     else:
         add_record(batch, source_file, 0, whole, raw)
@@ -119,7 +111,7 @@ def jsonl_mode(lines: list[bytes], sample: int = 20) -> str | None:
             break
     if not objects or len(objects) * 2 < seen:
         return None
-    return "events" if classify(objects[0]) in _EVENT_KINDS else "records"
+    return "events" if classify(objects[0]) == "event" else "records"
 
 
 def read_record_lines(drop_id: str, numbered_lines: Iterable[tuple[int, bytes]], source_file: str) -> Iterator[Batch]:
@@ -219,14 +211,10 @@ def read_session_dir(drop_id: str, events_dir: Path, source_file: str) -> Iterat
             raw_events.append(orjson.loads(data))
         except orjson.JSONDecodeError as error:
             unreadable.append((i, f, error))
-    if looks_like_v1(next((e for e in raw_events if isinstance(e, dict)), None)):
-        events, bad = normalize_v1(raw_events)
-        fmt = "openhands_v1_session_dir"
-    else:
-        events, bad = normalize_v0(raw_events)
-        fmt = "openhands_v0_session_dir"
+    adapter = adapter_for(raw_events)
     batch = Batch(drop_id)
-    add_session(batch, source_file, 0, events_dir.parent.name, fmt, events, bad, {})
+    session_id = events_dir.parent.name
+    add_session(batch, source_file, 0, session_id, f"{adapter.format}_session_dir", adapter, raw_events, {})
     for i, f, error in unreadable:
         batch.read["event"] += 1
         batch.quarantine(

@@ -14,20 +14,11 @@ action of a session is the user's (the task), later ones the agent's; other acti
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from .events import (
-    ACTION_NAMES,
-    OBSERVATION_NAMES,
-    BadEvent,
-    Event,
-    as_id,
-    as_int,
-    as_text,
-    dump,
-    make_event,
-)
+from .adapter import Adapter, EventFields
+from .events import ACTION_NAMES, OBSERVATION_NAMES, as_id, as_int, as_text
 
 _OLD_ACTION_ALIASES = {"initialize": "start"}
 
@@ -42,90 +33,81 @@ def _arguments(event: dict[str, Any]) -> dict[str, Any]:
     return event  # old flat shape: arguments live on the event itself
 
 
-def _flatten(raw_events: Iterable[Any]) -> Iterable[Any]:
-    for e in raw_events:
-        if isinstance(e, list) and len(e) == 2 and all(isinstance(x, dict) for x in e):
-            yield from e  # very old evaluation output stores (action, observation) pairs
-        else:
-            yield e
+class OpenHandsV0(Adapter):
+    """OpenHands V0 events; the loosest format, so also what a session no other adapter claims is read as."""
 
+    format = "openhands_v0"
 
-def normalize_v0(raw_events: Iterable[Any]) -> tuple[list[Event], list[BadEvent]]:
-    """Canonical events of one session, and the events that could not be read (by position)."""
-    events: list[Event] = []
-    bad: list[BadEvent] = []
-    seen_message = False
-    for position, e in enumerate(_flatten(raw_events)):
-        if not isinstance(e, dict):
-            bad.append(BadEvent(position, "event is not a JSON object", dump(e)))
-            continue
-        action = e.get("action")
-        observation = e.get("observation")
-        source = e.get("source") if isinstance(e.get("source"), str) else None
-        text = command = agent_state = original = None
-        exit_code = None
-        wait = None
+    def __init__(self) -> None:
+        self.seen_message = False  # the session's first message action without a source is the user's task
+
+    @staticmethod
+    def recognizes(event: Any) -> bool:
+        return isinstance(event, dict) and ("action" in event or "observation" in event)
+
+    def events(self, raw_events: Iterable[Any]) -> Iterator[Any]:
+        for e in raw_events:
+            if isinstance(e, list) and len(e) == 2 and all(isinstance(x, dict) for x in e):
+                yield from e  # very old evaluation output stores (action, observation) pairs
+            else:
+                yield e
+
+    def parse(self, event: dict[str, Any]) -> EventFields:
+        action = event.get("action")
+        observation = event.get("observation")
+        source = event.get("source") if isinstance(event.get("source"), str) else None
         if isinstance(action, str):
-            args = _arguments(e)
-            name = _OLD_ACTION_ALIASES.get(action, action)
-            kind = "action"
-            if name == "change_agent_state":
-                kind, agent_state = "state", args.get("agent_state")
-            elif name not in ACTION_NAMES:
-                name, original = "other", action
-            if name == "message":
-                text = as_text(args.get("content")) if "content" in args else as_text(e.get("message"))
-                w = args.get("wait_for_response")
-                wait = w if isinstance(w, bool) else None
-                if source is None:
-                    source = "agent" if seen_message else "user"
-                seen_message = True
-            elif name == "run":
-                command = args.get("command") if isinstance(args.get("command"), str) else None
-                text = command
-            elif name == "run_ipython":
-                text = as_text(args.get("code"))
-            elif name in ("read", "write", "edit"):
-                text = args.get("path") if isinstance(args.get("path"), str) else None
-            elif name in ("finish", "think", "reject"):
-                text = as_text(args.get("final_thought") or args.get("thought") or e.get("message"))
-            else:
-                text = as_text(e.get("message")) if e.get("message") else None
-            source = source or "agent"
+            fields = self._action(event, action, source)
         elif isinstance(observation, str):
-            extras = e.get("extras") if isinstance(e.get("extras"), dict) else e
-            if observation == "agent_state_changed":
-                kind, name = "state", "agent_state_changed"
-                agent_state = extras.get("agent_state")
-            else:
-                kind, name = "observation", observation
-                if observation not in OBSERVATION_NAMES:
-                    name, original = "other", observation
-                text = as_text(e.get("content"))
-                if observation == "run":
-                    command = extras.get("command") if isinstance(extras.get("command"), str) else None
-                    meta = extras.get("metadata")
-                    exit_code = as_int(meta.get("exit_code")) if isinstance(meta, dict) else None
-                    if exit_code is None:
-                        exit_code = as_int(extras.get("exit_code"))
-            source = source or "environment"
+            fields = _observation(event, observation, source)
         else:
-            kind, name, source = "other", "other", source or "unknown"
-            original = as_text(e.get("kind") or e.get("type"))
-        events.append(
-            make_event(
-                e,
-                len(events),
-                source,
-                kind,
-                name,
-                original=original,
-                text=text,
-                command=command,
-                exit_code=exit_code,
-                agent_state=agent_state,
-                cause=as_id(e.get("cause")),
-                wait_for_response=wait,
-            )
-        )
-    return events, bad
+            original = as_text(event.get("kind") or event.get("type"))
+            fields = EventFields(source or "unknown", "other", "other", original_name=original)
+        fields.cause = as_id(event.get("cause"))
+        return fields
+
+    def _action(self, event: dict[str, Any], action: str, source: str | None) -> EventFields:
+        args = _arguments(event)
+        name = _OLD_ACTION_ALIASES.get(action, action)
+        fields = EventFields(source or "agent", "action", name)
+        if name == "change_agent_state":
+            fields.kind, fields.agent_state = "state", args.get("agent_state")
+        elif name not in ACTION_NAMES:
+            fields.name, fields.original_name = "other", action
+        if fields.name == "message":
+            fields.text = as_text(args.get("content")) if "content" in args else as_text(event.get("message"))
+            wait = args.get("wait_for_response")
+            fields.wait_for_response = wait if isinstance(wait, bool) else None
+            if source is None:
+                fields.source = "agent" if self.seen_message else "user"
+            self.seen_message = True
+        elif fields.name == "run":
+            fields.command = args.get("command") if isinstance(args.get("command"), str) else None
+            fields.text = fields.command
+        elif fields.name == "run_ipython":
+            fields.text = as_text(args.get("code"))
+        elif fields.name in ("read", "write", "edit"):
+            fields.text = args.get("path") if isinstance(args.get("path"), str) else None
+        elif fields.name in ("finish", "think", "reject"):
+            fields.text = as_text(args.get("final_thought") or args.get("thought") or event.get("message"))
+        else:
+            fields.text = as_text(event.get("message")) if event.get("message") else None
+        return fields
+
+
+def _observation(event: dict[str, Any], observation: str, source: str | None) -> EventFields:
+    extras = event.get("extras") if isinstance(event.get("extras"), dict) else event
+    fields = EventFields(source or "environment", "observation", observation)
+    if observation == "agent_state_changed":
+        fields.kind, fields.agent_state = "state", extras.get("agent_state")
+        return fields
+    if observation not in OBSERVATION_NAMES:
+        fields.name, fields.original_name = "other", observation
+    fields.text = as_text(event.get("content"))
+    if observation == "run":
+        fields.command = extras.get("command") if isinstance(extras.get("command"), str) else None
+        meta = extras.get("metadata")
+        fields.exit_code = as_int(meta.get("exit_code")) if isinstance(meta, dict) else None
+        if fields.exit_code is None:
+            fields.exit_code = as_int(extras.get("exit_code"))
+    return fields

@@ -10,10 +10,10 @@ without an agent state.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
-from .events import BadEvent, Event, as_id, as_int, as_text, dump, make_event
+from .adapter import Adapter, EventFields
+from .events import as_id, as_int, as_text
 
 _STATUS = {
     "idle": "awaiting_user_input",
@@ -61,14 +61,6 @@ _EVENT_KINDS = {
 }
 
 
-def looks_like_v1(obj: Any) -> bool:
-    return (
-        isinstance(obj, dict)
-        and isinstance(obj.get("kind"), str)
-        and obj["kind"].endswith(("Event", "Observation", "Condensation", "CondensationRequest"))
-    )
-
-
 def _tool_name(tool: Any, action_kind: Any) -> str | None:
     if isinstance(action_kind, str) and action_kind in _ACTION_KINDS:
         return _ACTION_KINDS[action_kind]
@@ -80,77 +72,71 @@ def _tool_name(tool: Any, action_kind: Any) -> str | None:
     return None
 
 
-def normalize_v1(raw_events: Iterable[Any]) -> tuple[list[Event], list[BadEvent]]:
-    """Canonical events of one V1 conversation, and the events that could not be read (by position)."""
-    events: list[Event] = []
-    bad: list[BadEvent] = []
-    for position, e in enumerate(raw_events):
-        if not isinstance(e, dict):
-            bad.append(BadEvent(position, "event is not a JSON object", dump(e)))
-            continue
-        kind_tag = e.get("kind")
-        source = e.get("source") if isinstance(e.get("source"), str) else "unknown"
-        text = command = agent_state = original = None
-        exit_code = None
-        cause = None
-        if kind_tag == "MessageEvent":
-            kind, name = "action", "message"
-            message = e.get("llm_message") if isinstance(e.get("llm_message"), dict) else {}
-            text = as_text(message.get("content"))
-        elif kind_tag == "ActionEvent":
-            action = e.get("action") if isinstance(e.get("action"), dict) else {}
-            kind = "action"
-            name = _tool_name(e.get("tool_name"), action.get("kind")) or "other"
-            if name == "other":
-                original = as_text(action.get("kind") or e.get("tool_name"))
-            if name == "edit" and action.get("command") == "view":
-                name = "read"
-            if name == "run":
-                command = action.get("command") if isinstance(action.get("command"), str) else None
-                text = command
-            elif name in ("edit", "read"):
-                text = action.get("path") if isinstance(action.get("path"), str) else None
-            elif name in ("finish", "think"):
-                text = as_text(action.get("message") or action.get("thought"))
-        elif kind_tag == "ObservationEvent":
-            obs = e.get("observation") if isinstance(e.get("observation"), dict) else {}
-            kind = "observation"
-            name = _tool_name(e.get("tool_name"), None) or "other"
-            if name == "other":
-                original = as_text(obs.get("kind") or e.get("tool_name"))
-            if name == "edit" and obs.get("command") == "view":
-                name = "read"
-            text = as_text(obs.get("content", obs.get("output")))
-            cause = as_id(e.get("action_id"))
-            if name == "run":
-                command = obs.get("command") if isinstance(obs.get("command"), str) else None
-                exit_code = as_int(obs.get("exit_code"))
-                if exit_code is None and isinstance(obs.get("metadata"), dict):
-                    exit_code = as_int(obs["metadata"].get("exit_code"))  # e.g. -1: timed out / no exit
-        elif kind_tag == "ConversationStateUpdateEvent":
-            kind = "state"
-            key = e.get("key")
-            name = key if isinstance(key, str) else "state_update"
-            if key == "execution_status":
-                agent_state = _STATUS.get(str(e.get("value")), str(e.get("value")))
-        elif kind_tag in _EVENT_KINDS:
-            kind, name = _EVENT_KINDS[kind_tag]
-            text = as_text(e.get("error") or e.get("summary") or e.get("rejection_reason"))
-        else:
-            kind, name, original = "other", "other", as_text(kind_tag)
-        events.append(
-            make_event(
-                e,
-                len(events),
-                source,
-                kind,
-                name,
-                original=original,
-                text=text,
-                command=command,
-                exit_code=exit_code,
-                agent_state=agent_state,
-                cause=cause,
-            )
+class OpenHandsV1(Adapter):
+    """OpenHands V1 (software-agent-sdk) events."""
+
+    format = "openhands_v1"
+
+    @staticmethod
+    def recognizes(event: Any) -> bool:
+        return (
+            isinstance(event, dict)
+            and isinstance(event.get("kind"), str)
+            and event["kind"].endswith(("Event", "Observation", "Condensation", "CondensationRequest"))
         )
-    return events, bad
+
+    def parse(self, event: dict[str, Any]) -> EventFields:
+        kind_tag = event.get("kind")
+        source = event.get("source") if isinstance(event.get("source"), str) else "unknown"
+        if kind_tag == "MessageEvent":
+            message = event.get("llm_message") if isinstance(event.get("llm_message"), dict) else {}
+            return EventFields(source, "action", "message", text=as_text(message.get("content")))
+        if kind_tag == "ActionEvent":
+            return _action(event, source)
+        if kind_tag == "ObservationEvent":
+            return _observation(event, source)
+        if kind_tag == "ConversationStateUpdateEvent":
+            key = event.get("key")
+            fields = EventFields(source, "state", key if isinstance(key, str) else "state_update")
+            if key == "execution_status":
+                fields.agent_state = _STATUS.get(str(event.get("value")), str(event.get("value")))
+            return fields
+        if kind_tag in _EVENT_KINDS:
+            kind, name = _EVENT_KINDS[kind_tag]
+            text = as_text(event.get("error") or event.get("summary") or event.get("rejection_reason"))
+            return EventFields(source, kind, name, text=text)
+        return EventFields(source, "other", "other", original_name=as_text(kind_tag))
+
+
+def _action(event: dict[str, Any], source: str) -> EventFields:
+    action = event.get("action") if isinstance(event.get("action"), dict) else {}
+    fields = EventFields(source, "action", _tool_name(event.get("tool_name"), action.get("kind")) or "other")
+    if fields.name == "other":
+        fields.original_name = as_text(action.get("kind") or event.get("tool_name"))
+    if fields.name == "edit" and action.get("command") == "view":
+        fields.name = "read"
+    if fields.name == "run":
+        fields.command = action.get("command") if isinstance(action.get("command"), str) else None
+        fields.text = fields.command
+    elif fields.name in ("edit", "read"):
+        fields.text = action.get("path") if isinstance(action.get("path"), str) else None
+    elif fields.name in ("finish", "think"):
+        fields.text = as_text(action.get("message") or action.get("thought"))
+    return fields
+
+
+def _observation(event: dict[str, Any], source: str) -> EventFields:
+    obs = event.get("observation") if isinstance(event.get("observation"), dict) else {}
+    fields = EventFields(source, "observation", _tool_name(event.get("tool_name"), None) or "other")
+    if fields.name == "other":
+        fields.original_name = as_text(obs.get("kind") or event.get("tool_name"))
+    if fields.name == "edit" and obs.get("command") == "view":
+        fields.name = "read"
+    fields.text = as_text(obs.get("content", obs.get("output")))
+    fields.cause = as_id(event.get("action_id"))
+    if fields.name == "run":
+        fields.command = obs.get("command") if isinstance(obs.get("command"), str) else None
+        fields.exit_code = as_int(obs.get("exit_code"))
+        if fields.exit_code is None and isinstance(obs.get("metadata"), dict):
+            fields.exit_code = as_int(obs["metadata"].get("exit_code"))  # e.g. -1: timed out / no exit
+    return fields

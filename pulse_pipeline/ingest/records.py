@@ -8,6 +8,7 @@ Which kind of record an object is, is read from its keys, never from its file's 
 ``events`` list            PULSE canonical session (see ``canonical.py``)
 ``rating``                 a star rating row (OpenHands ``conversation_feedback`` shape)
 ``variant``/``experiment`` an assignment row
+an event of a known format a bare event (``EVENT_ADAPTERS``): a file of them is one session
 ========================  ==========================================================
 
 Session ids come from ``session_id``, ``conversation_id``, ``instance_id`` or ``id``; a record with none gets
@@ -19,22 +20,33 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
 
 from .. import tables
+from .adapter import Adapter, add_session
 from .batch import Batch
-from .canonical import normalize_canonical
-from .events import BadEvent, Event, as_id, dump, event_columns
-from .openhands_v0 import normalize_v0
-from .openhands_v1 import looks_like_v1, normalize_v1
-from .segments import is_user_message, segment_events
+from .canonical import Canonical
+from .events import as_id, dump
+from .openhands_v0 import OpenHandsV0
+from .openhands_v1 import OpenHandsV1
 
-Normalizer = Callable[[Iterable[Any]], tuple[list[Event], list[BadEvent]]]
+# The formats a bare event can be in, tried in this order (a V1 ActionEvent has an ``action`` key, as V0 events do).
+EVENT_ADAPTERS: tuple[type[Adapter], ...] = (OpenHandsV1, OpenHandsV0)
 
 _ID_KEYS = ("session_id", "conversation_id", "instance_id", "sid", "id")
+
+
+def adapter_for(raw_events: Sequence[Any]) -> Adapter:
+    """A new adapter for one session's events, chosen by their first JSON object; OpenHands V0 when no adapter
+    claims it (V0 has the loosest shapes: old exports without ``id``, ``source`` or ``timestamp``)."""
+    first = next((e for e in raw_events if isinstance(e, dict)), None)
+    for adapter in EVENT_ADAPTERS:
+        if adapter.recognizes(first):
+            return adapter()
+    return OpenHandsV0()
 
 
 def classify(obj: Any) -> str | None:
@@ -51,10 +63,8 @@ def classify(obj: Any) -> str | None:
         return "rating"
     if "variant" in obj or "experiment" in obj:
         return "assignment"
-    if looks_like_v1(obj):
-        return "v1_event"
-    if "action" in obj or "observation" in obj:
-        return "v0_event"
+    if any(adapter.recognizes(obj) for adapter in EVENT_ADAPTERS):
+        return "event"
     return None
 
 
@@ -71,92 +81,18 @@ def record_session_id(obj: dict[str, Any]) -> str:
     return content_id(obj)
 
 
-def _meta(obj: dict[str, Any], key: str) -> str | None:
-    value = obj.get(key)
-    if value is None and isinstance(obj.get("metadata"), dict):
-        value = obj["metadata"].get(key)
-    return as_id(value)
-
-
-def add_session(
-    batch: Batch,
-    source_file: str,
-    record_index: int,
-    session_id: str,
-    source_format: str,
-    events: list[Event],
-    bad: list[BadEvent],
-    info: dict[str, Any],
-) -> None:
-    """Write one session's rows: its events (with segments), its session row, its unreadable events."""
-    batch.read["session"] += 1
-    batch.read["event"] += len(events) + len(bad)
-    for b in bad:
-        batch.quarantine(source_file, record_index, "event", b.reason, b.raw_json, event_index=b.position)
-    if not events:
-        batch.quarantine(source_file, record_index, "session", "session has no readable events", dump(info))
-        return
-    record_key = f"{batch.drop_id}:{source_file}:{record_index}"
-    seg = segment_events(events)
-    n = len(events)
-    batch.extend(
-        tables.EVENTS,
-        {
-            "drop_id": [batch.drop_id] * n,
-            "record_key": [record_key] * n,
-            "session_id": [session_id] * n,
-            "seq": range(n),
-            **event_columns(events),
-            "segment_index": seg.index,
-            "segment_close": seg.close,
-        },
-    )
-    stamps = [e.timestamp for e in events if e.timestamp]
-    metadata = {k: v for k, v in info.items() if k not in ("history", "trajectory", "events", "ratings")}
-    batch.add(
-        tables.SESSIONS,
-        {
-            "drop_id": batch.drop_id,
-            "record_key": record_key,
-            "source_file": source_file,
-            "record_index": record_index,
-            "session_id": session_id,
-            "source_format": source_format,
-            "user_id": _meta(info, "user_id"),
-            "experiment": _meta(info, "experiment"),
-            "variant": _meta(info, "variant"),
-            "feedback": as_id(info.get("feedback") or info.get("polarity")),
-            "started_at": min(stamps) if stamps else None,
-            "ended_at": max(stamps) if stamps else None,
-            "n_events": n,
-            "n_user_messages": sum(1 for e in events if is_user_message(e)),
-            "n_segments": seg.n_segments,
-            "n_shell_commands": sum(1 for e in events if e.kind == "action" and e.name == "run"),
-            "metadata_json": dump(metadata) if metadata else None,
-        },
-    )
-
-
 def add_record(batch: Batch, source_file: str, record_index: int, obj: Any, raw: bytes) -> None:
     """Route one top-level record to the rows it becomes, or to quarantine with the reason."""
     kind = classify(obj)
-    if kind in ("feedback", "eval", "canonical"):
-        events_key, normalize, fmt = {
-            "feedback": ("trajectory", normalize_v0, "openhands_v0_feedback"),
-            "eval": ("history", normalize_v0, "openhands_v0_eval"),
-            "canonical": ("events", normalize_canonical, "pulse_canonical"),
-        }[kind]
-        raw_events = obj[events_key]
-        if (
-            kind != "canonical"
-            and raw_events
-            and looks_like_v1(next((e for e in raw_events if isinstance(e, dict)), None))
-        ):
-            normalize, fmt = normalize_v1, fmt.replace("v0", "v1")
-        events, bad = normalize(raw_events)
+    if kind in ("feedback", "eval"):
+        raw_events = obj["trajectory" if kind == "feedback" else "history"]
+        adapter = adapter_for(raw_events)
+        source_format = f"{adapter.format}_{kind}"  # e.g. openhands_v0_feedback
+        add_session(batch, source_file, record_index, record_session_id(obj), source_format, adapter, raw_events, obj)
+    elif kind == "canonical":
         session_id = record_session_id(obj)
-        add_session(batch, source_file, record_index, session_id, fmt, events, bad, obj)
-        if kind == "canonical" and events:
+        adapter = Canonical()
+        if add_session(batch, source_file, record_index, session_id, adapter.format, adapter, obj["events"], obj):
             for j, rating in enumerate(obj.get("ratings") or []):
                 add_rating(
                     batch,

@@ -1,0 +1,170 @@
+"""The one driver every input format plugs into: an adapter parses events, the driver does everything else.
+
+An adapter knows one agent's event format and nothing more: whether an event is of its format (``recognizes``)
+and what one event says in the canonical model (``parse``, returning ``EventFields``). What every format shares is
+written once, here:
+
+- ``read_events``: walk a session's raw events, send those that are not JSON objects to quarantine by position,
+  parse the rest, and give each its id (``#seq`` when the source has none), timestamp and original JSON;
+- ``add_session``: count what was read, segment the events into work segments, write the session's event rows and
+  its session row, and quarantine its unreadable events (or the whole session when none was readable).
+
+A new format (Claude Code, Codex CLI, ...) is one module with an ``Adapter`` subclass, listed in
+``records.EVENT_ADAPTERS`` so files and records of its events are recognized.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from .. import tables
+from .batch import Batch
+from .events import BadEvent, Event, as_id, dump, event_columns
+from .segments import is_user_message, segment_events
+
+
+@dataclass(slots=True)
+class EventFields:
+    """What an adapter reads off one event, in the canonical model of ``events.py``; the driver adds the id,
+    timestamp and original JSON, which every format stores the same way."""
+
+    source: str  # user | agent | environment | ... (as the format says; adapters infer it where it is missing)
+    kind: str  # action | observation | state | other
+    name: str  # V0 vocabulary; a name the vocabulary lacks is "other", with the format's own in original_name
+    original_name: str | None = None
+    text: str | None = None
+    command: str | None = None
+    exit_code: int | None = None
+    agent_state: str | None = None  # state changes only, in V0 vocabulary
+    cause: str | None = None  # id of the event this one answers
+    wait_for_response: bool | None = None
+
+
+class Adapter:
+    """One event format. A subclass sets ``format`` and implements ``parse`` (and ``recognizes`` when files of bare
+    events of its format are to be found by their content).
+
+    One instance reads one session, so an adapter may remember what it saw earlier in the session (OpenHands V0
+    infers who wrote a message that way).
+    """
+
+    format: ClassVar[str]  # the start of raw.sessions.source_format, e.g. openhands_v1
+
+    @staticmethod
+    def recognizes(event: Any) -> bool:
+        """Whether a session's first JSON object is an event of this format."""
+        return False
+
+    def events(self, raw_events: Iterable[Any]) -> Iterable[Any]:
+        """The session's events one by one, as positions count them (V0 unpacks old (action, observation) pairs)."""
+        return raw_events
+
+    def parse(self, event: dict[str, Any]) -> EventFields:
+        """The canonical fields of one event (a JSON object; anything else never reaches an adapter)."""
+        raise NotImplementedError
+
+
+def read_events(adapter: Adapter, raw_events: Iterable[Any]) -> tuple[list[Event], list[BadEvent]]:
+    """A session's canonical events, and the events that could not be read at all (not JSON objects), by position."""
+    events: list[Event] = []
+    bad: list[BadEvent] = []
+    for position, raw in enumerate(adapter.events(raw_events)):
+        if not isinstance(raw, dict):
+            bad.append(BadEvent(position, "event is not a JSON object", dump(raw)))
+            continue
+        fields = adapter.parse(raw)
+        timestamp = raw.get("timestamp")
+        events.append(
+            Event(
+                event_id=as_id(raw.get("id")) or f"#{len(events)}",
+                timestamp=timestamp if isinstance(timestamp, str) else None,
+                source=fields.source,
+                kind=fields.kind,
+                name=fields.name,
+                original_name=fields.original_name,
+                text=fields.text,
+                command=fields.command,
+                exit_code=fields.exit_code,
+                agent_state=fields.agent_state if isinstance(fields.agent_state, str) else None,
+                cause=fields.cause,
+                wait_for_response=fields.wait_for_response,
+                raw_json=dump(raw),
+            )
+        )
+    return events, bad
+
+
+def _meta(info: dict[str, Any], key: str) -> str | None:
+    """A session attribute from the record itself, else from its ``metadata`` object."""
+    value = info.get(key)
+    if value is None and isinstance(info.get("metadata"), dict):
+        value = info["metadata"].get(key)
+    return as_id(value)
+
+
+def add_session(
+    batch: Batch,
+    source_file: str,
+    record_index: int,
+    session_id: str,
+    source_format: str,
+    adapter: Adapter,
+    raw_events: Iterable[Any],
+    info: dict[str, Any],
+) -> int:
+    """Read one session's events with ``adapter`` and write its rows; returns how many events were accepted
+    (0: the session had no readable event and went to quarantine).
+
+    ``info`` is the record the events came from (empty for a file of bare events): its user, experiment, variant
+    and feedback fill the session row, and its other keys are kept as the session's metadata JSON.
+    """
+    events, bad = read_events(adapter, raw_events)
+    batch.read["session"] += 1
+    batch.read["event"] += len(events) + len(bad)
+    for b in bad:
+        batch.quarantine(source_file, record_index, "event", b.reason, b.raw_json, event_index=b.position)
+    if not events:
+        batch.quarantine(source_file, record_index, "session", "session has no readable events", dump(info))
+        return 0
+    record_key = f"{batch.drop_id}:{source_file}:{record_index}"
+    seg = segment_events(events)
+    n = len(events)
+    batch.extend(
+        tables.EVENTS,
+        {
+            "drop_id": [batch.drop_id] * n,
+            "record_key": [record_key] * n,
+            "session_id": [session_id] * n,
+            "seq": range(n),
+            **event_columns(events),
+            "segment_index": seg.index,
+            "segment_close": seg.close,
+        },
+    )
+    stamps = [e.timestamp for e in events if e.timestamp]
+    metadata = {k: v for k, v in info.items() if k not in ("history", "trajectory", "events", "ratings")}
+    batch.add(
+        tables.SESSIONS,
+        {
+            "drop_id": batch.drop_id,
+            "record_key": record_key,
+            "source_file": source_file,
+            "record_index": record_index,
+            "session_id": session_id,
+            "source_format": source_format,
+            "user_id": _meta(info, "user_id"),
+            "experiment": _meta(info, "experiment"),
+            "variant": _meta(info, "variant"),
+            "feedback": as_id(info.get("feedback") or info.get("polarity")),
+            "started_at": min(stamps) if stamps else None,
+            "ended_at": max(stamps) if stamps else None,
+            "n_events": n,
+            "n_user_messages": sum(1 for e in events if is_user_message(e)),
+            "n_segments": seg.n_segments,
+            "n_shell_commands": sum(1 for e in events if e.kind == "action" and e.name == "run"),
+            "metadata_json": dump(metadata) if metadata else None,
+        },
+    )
+    return n
