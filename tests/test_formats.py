@@ -22,6 +22,9 @@ Fixtures:
   (canonical, with experiment metadata); feedback.jsonl and feedback.csv rating them; assignments.csv.
 - content_shapes/: weird.txt (a V0 event array), ratings.csv (canonical JSONL), data.json (ratings JSONL),
   table.dat (an assignments CSV).
+
+The last section needs no fixture: a made-up chat-log adapter shows what the driver (``ingest/adapter.py``) does for
+any format, and a row is checked against the contract by column name.
 """
 
 from __future__ import annotations
@@ -36,7 +39,10 @@ from pathlib import Path
 import pytest
 
 from pulse_pipeline import tables
+from pulse_pipeline.ingest.adapter import Adapter, EventFields, add_session
+from pulse_pipeline.ingest.batch import Batch
 from pulse_pipeline.ingest.load import load_drop, reconcile_drop
+from pulse_pipeline.warehouse import ContractError
 
 from .helpers import FIXTURES, ingest_paths, rebuild_staging
 
@@ -489,3 +495,53 @@ def test_duplicate_session_later_drop_wins(wh, tmp_path):
         ("3", "5"),
     ]
     assert rows(wh, "SELECT variant FROM staging.assignments") == [("x",)]
+
+
+# --- 7. the adapter driver: a new format is only its parsing -----------------------------------------------------
+
+
+class ChatLog(Adapter):
+    """A made-up format: ``{"who": "user" | "bot", "says": text, "done": bool}``, no ids, no timestamps."""
+
+    format = "chat_log"
+
+    def parse(self, event: dict) -> EventFields:
+        source = "user" if event.get("who") == "user" else "agent"
+        return EventFields(source, "action", "message", text=event.get("says"), wait_for_response=event.get("done"))
+
+
+def test_a_new_adapter_is_only_its_parsing():
+    # two user turns, each answered by a bot message that waits for the user: two segments by the no-state rule
+    # (user message to the agent's next waiting message); "oops" is not an object, so it is quarantined at
+    # position 2 and the events after it are numbered without it (#2, #3)
+    raw_events = [
+        {"who": "user", "says": "fix it"},
+        {"who": "bot", "says": "fixed", "done": True},
+        "oops",
+        {"who": "user", "says": "thanks, now test it"},
+        {"who": "bot", "says": "tested", "done": True},
+    ]
+    batch = Batch("d")
+    accepted = add_session(batch, "log.json", 0, "chat-1", "chat_log", ChatLog(), raw_events, {"user_id": "u1"})
+    assert accepted == 4
+    assert batch.read == {"session": 1, "event": 5}
+    events = batch.columns[tables.EVENTS.qualified]
+    assert events["event_id"] == ["#0", "#1", "#2", "#3"]
+    assert events["source"] == ["user", "agent", "user", "agent"]
+    assert events["segment_index"] == [0, 0, 1, 1]
+    assert events["segment_close"] == [None, "awaiting_response", None, "awaiting_response"]
+    session = {name: values[0] for name, values in batch.columns[tables.SESSIONS.qualified].items()}
+    assert (session["session_id"], session["source_format"], session["user_id"]) == ("chat-1", "chat_log", "u1")
+    assert (session["n_events"], session["n_user_messages"], session["n_segments"]) == (4, 2, 2)
+    quarantine = batch.columns[tables.QUARANTINE.qualified]
+    assert (quarantine["event_index"], quarantine["reason"]) == ([2], ["event is not a JSON object"])
+
+
+def test_a_row_is_added_by_column_name_and_checked_against_the_contract():
+    batch = Batch("d")
+    row = {"drop_id": "d", "source_file": "a.csv", "record_index": 1, "session_id": "s", "experiment": "e"}
+    with pytest.raises(ContractError, match="missing column.s. variant, user_id; extra column.s. arm"):
+        batch.add(tables.ASSIGNMENTS, {**row, "arm": "x"})
+    assert batch.count(tables.ASSIGNMENTS) == 0
+    batch.add(tables.ASSIGNMENTS, {**row, "variant": "x", "user_id": None})
+    assert batch.arrow(tables.ASSIGNMENTS).to_pylist() == [{**row, "variant": "x", "user_id": None}]
