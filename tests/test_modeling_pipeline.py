@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import dagster as dg
 import duckdb
+import numpy as np
 import polars as pl
 import pytest
 
 from pulse_pipeline import tables
-from pulse_pipeline.modeling.comparison import judge_metric_rows, load_judge_agreement
-from pulse_pipeline.modeling.predictions import audit_stored_predictions
+from pulse_pipeline.modeling.comparison import compare_models, judge_metric_rows, load_judge_agreement, table_2
+from pulse_pipeline.modeling.data import ModelingData
+from pulse_pipeline.modeling.predictions import audit_stored_predictions, crossfit_tables
 from pulse_pipeline.runs import ingest
-from pulse_pipeline.synth import write_corpus
+from pulse_pipeline.synth import FEATURE_NAMES, feature_matrix, simulate_sessions, write_corpus
 from pulse_pipeline.warehouse import Warehouse
 
 
@@ -128,3 +130,45 @@ def test_one_cv_seed_stores_its_undefined_sd_as_null(pulse_home, tmp_path, monke
     with duckdb.connect(str(pulse_home.warehouse), read_only=True) as con:
         sds = con.execute("SELECT sd FROM modeling.cv_metrics WHERE source = 'cross_validation'").fetchall()
     assert len(sds) == 3 and all(sd is None for (sd,) in sds)  # NULL, not NaN (DuckDB sorts NaN above all)
+
+
+def synthetic_modeling_data(n_sessions: int, rated_fraction: float) -> ModelingData:
+    """The generator's sessions as the modeling stage loads them: features, and stars for rated sessions only."""
+    table = simulate_sessions(n_sessions, seed=2, rated_fraction=rated_fraction)
+    stars = np.where(table.rated, table.label, np.nan)
+    return ModelingData(tuple(FEATURE_NAMES), table.session_id, feature_matrix(table), stars)
+
+
+def test_compare_models_marks_one_family_chosen_and_skips_with_too_few_ratings():
+    data = synthetic_modeling_data(800, rated_fraction=0.1)
+    judge = pl.DataFrame({"model": ["m"], "n": [5], "mse": [1.5], "mae": [1.0], "pearson": [0.2]})
+    comparison = compare_models(data, judge, ["hist_gbm", "lightgbm"], seeds=(42,), folds=5, choose_by="mse")
+    assert comparison.skipped is None and comparison.chosen is not None
+    assert {(r.model, r.metric) for r in comparison.rows} == {
+        (m, k) for m in ("hist_gbm", "lightgbm", "llm_judge:m") for k in ("mse", "mae", "pearson")
+    }
+    assert {r.model for r in comparison.rows if r.chosen} == {comparison.chosen.family}
+    wh = Warehouse(duckdb.connect())
+    wh.replace(tables.CV_METRICS, comparison.rows, nan_as_null=True)  # one seed: every CV sd is NaN, stored NULL
+    assert wh.count(tables.CV_METRICS, "sd IS NULL") == 9
+    assert table_2(comparison.rows).columns == ["metric", "hist_gbm", "lightgbm", "llm_judge:m"]
+
+    too_few = synthetic_modeling_data(100, rated_fraction=0.05)
+    skipped = compare_models(too_few, judge, ["hist_gbm"], seeds=(42,), folds=5, choose_by="pearson")
+    assert skipped.rows == [] and skipped.chosen is None and "at least 10" in skipped.skipped
+
+
+def test_crossfit_tables_predict_every_session_out_of_fold():
+    data = synthetic_modeling_data(800, rated_fraction=0.1)
+    n_rated = int(data.labeled.sum())
+    result = crossfit_tables(data, "hist_gbm", folds=5)
+    wh = Warehouse(duckdb.connect())
+    wh.replace(tables.PREDICTIONS, result.predictions)
+    wh.replace(tables.FOLD_TRAINING, result.fold_training)
+    wh.replace(tables.FEATURE_IMPORTANCE, result.importance)
+    assert wh.count(tables.PREDICTIONS) == 800
+    assert wh.count(tables.PREDICTIONS, "labeled AND fold IS NOT NULL AND method = 'out_of_fold'") == n_rated
+    assert wh.count(tables.PREDICTIONS, "abs(prediction - (prediction_stars - 1) / 4) > 1e-12") == 0
+    assert wh.count(tables.FOLD_TRAINING) == 4 * n_rated  # each rated session trains the other four fold models
+    assert wh.count(tables.FEATURE_IMPORTANCE) == len(FEATURE_NAMES)
+    assert audit_stored_predictions(wh).passed

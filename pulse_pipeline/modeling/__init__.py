@@ -1,1 +1,2 @@
-"""Satisfaction models: families, cross-validation, cross-fit predictions, importance (no Dagster here)."""
+"""Satisfaction models, no Dagster here: families, cross-validation and the choice of a family (``comparison``),
+cross-fit predictions and their tables with the out-of-fold audit (``crossfit``, ``predictions``), importance."""
