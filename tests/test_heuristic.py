@@ -13,6 +13,7 @@ import pytest
 from pulse_pipeline.features import heuristic as h
 from pulse_pipeline.features.annotation import AgentStep, SessionTranscript
 from pulse_pipeline.features.heuristic import RULES, HeuristicAnnotator, SessionView, UnknownRuleError
+from pulse_pipeline.features.heuristic.phrases import PHRASES_FILE, PhraseTableError, load_phrase_tables
 from pulse_pipeline.features.rubric import DEFAULT_RUBRIC, RubricFeature, load_rubric
 
 RUBRIC = load_rubric(DEFAULT_RUBRIC)
@@ -347,6 +348,17 @@ def test_extension_rubric_and_versions(tmp_path: Path):
     assert a.task_description == "Fix the crash in the importer."
     assert a.answers["frustration"].value == "YES" and a.answers["loop_behavior"].value == "NO"
     assert ann.annotate([t], rubric) == [a]  # deterministic
+
+
+def test_phrase_file_errors_name_the_file_and_the_phrase(tmp_path: Path):
+    assert load_phrase_tables().phrases["correction"][0] == "no i meant"
+    bad = tmp_path / "phrases.toml"
+    bad.write_text(PHRASES_FILE.read_text(encoding="utf-8").replace('"no i meant"', '"No I meant!"'), encoding="utf-8")
+    with pytest.raises(PhraseTableError, match=r"phrases.toml: correction phrase 'No I meant!' must be lower case"):
+        load_phrase_tables(bad)
+    bad.write_text("[phrases]\ncorrection = []\n", encoding="utf-8")
+    with pytest.raises(PhraseTableError, match=r"needs \[\[task_type\]\] and \[\[cluster\]\] entries"):
+        load_phrase_tables(bad)
 
 
 def test_a_failing_rule_fails_the_session_not_the_run():
