@@ -1,5 +1,6 @@
 """What the estimates stage reads of the warehouse: the assigned sessions as one frame (arm, label, cross-fit
-prediction and every session feature), and the size of every arm."""
+prediction and every session feature), the size of every arm, the model family the model stage chose, and the
+out-of-fold correlation each comparison found."""
 
 from __future__ import annotations
 
@@ -45,3 +46,19 @@ def arm_sizes(wh: Warehouse) -> dict[str, dict[str, int]]:
     ).fetchall():
         sizes.setdefault(experiment, {})[arm] = n
     return sizes
+
+
+def chosen_family(wh: Warehouse) -> str | None:
+    """The model family the model stage chose (and cross-fit); None when it chose none."""
+    chosen = wh.con.execute("SELECT DISTINCT model FROM modeling.cv_metrics WHERE chosen").fetchone()
+    return chosen[0] if chosen else None
+
+
+def oof_rho_by_comparison(wh: Warehouse) -> dict[tuple[str, str], float | None]:
+    """(experiment, treatment) -> the out-of-fold correlation of predictions and labels ``experiment_effects`` found."""
+    return {
+        (experiment, treatment): rho
+        for experiment, treatment, rho in wh.con.execute(
+            "SELECT experiment, treatment, oof_rho FROM estimates.experiment_effects WHERE method = 'naive_welch'"
+        ).fetchall()
+    }

@@ -8,10 +8,9 @@ from ... import tables
 from ...estimates.effects import Settings
 from ...estimates.experiment_effects import experiment_effect_rows
 from ...estimates.experiments import read_controls
-from ...estimates.sessions import assigned_sessions
+from ...estimates.sessions import assigned_sessions, chosen_family
 from ...modeling.data import load_modeling_data
 from ...settings import EstimateSettings, estimate_settings
-from ...warehouse import Warehouse
 from ..markdown import markdown_table
 from ..resources import WarehouseResource
 from ..specs import SESSION_FEATURES_KEY, key, table_spec
@@ -50,12 +49,6 @@ def estimates_resource(home_root: Path) -> EstimatesResource:
         target_effect=settings.target_effect,
         benchmark_min_ratings=settings.benchmark_min_ratings,
     )
-
-
-def chosen_family(wh: Warehouse) -> str | None:
-    """The model family the model stage chose (and cross-fit), None when it chose none."""
-    chosen = wh.con.execute("SELECT DISTINCT model FROM modeling.cv_metrics WHERE chosen").fetchone()
-    return chosen[0] if chosen else None
 
 
 @dg.asset(**table_spec(tables.EXPERIMENT_EFFECTS, [*SESSIONS_DEPS, SESSION_FEATURES_KEY], "estimates"))

@@ -9,7 +9,7 @@ from ...estimates.experiments import experiments_of
 from ...estimates.feature_comparisons import feature_comparison_rows
 from ...estimates.label_shift import WARN_ABOVE, label_shift_rows
 from ...estimates.power import power_rows
-from ...estimates.sessions import arm_sizes, assigned_sessions, feature_names
+from ...estimates.sessions import arm_sizes, assigned_sessions, feature_names, oof_rho_by_comparison
 from ...estimates.srm import ALARM_P, intended_splits, srm_rows
 from ...estimates.subgroups import subgroup_effect_rows
 from ..markdown import markdown_table
@@ -133,13 +133,7 @@ def power(warehouse: WarehouseResource, estimates: EstimatesResource):
     with warehouse.warehouse() as wh:
         sessions = assigned_sessions(wh)
         exps = experiments_of(sessions, estimates.controls())
-        oof_rho = {
-            (experiment, treatment): rho
-            for experiment, treatment, rho in wh.con.execute(
-                "SELECT experiment, treatment, oof_rho FROM estimates.experiment_effects WHERE method = 'naive_welch'"
-            ).fetchall()
-        }
-        rows = power_rows(sessions, exps, oof_rho, estimates.target_effect)
+        rows = power_rows(sessions, exps, oof_rho_by_comparison(wh), estimates.target_effect)
         wh.replace(tables.POWER, rows, nan_as_null=True)
         shown = wh.frame("""
             SELECT experiment, treatment, round(mde_naive, 4) AS mde_naive, round(mde_ppi, 4) AS mde_ppi,
