@@ -120,9 +120,10 @@ def main() -> None:
 # Runs `pulse ingest` in a fresh interpreter and prints that process's own peak RSS (MiB) last.
 _RSS_CHILD = """
 import json, resource, sys, time
+from dataclasses import asdict
 from pathlib import Path
 from pulse_pipeline.paths import PulseHome
-from pulse_pipeline.runs import ingest, summary_dict
+from pulse_pipeline.runs import ingest
 
 marks = {}
 def say(message):  # runs.ingest says "rebuilding derived tables" when the drop is in and the rebuild starts
@@ -133,7 +134,7 @@ done = time.perf_counter()
 if "rebuilding" not in marks:
     sys.exit("bench: runs.ingest no longer says 'rebuilding derived tables'; update the marker")
 timing = {"read_seconds": marks["rebuilding"] - started, "derived_seconds": done - marks["rebuilding"]}
-print(json.dumps({**summary_dict(summary), **timing}))
+print(json.dumps({**asdict(summary), **timing}))
 print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 """
 

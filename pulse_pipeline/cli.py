@@ -18,11 +18,13 @@ def _say(message: str) -> None:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from .runs import ingest, summary_dict
+    from dataclasses import asdict
+
+    from .runs import ingest
 
     summary = ingest(PulseHome.from_env(), Path(args.path), name=args.name, say=_say)
     if args.json:
-        print(json.dumps(summary_dict(summary), indent=2))
+        print(json.dumps(asdict(summary), indent=2))
     else:
         print(
             f"drop {summary.drop}: {summary.sessions} sessions, {summary.events} events, {summary.segments} "

@@ -6,7 +6,7 @@ import filecmp
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
@@ -195,7 +195,3 @@ def materialize(
         )
         _check(result, message)
     return sorted(k.to_user_string() for k in keys)
-
-
-def summary_dict(summary: DropSummary) -> dict:
-    return asdict(summary)

@@ -8,6 +8,10 @@ Two files:
   analyst's open shell on the working file would stall the pipeline. On Linux a rename leaves an open reader on
   the old copy, so publishing never waits for anyone.
 
+Writers hand rows by column name (a polars frame, or dataclass rows: ``Warehouse.append`` / ``replace``), and
+every write is checked against the contract in ``tables.py`` first: a missing, extra or mistyped column is a
+``ContractError`` that names it, never a row written into the wrong column.
+
 Every write replaces exactly the rows it owns (one drop's rows, or a whole staging table) inside one
 transaction, so re-running anything leaves the tables as they were.
 """
@@ -104,8 +108,6 @@ def to_frame(t: Table, rows: Rows) -> pl.DataFrame:
 def nan_to_null(frame: pl.DataFrame) -> pl.DataFrame:
     """``frame`` with every float NaN replaced by null: an undefined statistic is stored as NULL (its row's note says
     why), because DuckDB sorts NaN above every number, so ``ORDER BY x DESC`` and ``x > 0.3`` would pick it."""
-    if not isinstance(frame, pl.DataFrame):  # positional rows, going away with insert_rows
-        return [tuple(None if isinstance(v, float) and v != v else v for v in r) for r in frame]
     floats = [c for c, d in frame.schema.items() if d.is_float()]
     return frame.with_columns(pl.col(floats).fill_nan(None)) if floats else frame
 
@@ -195,18 +197,6 @@ class Warehouse:
         frame = to_frame(t, rows)  # checked before anything is deleted
         self.con.execute(f"DELETE FROM {t.qualified}")
         return self.append(t, frame, nan_as_null)
-
-    # --- positional writers, going away as each stage moves to append/replace ---
-    def insert_rows(self, t: Table, rows: list[tuple]) -> None:
-        if rows:
-            self.append(t, pl.DataFrame(rows, schema=t.column_names, orient="row", infer_schema_length=None))
-
-    def replace_rows(self, t: Table, rows: list[tuple] | pl.DataFrame) -> None:
-        self.con.execute(f"DELETE FROM {t.qualified}")
-        if isinstance(rows, pl.DataFrame):
-            self.append(t, rows.select(t.column_names))
-        else:
-            self.insert_rows(t, rows)
 
     def replace_table(self, t: Table, select_sql: str, params: list | None = None) -> int:
         """Rebuild a whole derived table from a query whose columns are the table's, in order."""

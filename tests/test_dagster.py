@@ -120,3 +120,21 @@ def test_published_copy_does_not_block_the_writer(pulse_home):
         analyst.close()
     with duckdb.connect(str(pulse_home.warehouse), read_only=True) as fresh:
         assert fresh.execute("SELECT count(*) FROM raw.drops").fetchone()[0] == 2
+
+
+def test_importing_the_definitions_creates_nothing(tmp_path):
+    """Loading the code location (as `dg dev` and every run do) leaves PULSE_HOME alone: the CLI prepares it."""
+    import subprocess
+    import sys
+
+    home = tmp_path / "not-yet"
+    code = "import pulse_pipeline.definitions as d; print(len(list(d.defs.assets)))"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={"PULSE_HOME": str(home), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert int(out.stdout.strip()) > 0
+    assert not home.exists()

@@ -1,54 +1,18 @@
 """Estimates: per experiment and treatment-vs-control comparison, every method's effect and its diagnostics."""
 
-from pathlib import Path
-
 import dagster as dg
 
 from ... import tables
 from ...estimates.effects import Settings
 from ...estimates.experiment_effects import experiment_effect_rows
-from ...estimates.experiments import read_controls
 from ...estimates.sessions import assigned_sessions, chosen_family
 from ...modeling.data import load_modeling_data
-from ...settings import EstimateSettings, estimate_settings
 from ..markdown import markdown_table
 from ..resources import WarehouseResource
 from ..specs import SESSION_FEATURES_KEY, key, table_spec
+from .resources import EstimatesResource
 
 SESSIONS_DEPS = [tables.STAGING_ASSIGNMENTS, tables.SESSION_LABELS, tables.PREDICTIONS]  # what assigned_sessions reads
-
-
-class EstimatesResource(dg.ConfigurableResource):
-    """Settings of the estimates stage: ``PULSE_HOME/experiments.toml`` (control arms and intended splits),
-    ``PULSE_HOME/benchmarks.csv`` (benchmark score differences), and the numbers of ``settings.EstimateSettings``
-    (``PULSE_SHIFT_AUC``, ``PULSE_WIDTH_TOLERANCE``, ``PULSE_SEGMENT_MIN_RATINGS``, ``PULSE_TARGET_EFFECT``,
-    ``PULSE_BENCHMARK_MIN_RATINGS``; what each sets is listed in ``settings.py``).
-    """
-
-    experiments_path: str
-    benchmarks_path: str = ""
-    auc_threshold: float = EstimateSettings.auc_threshold
-    tolerance: float = EstimateSettings.tolerance
-    segment_min_ratings: int = EstimateSettings.segment_min_ratings
-    target_effect: float = EstimateSettings.target_effect
-    benchmark_min_ratings: int = EstimateSettings.benchmark_min_ratings
-
-    def controls(self) -> dict[str, str]:
-        """experiment -> control arm, as ``experiments.toml`` names them."""
-        return read_controls(Path(self.experiments_path))
-
-
-def estimates_resource(home_root: Path) -> EstimatesResource:
-    settings = estimate_settings()
-    return EstimatesResource(
-        experiments_path=str(home_root / "experiments.toml"),
-        benchmarks_path=str(home_root / "benchmarks.csv"),
-        auc_threshold=settings.auc_threshold,
-        tolerance=settings.tolerance,
-        segment_min_ratings=settings.segment_min_ratings,
-        target_effect=settings.target_effect,
-        benchmark_min_ratings=settings.benchmark_min_ratings,
-    )
 
 
 @dg.asset(**table_spec(tables.EXPERIMENT_EFFECTS, [*SESSIONS_DEPS, SESSION_FEATURES_KEY], "estimates"))

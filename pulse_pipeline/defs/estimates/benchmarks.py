@@ -11,7 +11,8 @@ from ..features.resources import AnnotatorResource
 from ..markdown import markdown_table
 from ..resources import WarehouseResource
 from ..specs import SESSION_FEATURES_KEY, key, table_spec
-from .assets import SESSIONS_DEPS, EstimatesResource
+from .assets import SESSIONS_DEPS
+from .resources import EstimatesResource
 
 
 @dg.multi_asset(

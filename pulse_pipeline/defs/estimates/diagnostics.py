@@ -15,7 +15,8 @@ from ...estimates.subgroups import subgroup_effect_rows
 from ..markdown import markdown_table
 from ..resources import WarehouseResource
 from ..specs import SESSION_FEATURES_KEY, key, table_spec
-from .assets import SESSIONS_DEPS, EstimatesResource
+from .assets import SESSIONS_DEPS
+from .resources import EstimatesResource
 
 
 def _asset(table: tables.Table, deps: list) -> dg.asset:
@@ -141,6 +142,3 @@ def power(warehouse: WarehouseResource, estimates: EstimatesResource):
     return dg.MaterializeResult(
         metadata={"dagster/row_count": len(rows), "power": dg.MetadataValue.md(markdown_table(shown, max_rows=30))}
     )
-
-
-DIAGNOSTIC_CHECKS = [split_matches_design, rated_sessions_are_representative]

@@ -47,6 +47,3 @@ def session_features_shape(warehouse: WarehouseResource, annotator: AnnotatorRes
     return dg.AssetCheckResult(
         passed=bad == 0, metadata={"violations": bad, "annotated_columns": len(feature_columns(rubric))}
     )
-
-
-feature_checks = [event_features_cover_sessions, annotations_cover_sessions, session_features_shape]

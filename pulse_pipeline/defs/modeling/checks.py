@@ -23,6 +23,3 @@ def predictions_are_out_of_fold(warehouse: WarehouseResource) -> dg.AssetCheckRe
             "unrated_with_a_fold": audit.unrated_with_a_fold,
         },
     )
-
-
-modeling_checks = [predictions_are_out_of_fold]
