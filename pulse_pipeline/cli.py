@@ -220,7 +220,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     for path in (args.first, args.second):
         if not Path(path).is_file():
             raise FileNotFoundError(f"no warehouse at {path}")
-    diffs = diff_warehouses(Path(args.first), Path(args.second), digits=args.digits)
+    diffs = diff_warehouses(Path(args.first), Path(args.second), digits=args.digits, ignore=args.ignore)
     for d in diffs:
         print(d)
     print(f"{len(diffs)} table(s) differ" if diffs else "every table is the same")
@@ -292,6 +292,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("first")
     s.add_argument("second")
     s.add_argument("--digits", type=int, default=10, help="significant digits doubles must share (default 10)")
+    s.add_argument(
+        "--ignore", action="append", default=[], metavar="SCHEMA.TABLE.COLUMN", help="a column not to compare"
+    )
     s.set_defaults(func=cmd_diff)
 
     s = sub.add_parser("ui", help="open the Dagster UI (dg dev) on PULSE_HOME")

@@ -9,6 +9,7 @@ at about 1e-13 (threaded sums), so ``digits=10`` is the practical test of "the s
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,10 +45,10 @@ def _tables(con: duckdb.DuckDBPyConnection, alias: str) -> dict[str, list[tuple[
     return out
 
 
-def _select(table: str, columns: list[tuple[str, str]], digits: int | None) -> str:
+def _select(table: str, columns: list[tuple[str, str]], digits: int | None, ignore: set[str]) -> str:
     parts = []
     for name, kind in columns:
-        if name in VOLATILE.get(table, ()):
+        if name in VOLATILE.get(table, ()) or f"{table}.{name}" in ignore:
             continue
         if digits is not None and kind in ("DOUBLE", "FLOAT"):
             # round to significant digits; near zero, log10 is unbounded, so tiny values are zero
@@ -60,8 +61,12 @@ def _select(table: str, columns: list[tuple[str, str]], digits: int | None) -> s
     return ", ".join(parts)
 
 
-def diff_warehouses(a: Path, b: Path, digits: int | None = None) -> list[TableDiff]:
-    """Every table that differs between the DuckDB files ``a`` and ``b`` (opened read-only)."""
+def diff_warehouses(a: Path, b: Path, digits: int | None = None, ignore: Iterable[str] = ()) -> list[TableDiff]:
+    """Every table that differs between the DuckDB files ``a`` and ``b`` (opened read-only).
+
+    ``ignore``: columns left out of the comparison, as ``schema.table.column`` (for a change that is meant, such as a
+    new annotator version stamped on every row)."""
+    ignore = set(ignore)
     con = duckdb.connect()
     con.execute("SET enable_progress_bar = false")
     try:
@@ -74,7 +79,7 @@ def diff_warehouses(a: Path, b: Path, digits: int | None = None) -> list[TableDi
             if left[t] != right[t]:
                 out.append(TableDiff(t, f"columns differ: {left[t]} vs {right[t]}"))
                 continue
-            cols = _select(t, left[t], digits)
+            cols = _select(t, left[t], digits, ignore)
             counts = con.execute(f"SELECT (SELECT count(*) FROM a.{t}), (SELECT count(*) FROM b.{t})").fetchone()
             only_a, only_b = con.execute(
                 f"SELECT (SELECT count(*) FROM (SELECT {cols} FROM a.{t} EXCEPT ALL SELECT {cols} FROM b.{t})),"

@@ -116,3 +116,35 @@ def test_connections_draw_no_progress_bar(tmp_path):
     con = connect(tmp_path / "w.duckdb")
     assert con.execute("SELECT current_setting('enable_progress_bar')").fetchone()[0] is False
     con.close()
+
+
+def test_rows_by_name_are_checked_against_the_contract(wh):
+    """A writer that hands the wrong columns is told which, before anything is written."""
+    from dataclasses import dataclass
+
+    import polars as pl
+
+    from pulse_pipeline import tables
+    from pulse_pipeline.warehouse import ContractError
+
+    @dataclass
+    class Label:
+        session_id: str
+        n_rated_segments: int
+        label_stars: float
+        label: float
+
+    assert wh.append(tables.SESSION_LABELS, [Label("a", 1, 5.0, 1.0), Label("b", 2, 3.0, 0.5)]) == 2
+    with pytest.raises(ContractError, match=r"missing column\(s\) label; extra column\(s\) lbl"):
+        wh.replace(
+            tables.SESSION_LABELS,
+            pl.DataFrame({"session_id": ["c"], "n_rated_segments": [1], "label_stars": [4.0], "lbl": [0.75]}),
+        )
+    with pytest.raises(ContractError, match="column label_stars is String, the contract says DOUBLE"):
+        wh.replace(
+            tables.SESSION_LABELS,
+            pl.DataFrame({"session_id": ["c"], "n_rated_segments": [1], "label_stars": ["four"], "label": [0.75]}),
+        )
+    with pytest.raises(ContractError, match="n_rated_segments"):
+        wh.append(tables.SESSION_LABELS, [Label("c", 1.5, 4.0, 0.75)])
+    assert wh.count(tables.SESSION_LABELS) == 2  # nothing was deleted or written by the failed calls
