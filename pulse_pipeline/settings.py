@@ -35,7 +35,7 @@ Env = Mapping[str, str]
 V = TypeVar("V")
 
 ANNOTATORS = ("heuristic", "llm")
-MODEL_FAMILIES = ("ordinal_logit", "random_forest", "hist_gbm", "lightgbm")
+MODEL_FAMILIES = ("ordinal_logit", "random_forest", "hist_gbm", "lightgbm")  # built by modeling/families.py
 MODEL_CHOICES = ("pearson", "mse", "mae")
 
 

@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from pulse_pipeline import tables
 from pulse_pipeline.cli import main
@@ -487,6 +488,7 @@ def test_csv_row_with_the_wrong_number_of_cells(wh, tmp_path):
 # --- the command line ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cli_ingest_of_a_mixed_drop_twice(pulse_home, capsys):
     """tests/fixtures/mixed_drop, counted by hand:
 

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -26,6 +28,7 @@ def test_modeling_bench_runs_one_family():
     assert "hist_gbm" in out and "20 features" in out
 
 
+@pytest.mark.slow
 def test_ingest_bench_reads_and_rebuilds(tmp_path):
     out = _run("bench/ingest.py", "--sessions", "300", "--drops", "2", "--workdir", str(tmp_path))
     assert "pulse ingest      :" in out and "then every derived table rebuilt" in out

@@ -6,6 +6,7 @@ import shutil
 
 import dagster as dg
 import duckdb
+import pytest
 
 from pulse_pipeline import tables
 from pulse_pipeline.definitions import build_definitions
@@ -102,6 +103,7 @@ def test_materialize_runs_every_asset_and_its_checks(pulse_home):
     assert {key: record.status.value for key, record in latest.items()} == {key: "SUCCEEDED" for key in checks}
 
 
+@pytest.mark.slow
 def test_published_copy_does_not_block_the_writer(pulse_home):
     """An analyst holding the published warehouse open must not stop the pipeline from writing."""
     from pulse_pipeline.runs import ingest

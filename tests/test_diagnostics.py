@@ -233,6 +233,7 @@ def test_holm_is_per_method_across_comparisons():
 # ---------------------------------------------------------------- through the pipeline
 
 
+@pytest.mark.slow
 def test_every_table_around_the_estimate_is_materialized(pulse_home, tmp_path, monkeypatch):
     monkeypatch.setenv("PULSE_CV_SEEDS", "2")
     monkeypatch.setenv("PULSE_MODEL_FAMILIES", "lightgbm")

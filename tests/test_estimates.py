@@ -83,6 +83,7 @@ def test_an_arm_with_one_rating_gives_rows_with_the_reason():
     assert all("arm t has fewer than 2 ratings" in r.note for r in rows)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("single_arm", [False, True])
 def test_experiment_effects_through_the_pipeline(pulse_home, tmp_path, monkeypatch, single_arm):
     monkeypatch.setenv("PULSE_CV_SEEDS", "2")

@@ -47,6 +47,7 @@ def test_the_out_of_fold_check_fails_on_in_sample_predictions():
     assert write(in_sample) == len(labeled)
 
 
+@pytest.mark.slow
 def test_modeling_stage_on_a_synthetic_corpus(pulse_home, tmp_path, monkeypatch):
     monkeypatch.setenv("PULSE_CV_SEEDS", "2")  # all four families, two CV seeds: enough to test, quick to run
     corpus = tmp_path / "corpus"
@@ -121,6 +122,7 @@ def test_judge_rows_compare_likert_scores_with_ratings():
     assert {(sd, n, source) for _, sd, n, source in rows.values()} == {(None, 3, "llm_judge")}
 
 
+@pytest.mark.slow
 def test_one_cv_seed_stores_its_undefined_sd_as_null(pulse_home, tmp_path, monkeypatch):
     monkeypatch.setenv("PULSE_CV_SEEDS", "1")  # an sd over one seed is undefined
     monkeypatch.setenv("PULSE_MODEL_FAMILIES", "hist_gbm")

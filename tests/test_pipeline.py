@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import duckdb
 import polars as pl
+import pytest
 
 from pulse_pipeline.cli import main
 from pulse_pipeline.runs import ingest
 from pulse_pipeline.synth import write_corpus
 
 
+@pytest.mark.slow
 def test_synthetic_corpus_round_trips_through_the_pipeline(pulse_home, tmp_path):
     corpus = tmp_path / "corpus"
     written = write_corpus(corpus, 400, seed=3)

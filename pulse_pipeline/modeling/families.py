@@ -32,8 +32,11 @@ from sklearn.impute import SimpleImputer
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 
-FAMILIES: tuple[str, ...] = ("ordinal_logit", "random_forest", "hist_gbm", "lightgbm")
-"""Every model family, in the order ties are broken (the earlier family wins)."""
+from ..settings import MODEL_FAMILIES
+
+FAMILIES: tuple[str, ...] = MODEL_FAMILIES
+"""Every model family, in the order ties are broken (the earlier family wins); the names live with the settings that
+select among them (``PULSE_MODEL_FAMILIES``), so they are checked when settings are read."""
 
 
 def _imputer() -> SimpleImputer:
