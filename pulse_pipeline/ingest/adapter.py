@@ -5,12 +5,22 @@ and what one event says in the canonical model (``parse``, returning ``EventFiel
 written once, here:
 
 - ``read_events``: walk a session's raw events, send those that are not JSON objects to quarantine by position,
-  parse the rest, and give each its id (``#seq`` when the source has none), timestamp and original JSON;
+  parse the rest, and give each canonical event its id (the adapter's, else the raw event's ``id``, else ``#seq``),
+  timestamp and original JSON;
 - ``add_session``: count what was read, segment the events into work segments, write the session's event rows and
   its session row, and quarantine its unreadable events (or the whole session when none was readable).
 
-A new format (Claude Code, Codex CLI, ...) is one module with an ``Adapter`` subclass, listed in
-``records.EVENT_ADAPTERS`` so files and records of its events are recognized.
+A raw event usually becomes one canonical event; an adapter whose raw events hold several (a Claude Code line
+holds one per content block) overrides ``parse_all`` instead of ``parse``, and each of them keeps the whole raw
+event as its original JSON.
+
+**The session's id: its content wins.** An adapter that reads a session id in the events themselves (Claude Code
+``sessionId``, Codex ``session_meta``) returns it from ``session_id()``, and that id is used whatever the caller
+derived from the record, the file's location or the content hash. What an adapter learns about the whole session
+(model, token usage and cost) comes from ``session_info()`` and is kept in the session's metadata JSON.
+
+A new format is one module with an ``Adapter`` subclass, listed in ``records.EVENT_ADAPTERS`` so files and records
+of its events are recognized.
 """
 
 from __future__ import annotations
@@ -40,14 +50,15 @@ class EventFields:
     agent_state: str | None = None  # state changes only, in V0 vocabulary
     cause: str | None = None  # id of the event this one answers
     wait_for_response: bool | None = None
+    event_id: str | None = None  # the event's id when the format keeps it elsewhere than the raw event's ``id``
 
 
 class Adapter:
-    """One event format. A subclass sets ``format`` and implements ``parse`` (and ``recognizes`` when files of bare
-    events of its format are to be found by their content).
+    """One event format. A subclass sets ``format`` and implements ``parse`` (or ``parse_all``), and
+    ``recognizes`` when files of bare events of its format are to be found by their content.
 
     One instance reads one session, so an adapter may remember what it saw earlier in the session (OpenHands V0
-    infers who wrote a message that way).
+    infers who wrote a message that way; Claude Code and Codex learn the session's id, model and usage).
     """
 
     format: ClassVar[str]  # the start of raw.sessions.source_format, e.g. openhands_v1
@@ -65,6 +76,20 @@ class Adapter:
         """The canonical fields of one event (a JSON object; anything else never reaches an adapter)."""
         raise NotImplementedError
 
+    def parse_all(self, event: dict[str, Any]) -> list[EventFields]:
+        """The canonical events one raw event holds, in order: ``parse``'s one for most formats. Never empty, so
+        no raw event is lost."""
+        return [self.parse(event)]
+
+    def session_id(self) -> str | None:
+        """The session id the events themselves name, learned while parsing them; None when they name none."""
+        return None
+
+    def session_info(self) -> dict[str, Any]:
+        """What the events say about the whole session (learned while parsing them), kept in its metadata JSON;
+        Claude Code and Codex give ``{"llm_usage": {"cost_usd", "prompt_tokens", "completion_tokens"}, "model"}``."""
+        return {}
+
 
 def read_events(adapter: Adapter, raw_events: Iterable[Any]) -> tuple[list[Event], list[BadEvent]]:
     """A session's canonical events, and the events that could not be read at all (not JSON objects), by position."""
@@ -74,25 +99,26 @@ def read_events(adapter: Adapter, raw_events: Iterable[Any]) -> tuple[list[Event
         if not isinstance(raw, dict):
             bad.append(BadEvent(position, "event is not a JSON object", dump(raw)))
             continue
-        fields = adapter.parse(raw)
         timestamp = raw.get("timestamp")
-        events.append(
-            Event(
-                event_id=as_id(raw.get("id")) or f"#{len(events)}",
-                timestamp=timestamp if isinstance(timestamp, str) else None,
-                source=fields.source,
-                kind=fields.kind,
-                name=fields.name,
-                original_name=fields.original_name,
-                text=fields.text,
-                command=fields.command,
-                exit_code=fields.exit_code,
-                agent_state=fields.agent_state if isinstance(fields.agent_state, str) else None,
-                cause=fields.cause,
-                wait_for_response=fields.wait_for_response,
-                raw_json=dump(raw),
+        raw_json = dump(raw)
+        for fields in adapter.parse_all(raw):
+            events.append(
+                Event(
+                    event_id=fields.event_id or as_id(raw.get("id")) or f"#{len(events)}",
+                    timestamp=timestamp if isinstance(timestamp, str) else None,
+                    source=fields.source,
+                    kind=fields.kind,
+                    name=fields.name,
+                    original_name=fields.original_name,
+                    text=fields.text,
+                    command=fields.command,
+                    exit_code=fields.exit_code,
+                    agent_state=fields.agent_state if isinstance(fields.agent_state, str) else None,
+                    cause=fields.cause,
+                    wait_for_response=fields.wait_for_response,
+                    raw_json=raw_json,
+                )
             )
-        )
     return events, bad
 
 
@@ -117,10 +143,13 @@ def add_session(
     """Read one session's events with ``adapter`` and write its rows; returns how many events were accepted
     (0: the session had no readable event and went to quarantine).
 
-    ``info`` is the record the events came from (empty for a file of bare events): its user, experiment, variant
-    and feedback fill the session row, and its other keys are kept as the session's metadata JSON.
+    ``session_id`` is the caller's (from the record, the file's location or the content hash); an id the events
+    themselves name (``adapter.session_id()``) wins over it. ``info`` is the record the events came from (empty for
+    a file of bare events): its user, experiment, variant and feedback fill the session row, and its other keys,
+    with ``adapter.session_info()``, are kept as the session's metadata JSON.
     """
     events, bad = read_events(adapter, raw_events)
+    session_id = adapter.session_id() or session_id
     batch.read["session"] += 1
     batch.read["event"] += len(events) + len(bad)
     for b in bad:
@@ -145,6 +174,7 @@ def add_session(
     )
     stamps = [e.timestamp for e in events if e.timestamp]
     metadata = {k: v for k, v in info.items() if k not in ("history", "trajectory", "events", "ratings")}
+    metadata.update(adapter.session_info())
     batch.add(
         tables.SESSIONS,
         {
