@@ -79,7 +79,7 @@ def test_feedback_record_2024_shape_one_per_file(wh):
     assert_reconciled(wh, "record_2024.json")
     assert wh.count(tables.QUARANTINE) == 0
     (s,) = wh.frame("SELECT * FROM raw.sessions").to_dicts()
-    assert CONTENT_ID.match(s["session_id"])
+    assert s["session_id"] == "record_2024"  # the record names no session and is alone in its file: the file's stem
     assert (s["source_format"], s["feedback"], s["record_index"]) == ("openhands_v0_feedback", "negative", 0)
     assert (s["n_events"], s["n_user_messages"], s["n_segments"], s["n_shell_commands"]) == (10, 1, 1, 1)
     # the initialize and init-state events carry no timestamp; the others run 16:00:00 .. 16:00:31
@@ -157,26 +157,37 @@ def test_feedback_records_in_one_array(wh):
 
 
 def test_records_without_id_get_a_stable_content_id(wh, tmp_path):
-    """Same record content -> same id, whatever the file, packaging or line endings; other content -> other id."""
+    """In a file of many records, an id-less record's id is its content hash: same content -> same id, whatever the
+    file, packaging or line endings; other content -> other id. Alone in its file, a record takes the file's stem."""
     again = tmp_path / "again.jsonl"
     shutil.copyfile(FEEDBACK / "records.jsonl", again)
     crlf = tmp_path / "crlf.jsonl"
     crlf.write_bytes((FEEDBACK / "records.jsonl").read_bytes().replace(b"\n", b"\r\n"))
     record_2024 = json.loads((FEEDBACK / "record_2024.json").read_bytes())
-    reordered = tmp_path / "reordered.json"  # the same object, keys in reverse order (JSON objects are unordered)
-    reordered.write_text(json.dumps(dict(reversed(record_2024.items()))))
+    reordered = tmp_path / "reordered.jsonl"  # the 2024 record and the 2025 one, keys in reverse order, one a line
+    reordered.write_text(
+        "".join(
+            json.dumps(dict(reversed(r.items()))) + "\n"
+            for r in (record_2024, json.loads((FEEDBACK / "records.jsonl").read_text().splitlines()[0]))
+        )
+    )
     ingest_paths(wh, FEEDBACK / "record_2024.json", FEEDBACK / "records.jsonl", FEEDBACK / "records_array.json")
     ingest_paths(wh, again, crlf, reordered)
     ids = dict(((d, i), s) for d, i, s in rows(wh, "SELECT drop_id, record_index, session_id FROM raw.sessions"))
-    assert len(ids) == 10 and all(CONTENT_ID.match(s) for s in ids.values())
+    assert len(ids) == 11
+    assert ids.pop(("record_2024.json", 0)) == "record_2024"
+    assert all(CONTENT_ID.match(s) for s in ids.values())
     new = ids["records.jsonl", 0]  # the 2025 record
-    old = ids["record_2024.json", 0]  # the 2024 record, rated negative
-    assert ids["records_array.json", 0] == ids["again.jsonl", 0] == ids["crlf.jsonl", 0] == new
-    assert ids["records.jsonl", 1] == ids["again.jsonl", 1] == ids["crlf.jsonl", 1] == ids["reordered.json", 0] == old
+    old = ids["records.jsonl", 1]  # the 2024 record, rated negative
+    assert ids["records_array.json", 0] == ids["again.jsonl", 0] == ids["crlf.jsonl", 0] == ids["reordered.jsonl", 1]
+    assert ids["records_array.json", 0] == new
+    assert ids["again.jsonl", 1] == ids["crlf.jsonl", 1] == ids["reordered.jsonl", 0] == old
     old_positive = ids["records_array.json", 1]  # same trajectory, other feedback: other content
     assert len({new, old, old_positive}) == 3
     # staging counts each record once
-    assert sorted(s for (s,) in rows(wh, "SELECT session_id FROM staging.sessions")) == sorted([new, old, old_positive])
+    assert sorted(s for (s,) in rows(wh, "SELECT session_id FROM staging.sessions")) == sorted(
+        ["record_2024", new, old, old_positive]
+    )
 
 
 # --- 2. sessions/<sid>/events/<n>.json --------------------------------------------------------------------------
@@ -375,9 +386,8 @@ def test_shape_is_detected_from_content_not_name(wh):
         ("ratings.csv", 0, "shape-1", "pulse_canonical", 2, 1),  # canonical JSONL named .csv
         ("ratings.csv", 1, "shape-2", "pulse_canonical", 2, 1),
     ]
-    weird = by_file[2]  # a V0 event array named .txt: one session, id from its content
-    assert (weird[0], weird[3], weird[4], weird[5]) == ("weird.txt", "openhands_v0_events", 4, 1)
-    assert CONTENT_ID.match(weird[2])
+    # a V0 event array named .txt: one session; bare events name none, so the file's stem does
+    assert by_file[2] == ("weird.txt", 0, "weird", "openhands_v0_events", 4, 1)
     # ratings JSONL named data.json; one by segment_index, one by neither (the last segment)
     assert rows(wh, "SELECT source_file, session_id, origin FROM raw.ratings ORDER BY record_index") == [
         ("data.json", "shape-1", "feedback_file"),

@@ -1,23 +1,32 @@
 """A drop: one file, or one folder of files, delivered to the drop folder. Each is read file by file.
 
 In a folder, files and folders whose names start with ``_`` or ``.`` are sidecars (a generator's ground truth,
-notes) and are not read. A folder named ``events`` holding ``<n>.json`` files is one session stored the
-OpenHands way, ``sessions/<sid>/events/<n>.json``.
+notes) and are not read. A folder that holds one session, one event per file, is read as one unit: OpenHands V0's
+``sessions/<sid>/events/<n>.json``, an OpenHands SDK conversation folder (``base_state.json`` +
+``events/event-<idx>-<id>.json``) and the OpenHands app server's event folder (``folders.py`` has the layouts).
+
+Each unit gets the session id its location gives (``name_id``; ``records.py`` has the whole precedence). When two
+units of a drop would get the same one, each takes its path within the drop instead: files with the same stem in
+different sub-folders stay distinct sessions.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+from collections import Counter
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from .. import tables
 from .batch import RECORD_TYPES, ArrowBatch, Batch
-from .files import jsonl_mode, read_file, read_record_lines, read_session_dir
+from .files import jsonl_mode, read_file, read_record_lines
+from .folders import folder_layout, folder_name_id, read_session_folder, session_files
+from .records import file_name_id
 
 _KEY_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -27,34 +36,41 @@ def drop_key(name: str) -> str:
     return _KEY_UNSAFE.sub("_", name).strip("_") or "drop"
 
 
-def _hidden(path: Path, root: Path) -> bool:
-    return any(part.startswith(("_", ".")) for part in path.relative_to(root).parts)
-
-
 @dataclass(frozen=True)
 class DropUnit:
-    """One thing read as a unit: a file, or a session's ``events`` folder."""
+    """One thing read as a unit: a file, or a folder holding one session (``layout`` says which kind)."""
 
     path: Path
     source_file: str
     is_session_dir: bool
+    layout: str | None = None  # for a session folder: v0_events_dir | sdk_conversation | app_server_events
+    name_id: str | None = None  # the session id the unit's location gives (records.py)
 
 
 def drop_units(path: Path) -> list[DropUnit]:
+    """The drop's units: session folders first, then every other file, each in path order, with their name ids."""
     if path.is_file():
-        return [DropUnit(path, path.name, False)]
-    units: list[DropUnit] = []
-    session_dirs = sorted(
-        p
-        for p in path.rglob("events")
-        if p.is_dir() and not _hidden(p, path) and any(c.suffix == ".json" for c in p.iterdir())
-    )
-    for d in session_dirs:
-        units.append(DropUnit(d, d.relative_to(path).as_posix(), True))
-    for f in sorted(path.rglob("*")):
-        if f.is_file() and not _hidden(f, path) and not any(d in f.parents for d in session_dirs):
-            units.append(DropUnit(f, f.relative_to(path).as_posix(), False))
-    return units
+        return [DropUnit(path, path.name, False, name_id=file_name_id(path.name))]
+    folders: list[DropUnit] = []
+    files: list[Path] = []
+    claimed: set[Path] = set()
+    for here, subfolders, file_names in os.walk(path):
+        subfolders[:] = sorted(d for d in subfolders if not d.startswith(("_", ".")))
+        folder = Path(here)
+        visible = sorted(n for n in file_names if not n.startswith(("_", ".")))
+        layout = folder_layout(folder, visible, is_root=folder == path)
+        if layout is not None:
+            claimed.update(session_files(folder, layout))
+            source_file = path.name if folder == path else folder.relative_to(path).as_posix()
+            folders.append(DropUnit(folder, source_file, True, layout, folder_name_id(folder, layout)))
+        files.extend(folder / n for n in visible)
+    units = folders + [
+        DropUnit(f, f.relative_to(path).as_posix(), False, name_id=file_name_id(f.relative_to(path).as_posix()))
+        for f in sorted(files)
+        if f not in claimed
+    ]
+    repeated = {n for n, count in Counter(u.name_id for u in units).items() if count > 1}
+    return [replace(u, name_id=u.source_file) if u.name_id in repeated else u for u in units]
 
 
 def fingerprint(path: Path) -> str:
@@ -118,9 +134,9 @@ def plan(unit: DropUnit, split_bytes: int | None = None) -> list[Piece]:
 def read_piece(drop_id: str, piece: Piece) -> Iterator[Batch]:
     unit = piece.unit
     if unit.is_session_dir:
-        yield from read_session_dir(drop_id, unit.path, unit.source_file)
+        yield from read_session_folder(drop_id, unit.path, unit.source_file, unit.layout, unit.name_id)
     elif piece.end is None:
-        yield from read_file(drop_id, unit.path, unit.source_file)
+        yield from read_file(drop_id, unit.path, unit.source_file, unit.name_id)
     else:
         with unit.path.open("rb") as f:
             f.seek(piece.start)

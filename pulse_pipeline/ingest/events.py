@@ -4,6 +4,11 @@ An event is an action, an observation, a state change, or ``other`` (a shape we 
 ``name`` uses OpenHands V0 vocabulary (``message``, ``run``, ``run_ipython``, ``edit``, ``finish``, ...), so one
 set of rules serves every source; a name we do not know becomes ``other`` and the original goes to
 ``original_name``. ``agent_state`` is set on state changes only, in V0 vocabulary (V1 states are mapped).
+
+What the canonical model does not hold stays in each event's original JSON (``raw_json``), which
+``features.event_features`` reads where it needs more: V0 ``llm_metrics``, V1 ``stats`` updates and V1
+``critic_result`` scores. A session's LLM totals from a format that records them nowhere in its events go into the
+session's metadata under ``llm_usage`` (``llm_usage`` below).
 """
 
 from __future__ import annotations
@@ -155,3 +160,15 @@ def as_id(value: Any) -> str | None:
 
 def dump(value: Any) -> str:
     return orjson.dumps(value).decode()
+
+
+LLM_USAGE = "llm_usage"
+
+
+def llm_usage(cost_usd: float | None, prompt_tokens: int | None, completion_tokens: int | None) -> dict[str, Any]:
+    """A session's LLM totals as session metadata, ``{"llm_usage": {"cost_usd", "prompt_tokens",
+    "completion_tokens"}}`` (None where unknown), for formats whose events carry them in neither V0 ``llm_metrics``
+    nor V1 ``stats`` (an SDK ``base_state.json``, Claude Code, Codex). Merged into the record an adapter hands to
+    ``adapter.add_session``, it lands in ``raw.sessions.metadata_json``; ``features.event_features`` reads it when
+    the events have none."""
+    return {LLM_USAGE: {"cost_usd": cost_usd, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}}

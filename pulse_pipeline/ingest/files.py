@@ -2,9 +2,14 @@
 
 Shapes (tried in this order):
 
-1. a whole JSON document: an array of events (one session, V0 or V1), an array of records, or one record;
+1. a whole JSON document: an array of events (one session, V0 or V1), an array of records, or one record (such
+   as OpenHands' trajectory download ``{"trajectory": [...]}``);
 2. JSON lines: one record per line, or one event per line (a V1 ``*.jsonl`` conversation, one session);
 3. CSV with a header: rating rows (a ``rating`` column) or assignment rows (``experiment``/``variant``).
+
+A file that holds one session (shapes 1 except an array of records, and a JSON-lines event stream) takes the id
+its location gives (``name_id``) when its content names none; records of a file of many records never do (see
+``records.py`` for the whole precedence). Folders that hold one session are read by ``folders.py``.
 
 A line or document that is not valid JSON (truncated, malformed, not UTF-8) goes to quarantine with the parser's
 message; the rest of the file is still read.
@@ -29,7 +34,7 @@ from .records import adapter_for, add_assignment, add_rating, add_record, classi
 CHUNK_EVENTS = 50_000  # a batch is handed to the warehouse once it holds this many events
 
 
-def _why_unparseable(raw: bytes, error: Exception) -> str:
+def why_unparseable(raw: bytes, error: Exception) -> str:
     try:
         raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -42,14 +47,19 @@ def _is_event_list(value: Any) -> bool:
     return first is not None and classify(first) == "event"
 
 
-def _add_event_stream(batch: Batch, source_file: str, raw_events: list[Any]) -> None:
-    """A file that is one session's events: the session id is derived from the events (``content_id``)."""
+def _add_event_stream(batch: Batch, source_file: str, raw_events: list[Any], name_id: str | None) -> None:
+    """A file that is one session's events: bare events name no session, so the id is the location's, else the
+    hash of the events (``content_id``)."""
     adapter = adapter_for(raw_events)
-    add_session(batch, source_file, 0, content_id(raw_events), f"{adapter.format}_events", adapter, raw_events, {})
+    session_id = name_id or content_id(raw_events)
+    add_session(batch, source_file, 0, session_id, f"{adapter.format}_events", adapter, raw_events, {})
 
 
-def read_file(drop_id: str, path: Path, source_file: str) -> Iterator[Batch]:
-    """Every record of one file, in batches of about ``CHUNK_EVENTS`` events (memory stays bounded)."""
+def read_file(drop_id: str, path: Path, source_file: str, name_id: str | None = None) -> Iterator[Batch]:
+    """Every record of one file, in batches of about ``CHUNK_EVENTS`` events (memory stays bounded).
+
+    ``name_id`` is the session id the file's location gives (``drop.drop_units``); it names the file's session
+    when the file holds one session whose content names none."""
     raw = path.read_bytes()
     batch = Batch(drop_id)
     if not raw.strip():
@@ -69,12 +79,12 @@ def read_file(drop_id: str, path: Path, source_file: str) -> Iterator[Batch]:
                 yield from read_record_lines(drop_id, enumerate(lines), source_file)
                 return
             if mode == "events":
-                _read_event_lines(batch, lines, source_file)
+                _read_event_lines(batch, lines, source_file, name_id)
             else:
                 # not JSON lines either: one document that does not parse (truncated or malformed), kept whole
                 batch.read["unknown"] += 1
                 batch.quarantine(
-                    source_file, None, "unknown", _why_unparseable(raw, error), raw.decode("utf-8", "replace")
+                    source_file, None, "unknown", why_unparseable(raw, error), raw.decode("utf-8", "replace")
                 )
         yield batch
         return
@@ -82,14 +92,14 @@ def read_file(drop_id: str, path: Path, source_file: str) -> Iterator[Batch]:
         batch.read["unknown"] += 1
         batch.quarantine(source_file, None, "unknown", "file is an empty JSON array: no session, rating or event", "[]")
     elif isinstance(whole, list) and _is_event_list(whole):
-        _add_event_stream(batch, source_file, whole)
+        _add_event_stream(batch, source_file, whole, name_id)
     elif isinstance(whole, list):
         for i, obj in enumerate(whole):
-            add_record(batch, source_file, i, obj, orjson.dumps(obj))
+            add_record(batch, source_file, i, obj, orjson.dumps(obj))  # many records: none takes the file's name
     elif classify(whole) == "event":
-        _add_event_stream(batch, source_file, [whole])  # a conversation of a single event
+        _add_event_stream(batch, source_file, [whole], name_id)  # a conversation of a single event
     else:
-        add_record(batch, source_file, 0, whole, raw)
+        add_record(batch, source_file, 0, whole, raw, name_id)
     yield batch
 
 
@@ -124,7 +134,7 @@ def read_record_lines(drop_id: str, numbered_lines: Iterable[tuple[int, bytes]],
             obj = orjson.loads(line)
         except orjson.JSONDecodeError as error:
             batch.read["unknown"] += 1
-            batch.quarantine(source_file, i, "unknown", _why_unparseable(line, error), line.decode("utf-8", "replace"))
+            batch.quarantine(source_file, i, "unknown", why_unparseable(line, error), line.decode("utf-8", "replace"))
             continue
         add_record(batch, source_file, i, obj, line)
         if batch.count(tables.EVENTS) >= CHUNK_EVENTS:
@@ -133,7 +143,7 @@ def read_record_lines(drop_id: str, numbered_lines: Iterable[tuple[int, bytes]],
     yield batch
 
 
-def _read_event_lines(batch: Batch, lines: list[bytes], source_file: str) -> None:
+def _read_event_lines(batch: Batch, lines: list[bytes], source_file: str, name_id: str | None) -> None:
     """One conversation, one event per line (V1 JSONL); unreadable lines are quarantined as events."""
     events: list[Any] = []
     for i, line in enumerate(lines):
@@ -144,9 +154,9 @@ def _read_event_lines(batch: Batch, lines: list[bytes], source_file: str) -> Non
         except orjson.JSONDecodeError as error:
             batch.read["event"] += 1
             batch.quarantine(
-                source_file, 0, "event", _why_unparseable(line, error), line.decode("utf-8", "replace"), event_index=i
+                source_file, 0, "event", why_unparseable(line, error), line.decode("utf-8", "replace"), event_index=i
             )
-    _add_event_stream(batch, source_file, events)
+    _add_event_stream(batch, source_file, events, name_id)
 
 
 def _read_csv(batch: Batch, raw: bytes, source_file: str) -> None:
@@ -196,33 +206,3 @@ def _read_csv(batch: Batch, raw: bytes, source_file: str) -> None:
             add_rating(batch, source_file, line_no, obj, dump(obj), "feedback_file")
         else:
             add_assignment(batch, source_file, line_no, obj, dump(obj))
-
-
-def read_session_dir(drop_id: str, events_dir: Path, source_file: str) -> Iterator[Batch]:
-    """``sessions/<sid>/events/<n>.json``: one event per file, ordered by number; the folder names the session."""
-    files = sorted(
-        events_dir.glob("*.json"), key=lambda p: (not p.stem.isdigit(), int(p.stem) if p.stem.isdigit() else 0, p.name)
-    )
-    raw_events: list[Any] = []
-    unreadable: list[tuple[int, Path, Exception]] = []
-    for i, f in enumerate(files):
-        data = f.read_bytes()
-        try:
-            raw_events.append(orjson.loads(data))
-        except orjson.JSONDecodeError as error:
-            unreadable.append((i, f, error))
-    adapter = adapter_for(raw_events)
-    batch = Batch(drop_id)
-    session_id = events_dir.parent.name
-    add_session(batch, source_file, 0, session_id, f"{adapter.format}_session_dir", adapter, raw_events, {})
-    for i, f, error in unreadable:
-        batch.read["event"] += 1
-        batch.quarantine(
-            source_file,
-            0,
-            "event",
-            f"{f.name}: {_why_unparseable(f.read_bytes(), error)}",
-            f.read_bytes().decode("utf-8", "replace"),
-            event_index=i,
-        )
-    yield batch

@@ -3,7 +3,9 @@
 Which kind of record an object is, is read from its keys, never from its file's name:
 
 ========================  ==========================================================
-``trajectory`` list        OpenHands feedback-dataset record (``{feedback, trajectory, ...}``)
+``trajectory`` list        OpenHands feedback-dataset record (``{feedback, trajectory, version, ...}``), or, with
+                           none of ``feedback``, ``polarity``, ``version``, ``permissions``, OpenHands' trajectory
+                           download (``{"trajectory": [...]}``, the "download trajectory" button)
 ``history`` list           OpenHands evaluation output line (``{instance_id, history, ...}``)
 ``events`` list            PULSE canonical session (see ``canonical.py``)
 ``rating``                 a star rating row (OpenHands ``conversation_feedback`` shape)
@@ -11,9 +13,25 @@ Which kind of record an object is, is read from its keys, never from its file's 
 an event of a known format a bare event (``EVENT_ADAPTERS``): a file of them is one session
 ========================  ==========================================================
 
-Session ids come from ``session_id``, ``conversation_id``, ``instance_id`` or ``id``; a record with none gets
-``h-`` + the first 16 hex digits of the SHA-1 of the record's JSON (keys sorted), stable across re-deliveries:
-the same record on its own line, in an array, pretty-printed or with CRLF line ends keeps its id.
+**A session's id**, first that applies:
+
+1. *Content*: the record's ``session_id``, ``conversation_id``, ``instance_id``, ``sid`` or ``id``; for an SDK
+   conversation folder, the ``id`` in its ``base_state.json``. Content wins when the location says otherwise (the
+   location's id is then kept in the session's metadata as ``id_from_location``, so a rating keyed by the file
+   name can be traced): the content is what the agent itself called the session, a file name is whatever the
+   person who saved it chose.
+2. *Location*, when the content names no session and the file or folder holds exactly one session (a JSON
+   document that is one record, one event array or one event; a JSON-lines event stream; a session folder):
+   a session folder's name (an SDK conversation folder, an app-server event folder, the ``<sid>`` of
+   ``<sid>/events/<n>.json``); else, for a file under ``sessions/<id>/`` or ``conversations/<id>/``, that
+   ``<id>``; else the file's stem with a leading ``trajectory-`` removed (``trajectory-<id>.json`` and
+   ``<id>.json`` give ``<id>``). When two units of one drop would get the same location id (``a/x.json`` and
+   ``b/trajectory-x.json``), each takes its path within the drop instead (``a/x.json``, ``b/trajectory-x.json``):
+   different files are different sessions, and no file silently replaces another. ``drop.drop_units`` applies it.
+3. *Content hash*, when nothing names the session (id-less records of a file of many records: JSON lines or a
+   JSON array of records): ``h-`` + the first 16 hex digits of the SHA-1 of the record's JSON (keys sorted),
+   stable across re-deliveries: the same record on its own line, in an array, pretty-printed or with CRLF line
+   ends keeps its id.
 """
 
 from __future__ import annotations
@@ -21,6 +39,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Sequence
+from pathlib import PurePosixPath
 from typing import Any
 
 import orjson
@@ -37,6 +56,8 @@ from .openhands_v1 import OpenHandsV1
 EVENT_ADAPTERS: tuple[type[Adapter], ...] = (OpenHandsV1, OpenHandsV0)
 
 _ID_KEYS = ("session_id", "conversation_id", "instance_id", "sid", "id")
+_FEEDBACK_KEYS = ("feedback", "polarity", "version", "permissions")  # a feedback-dataset record, not a download
+_SESSION_FOLDERS = ("sessions", "conversations")  # sessions/<id>/... names the session <id>
 
 
 def adapter_for(raw_events: Sequence[Any]) -> Adapter:
@@ -54,7 +75,7 @@ def classify(obj: Any) -> str | None:
     if not isinstance(obj, dict):
         return None
     if isinstance(obj.get("trajectory"), list):
-        return "feedback"
+        return "feedback" if any(k in obj for k in _FEEDBACK_KEYS) else "download"
     if isinstance(obj.get("history"), list):
         return "eval"
     if isinstance(obj.get("events"), list):
@@ -73,26 +94,56 @@ def content_id(value: Any) -> str:
     return "h-" + hashlib.sha1(orjson.dumps(value, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 
 
-def record_session_id(obj: dict[str, Any]) -> str:
+def content_session_id(obj: dict[str, Any]) -> str | None:
+    """The id a record's own keys give it, or None."""
     for key in _ID_KEYS:
         value = as_id(obj.get(key))
         if value is not None:
             return value
-    return content_id(obj)
+    return None
 
 
-def add_record(batch: Batch, source_file: str, record_index: int, obj: Any, raw: bytes) -> None:
-    """Route one top-level record to the rows it becomes, or to quarantine with the reason."""
+def record_session_id(obj: dict[str, Any], name_id: str | None = None) -> str:
+    """Content, else the location's ``name_id`` (None when the record shares its file), else the content hash."""
+    return content_session_id(obj) or name_id or content_id(obj)
+
+
+def file_name_id(relative_path: str) -> str:
+    """The session id a file's path within its drop gives: ``<id>`` of ``sessions/<id>/...`` or
+    ``conversations/<id>/...``, else the stem without a leading ``trajectory-``."""
+    path = PurePosixPath(relative_path)
+    folders = path.parts[:-1]
+    for i in range(len(folders) - 2, -1, -1):
+        if folders[i] in _SESSION_FOLDERS:
+            return folders[i + 1]
+    stem = path.stem
+    return stem.removeprefix("trajectory-") or stem
+
+
+def with_location(info: dict[str, Any], session_id: str, name_id: str | None) -> dict[str, Any]:
+    """The session's record, plus ``id_from_location`` when its location names it otherwise than its content."""
+    return info if name_id is None or name_id == session_id else {**info, "id_from_location": name_id}
+
+
+def add_record(
+    batch: Batch, source_file: str, record_index: int, obj: Any, raw: bytes, name_id: str | None = None
+) -> None:
+    """Route one top-level record to the rows it becomes, or to quarantine with the reason.
+
+    ``name_id`` is the id the record's location gives, passed only when the record is alone in its file."""
     kind = classify(obj)
-    if kind in ("feedback", "eval"):
-        raw_events = obj["trajectory" if kind == "feedback" else "history"]
+    if kind in ("feedback", "download", "eval"):
+        raw_events = obj["history" if kind == "eval" else "trajectory"]
         adapter = adapter_for(raw_events)
-        source_format = f"{adapter.format}_{kind}"  # e.g. openhands_v0_feedback
-        add_session(batch, source_file, record_index, record_session_id(obj), source_format, adapter, raw_events, obj)
+        source_format = f"{adapter.format}_{kind}"  # e.g. openhands_v0_feedback, openhands_v0_download
+        session_id = record_session_id(obj, name_id)
+        info = with_location(obj, session_id, name_id)
+        add_session(batch, source_file, record_index, session_id, source_format, adapter, raw_events, info)
     elif kind == "canonical":
-        session_id = record_session_id(obj)
+        session_id = record_session_id(obj, name_id)
         adapter = Canonical()
-        if add_session(batch, source_file, record_index, session_id, adapter.format, adapter, obj["events"], obj):
+        info = with_location(obj, session_id, name_id)
+        if add_session(batch, source_file, record_index, session_id, adapter.format, adapter, obj["events"], info):
             for j, rating in enumerate(obj.get("ratings") or []):
                 add_rating(
                     batch,
@@ -110,18 +161,17 @@ def add_record(batch: Batch, source_file: str, record_index: int, obj: Any, raw:
         add_assignment(batch, source_file, record_index, obj, raw.decode("utf-8", "replace"))
     else:
         batch.read["unknown"] += 1
-        what = (
-            type(obj).__name__
-            if not isinstance(obj, dict)
-            else "object with keys " + ", ".join(sorted(map(str, obj))[:8])
-        )
-        batch.quarantine(
-            source_file,
-            record_index,
-            "unknown",
-            f"not a record PULSE knows ({what}): expected a session, a rating or an assignment",
-            raw.decode("utf-8", "replace"),
-        )
+        batch.quarantine(source_file, record_index, "unknown", _why_unknown(obj), raw.decode("utf-8", "replace"))
+
+
+def _why_unknown(obj: Any) -> str:
+    if isinstance(obj, dict) and "trajectory" in obj and obj.get("error"):
+        # the server's answer when a download failed: {"trajectory": null, "error": "Error getting trajectory: ..."}
+        return f"a trajectory download that failed ({as_id(obj['error'])}): download the conversation again"
+    what = type(obj).__name__
+    if isinstance(obj, dict):
+        what = "object with keys " + ", ".join(sorted(map(str, obj))[:8])
+    return f"not a record PULSE knows ({what}): expected a session, a rating or an assignment"
 
 
 def parse_rating(value: Any) -> float | None:
