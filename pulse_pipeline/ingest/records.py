@@ -48,12 +48,14 @@ from .. import tables
 from .adapter import Adapter, add_session
 from .batch import Batch
 from .canonical import Canonical
+from .claude_code import ClaudeCode
+from .codex import Codex
 from .events import as_id, dump
 from .openhands_v0 import OpenHandsV0
 from .openhands_v1 import OpenHandsV1
 
 # The formats a bare event can be in, tried in this order (a V1 ActionEvent has an ``action`` key, as V0 events do).
-EVENT_ADAPTERS: tuple[type[Adapter], ...] = (OpenHandsV1, OpenHandsV0)
+EVENT_ADAPTERS: tuple[type[Adapter], ...] = (OpenHandsV1, OpenHandsV0, ClaudeCode, Codex)
 
 _ID_KEYS = ("session_id", "conversation_id", "instance_id", "sid", "id")
 _FEEDBACK_KEYS = ("feedback", "polarity", "version", "permissions")  # a feedback-dataset record, not a download
