@@ -225,6 +225,10 @@ EVENT_FEATURES = _t(
     ("llm_cost_usd", DOUBLE),
     ("llm_prompt_tokens", BIGINT),
     ("llm_completion_tokens", BIGINT),
+    ("critic_score_last", DOUBLE),
+    ("critic_score_mean", DOUBLE),
+    ("critic_score_min", DOUBLE),
+    ("critic_scored_events", INTEGER),
 )
 
 ANNOTATIONS = _t(

@@ -19,9 +19,19 @@ Fixtures (``fixtures/event_features/``), counted by reading them:
   finish 9; 10:00:00 to 10:02:00; llm_metrics max (0.0625, 5000, 200) at 9.
 - ``v1_conversation.jsonl``: a user MessageEvent; ``git push origin main`` (exit 0); ``go test ./...`` (exit 1);
   two stats events, the last with default (0.25, 3000, 300) and condenser (0.05, 500, 20); FinishAction; 100 s.
+- ``v1_critic.jsonl`` (no id in the events: the session is named ``v1_critic`` by the file): user message c1,
+  running c2, ``pytest -q`` at c3 (critic 0.2; its observation c4 exits 1) and c5 (critic 0.9; c6 exits 0), agent
+  MessageEvent c7 (critic 0.6), ThinkAction c8 (critic 1.7: not a probability, not counted), FinishAction c9
+  (``critic_result: null``), finished c10; 00:00:00 to 00:01:40. No stats.
+- ``llm_usage.jsonl``: canonical sessions with no usage in their events but ``llm_usage`` in their metadata:
+  usage-top (0.42 USD, 12000, 900 at the top level), usage-nested (no cost, 700, 30 under ``metadata``), and
+  usage-both, whose agent message carries ``llm_metrics`` (0.1 USD, 100 prompt tokens, no completion tokens)
+  next to metadata (9.9, 9999, 55).
 """
 
 from __future__ import annotations
+
+import json
 
 import duckdb
 import polars as pl
@@ -35,7 +45,15 @@ from pulse_pipeline.warehouse import Warehouse
 from .helpers import FIXTURES, SAMPLES, ingest_paths, needs_samples
 
 EF = FIXTURES / "event_features"
-NULLABLE = ("duration_seconds", "llm_cost_usd", "llm_prompt_tokens", "llm_completion_tokens")
+NULLABLE = (
+    "duration_seconds",
+    "llm_cost_usd",
+    "llm_prompt_tokens",
+    "llm_completion_tokens",
+    "critic_score_last",
+    "critic_score_mean",
+    "critic_score_min",
+)
 COUNTS = [c for c in tables.EVENT_FEATURES.column_names if c != "session_id" and c not in NULLABLE]
 
 
@@ -50,7 +68,7 @@ def expect(row: dict, **values) -> None:
     """Every column of the row: the given values, else 0 for counts and NULL for the rest; doubles approximately."""
     expected = dict.fromkeys(COUNTS, 0) | dict.fromkeys(NULLABLE) | values
     actual = {k: v for k, v in row.items() if k != "session_id"}
-    for c in ("duration_seconds", "llm_cost_usd"):
+    for c in ("duration_seconds", "llm_cost_usd", "critic_score_last", "critic_score_mean", "critic_score_min"):
         if expected[c] is not None:
             assert actual[c] == pytest.approx(expected[c]), c
             actual[c] = expected[c]
@@ -147,6 +165,95 @@ def test_v1_stats_stream(wh):
         llm_cost_usd=0.30,
         llm_prompt_tokens=3500,
         llm_completion_tokens=320,
+    )
+
+
+def test_v1_critic_scores(wh):
+    ingest_paths(wh, EF / "v1_critic.jsonl")
+    rows = features(wh)
+    assert list(rows) == ["v1_critic"]
+    expect(
+        rows["v1_critic"],
+        user_message_count=1,
+        n_segments=1,
+        shell_commands=2,
+        failed_commands=1,
+        test_runs=2,
+        test_failures=1,
+        last_segment_finished=1,
+        duration_seconds=100.0,
+        critic_score_last=0.6,  # c7: c8's 1.7 is later but no probability
+        critic_score_mean=(0.2 + 0.9 + 0.6) / 3,
+        critic_score_min=0.2,
+        critic_scored_events=3,
+    )
+    # the whole critic result is kept with its event
+    (raw,) = wh.con.execute("SELECT raw_json FROM raw.events WHERE event_id = 'c7'").fetchone()
+    assert json.loads(raw)["critic_result"]["metadata"]["categorized_features"]["sentiment"] == {
+        "predicted": "Positive"
+    }
+
+
+def test_llm_usage_from_session_metadata(wh):
+    """The events' own usage wins column by column; the metadata fills what they leave empty."""
+    ingest_paths(wh, EF / "llm_usage.jsonl")
+    rows = features(wh)
+    usage = {s: (r["llm_cost_usd"], r["llm_prompt_tokens"], r["llm_completion_tokens"]) for s, r in rows.items()}
+    assert usage == {
+        "usage-top": (0.42, 12000, 900),
+        "usage-nested": (None, 700, 30),
+        "usage-both": (0.1, 100, 55),
+    }
+    expect(
+        rows["usage-top"],
+        user_message_count=1,
+        n_segments=1,
+        llm_cost_usd=0.42,
+        llm_prompt_tokens=12000,
+        llm_completion_tokens=900,
+    )
+
+
+def test_llm_usage_of_an_sdk_conversation_comes_from_its_base_state(wh, tmp_path):
+    """An SDK conversation folder whose events carry no stats: base_state.json's stats (agent 0.3 USD, 4000 and 250
+    tokens; condenser 0.05, 600 and 40) are summed into the session's llm_usage."""
+    conv = tmp_path / "convs" / "c0ffee"
+    (conv / "events").mkdir(parents=True)
+    metrics = {
+        "agent": {
+            "accumulated_cost": 0.3,
+            "accumulated_token_usage": {"prompt_tokens": 4000, "completion_tokens": 250},
+        },
+        "condenser": {
+            "accumulated_cost": 0.05,
+            "accumulated_token_usage": {"prompt_tokens": 600, "completion_tokens": 40},
+        },
+    }
+    state = {
+        "id": "c0ffee-1",
+        "agent": {"kind": "Agent", "llm": {"model": "m-1", "api_key": "**********"}},
+        "stats": {"usage_to_metrics": metrics},
+    }
+    (conv / "base_state.json").write_text(json.dumps(state))
+    user = {
+        "id": "u1",
+        "timestamp": "2026-03-01T00:00:00",
+        "source": "user",
+        "kind": "MessageEvent",
+        "llm_message": {"role": "user", "content": [{"type": "text", "text": "hello"}]},
+    }
+    (conv / "events" / "event-00000-a1b2c3d4-0001.json").write_text(json.dumps(user))
+    ingest_paths(wh, tmp_path / "convs")
+    rows = features(wh)
+    assert list(rows) == ["c0ffee-1"]
+    expect(
+        rows["c0ffee-1"],
+        user_message_count=1,
+        n_segments=1,
+        duration_seconds=0.0,
+        llm_cost_usd=0.35,
+        llm_prompt_tokens=4600,
+        llm_completion_tokens=290,
     )
 
 

@@ -26,7 +26,27 @@ Rules (events are those of the session's winning record in ``staging.sessions``)
   of ``llm_metrics.accumulated_cost``, ``.accumulated_token_usage.prompt_tokens`` and ``.completion_tokens``.
   V1: the last ``ConversationStateUpdateEvent`` carrying stats (key ``stats``: ``value.usage_to_metrics``; key
   ``full_state``: ``value.stats.usage_to_metrics``), summed over its ``usage_to_metrics`` entries (agent,
-  condenser, ...). V1 wins when a stream has both. NULL when the stream carries neither.
+  condenser, ...). V1 wins when a stream has both. When the stream gives a column no value, the session's metadata
+  does: ``llm_usage.cost_usd`` / ``.prompt_tokens`` / ``.completion_tokens`` in ``raw.sessions.metadata_json``
+  (top level, else under the record's ``metadata`` object), which adapters of formats that keep usage outside
+  their events write (an SDK conversation's ``base_state.json`` stats, Claude Code, Codex; see
+  ``ingest/events.llm_usage``). NULL when none of them has it.
+- Critic scores: OpenHands V1 attaches ``critic_result = {score, message, metadata}`` to ActionEvents and
+  MessageEvents, ``score`` being a critic model's predicted probability that the agent succeeded, in [0, 1]. The
+  whole result stays in ``raw.events.raw_json``; here, over the session's events whose ``critic_result.score`` is
+  a number in [0, 1] (anything else is not a score and is not counted): ``critic_score_last`` (the latest in the
+  stream), ``critic_score_mean``, ``critic_score_min`` (NULL when the session has no score) and
+  ``critic_scored_events`` (their count, 0 when none).
+
+  **They are ready-made predictions of success** that the model stage may use: ``features.session_features``
+  carries every column of this table, so the satisfaction models see them as features like any other (a session
+  whose last critic score is low is one the agent's own critic expected to fail). Where a session has no score,
+  the model pipelines impute 0 (``modeling/families.py``), and 0 is *not* neutral for a score: it claims the critic
+  was sure the session failed. That is acceptable only because ``critic_scored_events`` is 0 exactly there, so a
+  tree model (the usual choice) tells unscored sessions from low-scored ones in one split; the linear
+  ``ordinal_logit`` cannot fully, and on a corpus that mixes scored and unscored sessions (a critic switched on
+  for one arm only) its critic coefficients mix "low score" with "no critic". Without any score in the corpus the
+  columns are constant and change no model.
 """
 
 from __future__ import annotations
@@ -136,6 +156,24 @@ WITH ev AS NOT MATERIALIZED (
     FROM ev e
     WHERE e.kind = 'state' AND (e.name = 'stats' OR (e.name = 'full_state' AND e.raw_json LIKE '%usage_to_metrics%'))
     GROUP BY e.session_id
+), usage AS (
+    SELECT session_id, TRY_CAST(u[1] AS DOUBLE) AS cost, TRY_CAST(u[2] AS BIGINT) AS prompt_tokens,
+        TRY_CAST(u[3] AS BIGINT) AS completion_tokens
+    FROM (
+        SELECT s.session_id, list_transform(['cost_usd', 'prompt_tokens', 'completion_tokens'], k -> coalesce(
+            json_extract_string(s.metadata_json, '$.llm_usage.' || k),
+            json_extract_string(s.metadata_json, '$.metadata.llm_usage.' || k))) AS u
+        FROM staging.sessions s WHERE s.metadata_json LIKE '%"llm_usage"%'
+    )
+), critic AS (
+    SELECT session_id, arg_max(score, seq) AS last, avg(score) AS mean, min(score) AS min, count(*) AS n
+    FROM (
+        SELECT e.session_id, e.seq,
+            TRY_CAST(json_extract_string(e.raw_json, '$.critic_result.score') AS DOUBLE) AS score
+        FROM ev e WHERE e.raw_json LIKE '%"critic_result":{{%'
+    )
+    WHERE score BETWEEN 0 AND 1
+    GROUP BY session_id
 )
 SELECT s.session_id,
     coalesce(k.user_message_count, 0),
@@ -150,9 +188,15 @@ SELECT s.session_id,
     coalesce(k.condensations, 0),
     coalesce((k.last_finish_segment = l.last_segment)::INTEGER, 0),
     k.duration_seconds,
-    CASE WHEN v1.session_id IS NOT NULL THEN v1.cost ELSE v0.cost END,
-    CASE WHEN v1.session_id IS NOT NULL THEN v1.prompt_tokens ELSE v0.prompt_tokens END,
-    CASE WHEN v1.session_id IS NOT NULL THEN v1.completion_tokens ELSE v0.completion_tokens END
+    coalesce(CASE WHEN v1.session_id IS NOT NULL THEN v1.cost ELSE v0.cost END, usage.cost),
+    coalesce(CASE WHEN v1.session_id IS NOT NULL THEN v1.prompt_tokens ELSE v0.prompt_tokens END, usage.prompt_tokens),
+    coalesce(
+        CASE WHEN v1.session_id IS NOT NULL THEN v1.completion_tokens ELSE v0.completion_tokens END,
+        usage.completion_tokens),
+    critic.last,
+    critic.mean,
+    critic.min,
+    coalesce(critic.n, 0)
 FROM staging.sessions s
 LEFT JOIN counts k USING (session_id)
 LEFT JOIN git g USING (session_id)
@@ -160,6 +204,8 @@ LEFT JOIN tests t USING (session_id)
 LEFT JOIN last_segment l USING (session_id)
 LEFT JOIN v0 USING (session_id)
 LEFT JOIN v1 USING (session_id)
+LEFT JOIN usage USING (session_id)
+LEFT JOIN critic USING (session_id)
 ORDER BY s.session_id
 """
 """The table, given the lookup ``{LOOKUP}(is_code, body, <op>_n..., is_test)`` of parsed commands."""

@@ -68,14 +68,15 @@ def folder_layout(folder: Path, file_names: list[str], is_root: bool) -> str | N
     """Which session layout ``folder`` is (``file_names``: the files directly in it), or None.
 
     An SDK conversation has a ``base_state.json`` or SDK-named files in ``events/``; its ``events`` folder is not a
-    layout of its own. A V0 ``events`` folder holds ``.json`` files and is never the drop itself (its parent names
-    the session). An app-server folder holds at least one file named like ``20250601120000_MessageEvent_<hex>``.
+    layout of its own, whatever its files are named (the conversation's reader quarantines misnamed ones). A V0
+    ``events`` folder holds ``.json`` files and is never the drop itself (its parent names the session). An
+    app-server folder holds at least one file named like ``20250601120000_MessageEvent_<hex>``.
     """
     if BASE_STATE in file_names or any(SDK_EVENT_NAME.match(n) for n in _files(folder / "events")):
         return "sdk_conversation"
-    v0_events = any(n.endswith(".json") for n in file_names) and not any(SDK_EVENT_NAME.match(n) for n in file_names)
-    if folder.name == "events" and not is_root and v0_events:
-        return "v0_events_dir"
+    if folder.name == "events" and not is_root and any(n.endswith(".json") for n in file_names):
+        in_sdk_conversation = (folder.parent / BASE_STATE).is_file() or any(SDK_EVENT_NAME.match(n) for n in file_names)
+        return None if in_sdk_conversation else "v0_events_dir"
     if any(APP_EVENT_NAME.match(n) for n in file_names):
         return "app_server_events"
     return None
