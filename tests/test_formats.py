@@ -22,6 +22,17 @@ Fixtures:
   (canonical, with experiment metadata); feedback.jsonl and feedback.csv rating them; assignments.csv.
 - content_shapes/: weird.txt (a V0 event array), ratings.csv (canonical JSONL), data.json (ratings JSONL),
   table.dat (an assignments CSV).
+- downloads/: OpenHands "download trajectory" files, whose ids are only in their names.
+  trajectory-4f2a9c1e.json ``{"trajectory": [...]}``: 7 V0 events, user message 0, running 1, ``ls`` at 2, edit 4,
+  finish 5, finished 6: one segment, one command. trajectory-b71e0d33.json: 10 events, user messages 0 and 4;
+  segment 0 closes at awaiting_user_input 3, segment 1 at finished 9; one command (``git mv`` at 6).
+  9d0c5e57.json, a bare V0 event array: user message 0, ``pytest -q`` at 1, an agent message at 3 that waits (no
+  state events): one segment, one command. conversation_feedback.csv rates them 5, 2 and 4 stars with
+  ``event_id`` empty (so each rates its session's last segment); assignments.csv puts them in arms.
+- app_server/0c3a5e1f-7d2b-4c89-9e61-2f4b8a7d1c05/: six V1 app-server event files (pretty-printed, no suffix).
+  In content-time order: user message ...01 (09:30:00.10), running ...02 (09:30:00.25), ``ls -la`` ...03 (critic
+  0.7), its observation ...04 (exit 0), FinishAction ...05, finished ...06. By file name ...02 would come first:
+  both were written in second 093000 and ``ConversationStateUpdateEvent`` sorts before ``MessageEvent``.
 
 The last section needs no fixture: a made-up chat-log adapter shows what the driver (``ingest/adapter.py``) does for
 any format, and a row is checked against the contract by column name.
@@ -555,3 +566,109 @@ def test_a_row_is_added_by_column_name_and_checked_against_the_contract():
     assert batch.count(tables.ASSIGNMENTS) == 0
     batch.add(tables.ASSIGNMENTS, {**row, "variant": "x", "user_id": None})
     assert batch.arrow(tables.ASSIGNMENTS).to_pylist() == [{**row, "variant": "x", "user_id": None}]
+
+
+# --- 7. ids from locations; OpenHands downloads and session folders ----------------------------------------------
+
+
+def test_trajectory_downloads_join_conversation_feedback_ratings(wh):
+    """Ratings keyed by conversation id join downloads whose id is only in the file name: every rated session
+    gets a label."""
+    ingest_paths(wh, FIXTURES / "downloads")
+    assert_reconciled(wh, "downloads")
+    assert wh.count(tables.QUARANTINE) == 0  # no rating or assignment is left without its session
+    assert rows(
+        wh,
+        "SELECT source_file, session_id, source_format, n_events, n_user_messages, n_segments, n_shell_commands"
+        " FROM staging.sessions ORDER BY source_file",
+    ) == [
+        ("9d0c5e57.json", "9d0c5e57", "openhands_v0_events", 4, 1, 1, 1),
+        ("trajectory-4f2a9c1e.json", "4f2a9c1e", "openhands_v0_download", 7, 1, 1, 1),
+        ("trajectory-b71e0d33.json", "b71e0d33", "openhands_v0_download", 10, 2, 2, 1),
+    ]
+    assert rows(wh, "SELECT session_id, segment_index, rating, matched_by FROM staging.segment_ratings ORDER BY 1") == [
+        ("4f2a9c1e", 0, 5.0, "last_segment"),
+        ("9d0c5e57", 0, 4.0, "last_segment"),
+        ("b71e0d33", 1, 2.0, "last_segment"),
+    ]
+    # label = (stars - 1) / 4
+    assert rows(
+        wh, "SELECT session_id, n_rated_segments, label_stars, label FROM staging.session_labels ORDER BY 1"
+    ) == [
+        ("4f2a9c1e", 1, 5.0, 1.0),
+        ("9d0c5e57", 1, 4.0, 0.75),
+        ("b71e0d33", 1, 2.0, 0.25),
+    ]
+    assert rows(wh, "SELECT session_id, variant FROM staging.assignments ORDER BY 1") == [
+        ("4f2a9c1e", "control"),
+        ("9d0c5e57", "treatment"),
+        ("b71e0d33", "treatment"),
+    ]
+
+
+def _v0_events(task: str) -> list[dict]:
+    return [
+        {"id": 0, "source": "user", "action": "message", "args": {"content": task}},
+        {"id": 1, "source": "agent", "action": "finish", "args": {"final_thought": "done"}},
+    ]
+
+
+def _write(path: Path, value: object, lines: bool = False) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(v) + "\n" for v in value) if lines else json.dumps(value))
+
+
+def test_session_ids_from_locations(wh, tmp_path):
+    """Each rule of the precedence in records.py, one file each; a stem two files share gives both their paths."""
+    drop = tmp_path / "ids"
+    _write(drop / "sessions" / "s-42" / "trajectory.json", _v0_events("a"))  # sessions/<id>/...
+    v1 = [
+        {"id": "e1", "source": "user", "kind": "MessageEvent", "llm_message": {"role": "user", "content": "b"}},
+        {
+            "id": "e2",
+            "source": "agent",
+            "kind": "ActionEvent",
+            "tool_name": "finish",
+            "action": {"kind": "FinishAction"},
+        },
+    ]
+    _write(drop / "conversations" / "c-7" / "events.jsonl", v1, lines=True)  # conversations/<id>/..., V1 JSON lines
+    _write(drop / "a" / "trajectory-x.json", {"trajectory": _v0_events("c")})  # stem x ...
+    _write(drop / "b" / "x.json", _v0_events("d"))  # ... twice in this drop
+    _write(drop / "y.json", _v0_events("e"))  # a bare event array: its stem
+    _write(drop / "solo.json", {"events": [{"id": "1", "source": "user", "type": "message", "text": "f"}]})
+    two = [{"events": [{"id": "1", "source": "user", "type": "message", "text": t}]} for t in ("g", "h")]
+    _write(drop / "many.jsonl", two, lines=True)  # records sharing a file: content hashes
+    ingest_paths(wh, drop)
+    assert_reconciled(wh, "ids")
+    assert wh.count(tables.QUARANTINE) == 0
+    ids = dict(rows(wh, "SELECT source_file || ':' || record_index, session_id FROM raw.sessions"))
+    many = [ids.pop("many.jsonl:0"), ids.pop("many.jsonl:1")]
+    assert ids == {
+        "sessions/s-42/trajectory.json:0": "s-42",
+        "conversations/c-7/events.jsonl:0": "c-7",
+        "a/trajectory-x.json:0": "a/trajectory-x.json",
+        "b/x.json:0": "b/x.json",
+        "y.json:0": "y",
+        "solo.json:0": "solo",
+    }
+    assert all(CONTENT_ID.match(s) for s in many) and many[0] != many[1]
+
+
+def test_app_server_event_folder(wh):
+    drop = FIXTURES / "app_server"
+    ingest_paths(wh, drop)
+    assert_reconciled(wh, "app_server")
+    assert wh.count(tables.QUARANTINE) == 0
+    conversation = "0c3a5e1f-7d2b-4c89-9e61-2f4b8a7d1c05"
+    assert rows(
+        wh,
+        "SELECT session_id, source_file, source_format, n_events, n_user_messages, n_segments, n_shell_commands"
+        " FROM staging.sessions",
+    ) == [(conversation, conversation, "openhands_v1_app_server", 6, 1, 1, 1)]
+    # ordered by each event's own timestamp: the user message before the running state of the same second
+    order = [e for (e,) in rows(wh, "SELECT event_id FROM raw.events ORDER BY seq")]
+    assert order == [f"3f1c2b7a-000{i}-4c3d-9a8b-00000000000{i}" for i in range(1, 7)]
+    assert rows(wh, "SELECT open_event_id, close_event_id, close_reason, n_events FROM staging.work_segments") == [
+        (order[0], order[5], "finished", 6)
+    ]

@@ -12,9 +12,15 @@
   (ponyc-4588) has no finish, so its segment is open at stream end.
 - sdk_goal_fixture_events.jsonl (V1): ten events, no user message, work starts at execution_status=running and
   never stops: one open segment; two terminal actions.
+- sdk_v1_11_5_base_state.json (V1 SDK): a conversation's base state (id 11111111-2222-3333-4444-555555555555, model
+  gpt-4o-mini, tools terminal, file_editor and task_tracker, an LLMSummarizingCondenser, masked api keys, empty
+  stats). ``test_sdk_conversation_folder`` persists it with the ten events above as the SDK does.
 """
 
 from __future__ import annotations
+
+import json
+import shutil
 
 import pytest
 
@@ -38,10 +44,14 @@ EXPECTED = {
 }
 
 
+# samples that are no session on their own, and the test that reads them
+PARTS_OF_FOLDERS = {V1 / "sdk_v1_11_5_base_state.json": "test_sdk_conversation_folder"}
+
+
 @needs_samples
 def test_every_sample_file_is_covered():
     on_disk = {p for folder in (V0, V1) for p in folder.iterdir() if p.suffix in (".json", ".jsonl")}
-    assert on_disk == set(EXPECTED)
+    assert on_disk == set(EXPECTED) | set(PARTS_OF_FOLDERS)
 
 
 @needs_samples
@@ -108,3 +118,37 @@ def test_pulse_ingest_cli_on_samples(pulse_home, path, capsys):
     summary = json.loads(capsys.readouterr().out)
     assert (summary["sessions"], summary["events"], summary["segments"]) == (sessions, events, sum(segments))
     assert summary["quarantined"] == 0 and summary["reconciled"]
+
+
+@needs_samples
+def test_sdk_conversation_folder(wh, tmp_path):
+    """The SDK's on-disk layout (persistence_const.py), built from the samples: the folder is named by the
+    conversation id's hex, base_state.json is the sample, and line i of sdk_goal_fixture_events.jsonl is
+    events/event-<i:05d>-<its id>.json, beside the SDK's hidden lock and count marker. The counts are the JSONL's
+    (EXPECTED): one session of ten events, no user message, one segment, two terminal commands."""
+    folder = tmp_path / "persistence" / "11111111222233334444555555555555"
+    (folder / "events").mkdir(parents=True)
+    shutil.copyfile(V1 / "sdk_v1_11_5_base_state.json", folder / "base_state.json")
+    lines = [line for line in (V1 / "sdk_goal_fixture_events.jsonl").read_text().splitlines() if line.strip()]
+    for i, line in enumerate(lines):
+        (folder / "events" / f"event-{i:05d}-{json.loads(line)['id']}.json").write_text(line)
+    (folder / "events" / ".eventlog.lock").write_text("")
+    (folder / "events" / f".eventlog-count-{len(lines)}.marker").write_text("")
+    ingest_paths(wh, tmp_path / "persistence")
+    assert wh.count(tables.QUARANTINE) == 0
+    (s,) = wh.frame("SELECT * FROM raw.sessions").to_dicts()
+    assert s["session_id"] == "11111111-2222-3333-4444-555555555555"  # base_state.json's id wins over the folder's
+    assert (s["source_file"], s["source_format"]) == (folder.name, "openhands_v1_sdk_conversation")
+    _, events, user_messages, segments, shell = EXPECTED[V1 / "sdk_goal_fixture_events.jsonl"]
+    counts = (s["n_events"], [s["n_user_messages"]], [s["n_segments"]], [s["n_shell_commands"]])
+    assert counts == (events, user_messages, segments, shell)
+    stored = [e for (e,) in wh.con.execute("SELECT event_id FROM raw.events ORDER BY seq").fetchall()]
+    assert stored == [json.loads(line)["id"] for line in lines]  # index order
+    meta = json.loads(s["metadata_json"])
+    assert meta["model"] == "gpt-4o-mini"
+    assert [t["name"] for t in meta["agent"]["tools"]] == ["terminal", "file_editor", "task_tracker"]
+    assert (meta["agent"]["kind"], meta["agent"]["condenser"]["kind"]) == ("Agent", "LLMSummarizingCondenser")
+    assert meta["agent"]["llm"]["usage_id"] == "test-llm" and meta["execution_status"] == "idle"
+    assert meta["id_from_location"] == folder.name
+    # credentials are not copied (the sample's keys are masked, "**********"); empty stats give no llm_usage
+    assert "api_key" not in s["metadata_json"] and "secret_registry" not in meta and "llm_usage" not in meta
