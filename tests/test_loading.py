@@ -3,13 +3,16 @@ And a warehouse written by an older PULSE is brought to the current table contra
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import duckdb
 import pytest
 
 from pulse_pipeline import tables
 from pulse_pipeline.ingest import drop as drop_module
-from pulse_pipeline.ingest.drop import DropUnit, plan
-from pulse_pipeline.ingest.load import load_drop
+from pulse_pipeline.ingest.drop import DropTally, DropUnit, plan, plan_reads
+from pulse_pipeline.ingest.load import load_drop, reconcile_drop
 from pulse_pipeline.synth import write_corpus
 from pulse_pipeline.warehouse import Warehouse, connect, ensure_tables
 
@@ -76,13 +79,14 @@ def test_a_load_that_fails_midway_leaves_no_partial_drop_in_staging(tmp_path, mo
 
     real = load_module._read_serial
 
-    def failing(drop_id, pieces):
-        for n, batch in enumerate(real(drop_id, pieces)):
-            if n == 3:  # after assignments.csv, ratings.jsonl and the first sessions file
+    def failing(drop_id, reads):
+        for n, batch in enumerate(real(drop_id, reads)):
+            if n == 3:  # after three of the four sessions files (with assignments.csv and ratings.jsonl)
                 raise OSError("disk went away")
             yield batch
 
-    monkeypatch.setattr(load_module, "COMMIT_ROWS", 1)  # commit after every batch, as a large drop would
+    monkeypatch.setattr(load_module, "CHUNK_EVENTS", 1)  # hand over each sessions file's rows on their own ...
+    monkeypatch.setattr(load_module, "COMMIT_ROWS", 1)  # ... and commit after every batch, as a large drop would
     monkeypatch.setattr(load_module, "_read_serial", failing)
     with pytest.raises(OSError):
         load_drop(wh, "d", corpus)
@@ -94,6 +98,84 @@ def test_a_load_that_fails_midway_leaves_no_partial_drop_in_staging(tmp_path, mo
     load_drop(wh, "d", corpus)
     rebuild_staging(wh)
     assert _contents(wh, tables.ALL_TABLES) == before
+
+
+def _write_small_sessions(folder: Path, n: int) -> None:
+    """``n`` sessions, one OpenHands V0 event array each (``s<i>.json``: a user message, a command, a finish), and
+    ratings.csv rating every tenth session: the shape of a drop of per-session downloads."""
+    folder.mkdir()
+    for i in range(n):
+        events = [
+            {"id": 0, "source": "user", "action": "message", "args": {"content": f"fix bug {i}"}},
+            {"id": 1, "source": "agent", "action": "run", "args": {"command": "pytest -q"}},
+            {"id": 2, "source": "agent", "action": "finish", "args": {"final_thought": "Fixed."}},
+        ]
+        (folder / f"s{i:05d}.json").write_text(json.dumps(events))
+    (folder / "ratings.csv").write_text("conversation_id,rating\n" + "".join(f"s{i:05d},4\n" for i in range(0, n, 10)))
+
+
+def _row_counts(wh: Warehouse) -> dict[str, int]:
+    which = (tables.SESSIONS, tables.EVENTS, tables.RATINGS, tables.QUARANTINE, tables.DROPS)
+    return {t.name: wh.count(t) for t in which}
+
+
+def test_small_files_are_packed_into_reads_and_large_ones_split(tmp_path):
+    for name in ("a.json", "b.json", "c.json", "e.json"):
+        (tmp_path / name).write_text("[" + " " * 298 + "]")  # 300 bytes each
+    big = tmp_path / "d.jsonl"  # JSON-lines records, 20 lines of 100 bytes
+    big.write_text("".join(f'{{"session_id": "s{i:02d}", "events": []}}'.ljust(99) + "\n" for i in range(20)))
+    units = [DropUnit(tmp_path / n, n, False) for n in ("a.json", "b.json", "c.json", "d.jsonl", "e.json")]
+
+    reads = plan_reads(units, split_bytes=700)
+
+    # a and b fill a read (600 bytes, c would make 900); c is packed alone because d (2 000 bytes) is split into
+    # pieces of at least 700 bytes cut at line ends (three of them), each a read of its own, in order; e follows
+    names = [[(p.unit.source_file, p.end is not None) for p in read] for read in reads]
+    assert names[0] == [("a.json", False), ("b.json", False)]
+    assert names[1] == [("c.json", False)]
+    assert all(read == [("d.jsonl", True)] for read in names[2:-1]) and len(names[2:-1]) == 3
+    assert names[-1] == [("e.json", False)]
+    pieces = [p for read in reads[2:-1] for p in read]
+    assert pieces[0].start == 0 and pieces[-1].end == 2000
+    assert all(a.end == b.start and a.end % 100 == 0 for a, b in zip(pieces, pieces[1:], strict=False))
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_packed_reads_give_the_same_tables_as_reading_file_by_file(tmp_path, monkeypatch, workers):
+    drop = tmp_path / "drop"
+    _write_small_sessions(drop, 60)
+    monkeypatch.setenv("PULSE_INGEST_WORKERS", "1")
+    monkeypatch.setattr(drop_module, "SPLIT_BYTES", 1)  # every file a read of its own: the rows of one file a batch
+    one_by_one = Warehouse(duckdb.connect())
+    load_drop(one_by_one, "d", drop)
+
+    monkeypatch.setattr(drop_module, "SPLIT_BYTES", 5_000)  # about 20 files of ~250 bytes a read
+    monkeypatch.setenv("PULSE_INGEST_WORKERS", workers)
+    packed = Warehouse(duckdb.connect())
+    load_drop(packed, "d", drop)
+
+    assert _row_counts(packed) == {"sessions": 60, "events": 180, "ratings": 6, "quarantine": 0, "drops": 1}
+    assert _contents(packed) == _contents(one_by_one)
+
+
+def test_a_drop_of_thousands_of_small_files_loads_in_little_memory(tmp_path, monkeypatch):
+    """Issue 11: every small file was inserted on its own inside one transaction, and DuckDB held memory for each
+    insert; 3 000 files failed with "Out of Memory" at a 100 MB limit (300 files were enough to fail). Memory is
+    asserted by success under a small limit, not by timing."""
+    drop = tmp_path / "drop"
+    _write_small_sessions(drop, 3000)
+    monkeypatch.setenv("PULSE_DUCKDB_MEMORY", "100MB")
+    con = connect(tmp_path / "w.duckdb")
+    assert con.execute("SELECT current_setting('memory_limit')").fetchone()[0] in ("95.3 MiB", "100.0 MB")
+    wh = Warehouse(con)
+
+    tally = load_drop(wh, "d", drop)
+
+    # written above: 3 000 sessions of 3 events, and one rating for every tenth session
+    assert tally == DropTally(records_read=3300, records_accepted=3300, events_read=9000, events_accepted=9000)
+    assert _row_counts(wh) == {"sessions": 3000, "events": 9000, "ratings": 300, "quarantine": 0, "drops": 1}
+    assert reconcile_drop(wh, "d")[0]
+    con.close()
 
 
 def test_tables_of_an_older_pulse_are_rebuilt_if_derived_and_refused_if_raw():

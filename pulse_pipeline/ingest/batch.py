@@ -77,6 +77,17 @@ class Batch:
             },
         )
 
+    def absorb(self, other: Batch) -> None:
+        """Move ``other``'s rows and counts into this batch, so the rows of many small files are inserted as one.
+
+        Why: DuckDB keeps a partly filled block for every INSERT of an open transaction, so inserting each small
+        file on its own made memory grow with the number of files (issue 11)."""
+        for name, columns in other.columns.items():
+            mine = self.columns[name]
+            for column, values in columns.items():
+                mine[column].extend(values)
+        self.read.update(other.read)
+
     def count(self, table: Table) -> int:
         return len(self.columns[table.qualified]["drop_id"])  # every raw table has a drop_id
 
@@ -114,3 +125,7 @@ class ArrowBatch:
     def count(self, table: Table) -> int:
         data = self.tables.get(table.qualified)
         return 0 if data is None else data.num_rows
+
+    def rows(self) -> int:
+        """Rows of every table."""
+        return sum(data.num_rows for data in self.tables.values())
