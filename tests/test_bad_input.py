@@ -547,3 +547,109 @@ def test_a_file_holding_a_single_event_is_a_one_event_session(wh, tmp_path):
     ingest_paths(wh, f)
     assert wh.con.execute("SELECT n_events, n_user_messages FROM raw.sessions").fetchall() == [(1, 1)]
     assert wh.count(tables.QUARANTINE) == 0
+
+
+# --- ids from names, and session folders ------------------------------------------------------------------------
+
+
+def test_name_and_content_disagree_on_the_id_content_wins(wh, tmp_path):
+    """trajectory-abc123.json holds a record whose conversation_id is xyz789: the session is xyz789 (the file name is
+    kept in its metadata), so a rating keyed by the name is quarantined at staging and one keyed by the content
+    joins."""
+    drop = tmp_path / "renamed"
+    events = [{"id": 0, "source": "user", "action": "message", "args": {"content": "hi"}}]
+    write(drop, "trajectory-abc123.json", json.dumps({"conversation_id": "xyz789", "trajectory": events}))
+    write(drop, "ratings.csv", "conversation_id,rating\nabc123,5\nxyz789,3\n")
+    ingest_reconciled(wh, drop)
+    (session_id, meta) = wh.con.execute("SELECT session_id, metadata_json FROM raw.sessions").fetchone()
+    assert session_id == "xyz789" and json.loads(meta)["id_from_location"] == "abc123"
+    assert [(q["record_type"], q["reason"]) for q in quarantine(wh, "staging")] == [
+        ("rating", "rating names session abc123, which no drop contains")
+    ]
+    assert wh.con.execute("SELECT session_id, label_stars FROM staging.session_labels").fetchall() == [("xyz789", 3.0)]
+
+
+def sdk_event(event_id: str, second: int, kind: str, **body: object) -> str:
+    return json.dumps({"id": event_id, "timestamp": f"2026-04-01T08:00:{second:02d}", "kind": kind, **body})
+
+
+def test_sdk_folder_with_a_gap_unreadable_and_misnamed_files_and_a_broken_base_state(wh, tmp_path):
+    """By hand: indexes 0, 1, 3, 4, 5, 6 are present, 2 is missing; 4 is truncated JSON and 5 a JSON list, so the
+    events kept are 0, 1, 3, 6. events/notes.txt is not an event file name; .eventlog.lock is hidden.
+    base_state.json is cut off: quarantined, and the session is named by its folder, conv-1.
+    Records read: the session and two unknown files (3; 1 accepted). Events read: 4 kept + the gap + 2 unreadable."""
+    conv = tmp_path / "persistence" / "conv-1"
+    write(conv, "base_state.json", '{"id": "conv-1-in-content", "agent": {"llm": ')
+    msg = {"role": "user", "content": [{"type": "text", "text": "run the tests"}]}
+    write(
+        conv,
+        "events/event-00000-aaaaaaa1.json",
+        sdk_event("aaaaaaa1", 0, "MessageEvent", source="user", llm_message=msg),
+    )
+    running = sdk_event(
+        "aaaaaaa2", 1, "ConversationStateUpdateEvent", source="environment", key="execution_status", value="running"
+    )
+    write(conv, "events/event-00001-aaaaaaa2.json", running)
+    action = {"kind": "TerminalAction", "command": "make test"}
+    write(
+        conv,
+        "events/event-00003-aaaaaaa4.json",
+        sdk_event("aaaaaaa4", 3, "ActionEvent", source="agent", tool_name="terminal", action=action),
+    )
+    write(conv, "events/event-00004-aaaaaaa5.json", '{"id": "aaaaaaa5", "kind": "Observ')
+    write(conv, "events/event-00005-aaaaaaa6.json", "[1, 2]")
+    finish = {"kind": "FinishAction", "message": "done"}
+    write(
+        conv,
+        "events/event-00006-aaaaaaa7.json",
+        sdk_event("aaaaaaa7", 6, "ActionEvent", source="agent", tool_name="finish", action=finish),
+    )
+    write(conv, "events/notes.txt", "remember to rerun")
+    write(conv, "events/.eventlog.lock", "")
+    ingest_reconciled(wh, tmp_path / "persistence")
+    assert records_read(wh, "persistence") == (3, 1, 2)
+    assert wh.con.execute("SELECT events_read, events_accepted, events_quarantined FROM raw.drops").fetchone() == (
+        7,
+        4,
+        3,
+    )
+    assert wh.con.execute("SELECT session_id, source_format, n_events, metadata_json FROM raw.sessions").fetchall() == [
+        ("conv-1", "openhands_v1_sdk_conversation", 4, None)
+    ]
+    kept = [e for (e,) in wh.con.execute("SELECT event_id FROM raw.events ORDER BY seq").fetchall()]
+    assert kept == ["aaaaaaa1", "aaaaaaa2", "aaaaaaa4", "aaaaaaa7"]
+    expected = [  # (record type, event index, how the reason starts); every row names the folder as its file
+        ("unknown", None, "base_state.json: not valid JSON ("),
+        ("unknown", None, "events/notes.txt: not an SDK event file (named event-<index>-<event id>.json); not read"),
+        ("event", 2, "events/: no event file with index 00002 (a gap in the index)"),
+        ("event", 4, "events/event-00004-aaaaaaa5.json: not valid JSON ("),
+        ("event", 5, "events/event-00005-aaaaaaa6.json: event is not a JSON object (a JSON list)"),
+    ]
+    got = sorted(quarantine(wh), key=lambda q: (q["event_index"] is not None, q["event_index"] or 0, q["reason"]))
+    assert [(q["source_file"], q["record_type"], q["event_index"]) for q in got] == [
+        ("conv-1", t, i) for t, i, _ in expected
+    ]
+    assert all(q["reason"].startswith(start) for q, (_, _, start) in zip(got, expected, strict=True))
+    assert (
+        "events are read without it" in got[0]["reason"] and got[3]["raw_text"] == '{"id": "aaaaaaa5", "kind": "Observ'
+    )
+
+
+def test_sdk_folder_without_event_files(wh, tmp_path):
+    """A conversation folder with a base_state.json but no events: the session has nothing to read and is
+    quarantined with base_state.json's metadata as its raw text (one record read, none accepted, no event).
+    The drop is the conversation folder itself."""
+    conv = tmp_path / "conv-2"
+    write(
+        conv, "base_state.json", json.dumps({"id": "conv-2-id", "agent": {"llm": {"model": "m-2", "api_key": "sk-1"}}})
+    )
+    (conv / "events").mkdir()
+    ingest_reconciled(wh, conv)
+    assert records_read(wh, "conv-2") == (1, 0, 1)
+    (q,) = quarantine(wh)
+    assert (q["source_file"], q["record_type"], q["reason"]) == ("conv-2", "session", "session has no readable events")
+    assert json.loads(q["raw_text"]) == {
+        "agent": {"llm": {"model": "m-2"}},
+        "model": "m-2",
+        "id_from_location": "conv-2",
+    }
