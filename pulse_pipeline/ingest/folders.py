@@ -13,7 +13,9 @@
 =====================  ===================================================================================
 
 Names starting with ``.`` or ``_`` are not read (the SDK's ``.eventlog.lock`` and count markers). Other files in a
-session folder (notes, a ratings CSV) are not part of the session and are read as files of their own.
+session folder (notes, a ratings CSV) are not part of the session and are read as files of their own. An SDK
+conversation that forked (its events carry ``parent_id``) is read as one stream in index order, every branch
+included; ``parent_id`` stays in each event's ``raw_json``.
 
 The session is named by the folder (``v0_events_dir``: the folder above ``events``), except that an SDK
 conversation's ``base_state.json`` ``id`` wins (``records.py`` has the whole precedence). ``base_state.json`` also

@@ -16,12 +16,14 @@ an event of a known format a bare event (``EVENT_ADAPTERS``): a file of them is 
 **A session's id**, first that applies:
 
 1. *Content*: the record's ``session_id``, ``conversation_id``, ``instance_id``, ``sid`` or ``id``; for an SDK
-   conversation folder, the ``id`` in its ``base_state.json``. Content wins when the location says otherwise (the
-   location's id is then kept in the session's metadata as ``id_from_location``, so a rating keyed by the file
-   name can be traced): the content is what the agent itself called the session, a file name is whatever the
-   person who saved it chose.
+   conversation folder, the ``id`` in its ``base_state.json``; an id the events themselves carry (an adapter's
+   ``session_id()``, e.g. Claude Code's ``sessionId``; ``adapter.add_session`` applies it). Content wins when the
+   location says otherwise (for the record and ``base_state.json`` ids, the location's id is then kept in the
+   session's metadata as ``id_from_location``, so a rating keyed by the file name can be traced): the content is
+   what the agent itself called the session, a file name is whatever the person who saved it chose.
 2. *Location*, when the content names no session and the file or folder holds exactly one session (a JSON
-   document that is one record, one event array or one event; a JSON-lines event stream; a session folder):
+   document that is one record, one event array or one event, a one-line JSON-lines file being such a document; a
+   JSON-lines event stream; a session folder):
    a session folder's name (an SDK conversation folder, an app-server event folder, the ``<sid>`` of
    ``<sid>/events/<n>.json``); else, for a file under ``sessions/<id>/`` or ``conversations/<id>/``, that
    ``<id>``; else the file's stem with a leading ``trajectory-`` removed (``trajectory-<id>.json`` and
