@@ -249,11 +249,12 @@ def test_git_and_test_features_read_bash_calls(wh):
     build_event_features(wh)
     got = wh.frame(
         "SELECT user_message_count, n_segments, git_commit_count, git_push_count, shell_commands, failed_commands,"
-        " test_runs, test_failures, file_edits, error_observations, condensations FROM features.event_features"
+        " test_runs, test_failures, file_edits, error_observations, condensations, duration_seconds,"
+        " llm_cost_usd, llm_prompt_tokens, llm_completion_tokens FROM features.event_features"
     ).row(0)
     # commit at line 8, the sub-agent's push at 14; runs 4, 8, 14; 5 failed; tests 4 (failed) and 8; edit 6;
-    # error 27; condensation 21
-    assert got == (4, 4, 1, 1, 3, 1, 2, 1, 1, 1, 1)
+    # error 27; condensation 21; 09:00:00 to 09:03:11; usage from the session's metadata (no cost recorded)
+    assert got == (4, 4, 1, 1, 3, 1, 2, 1, 1, 1, 1, 191.0, None, 65546, 332)
 
 
 def test_several_blocks_per_line_and_cost(wh):
@@ -278,6 +279,11 @@ def test_several_blocks_per_line_and_cost(wh):
     assert usage["cost_usd"] == pytest.approx(0.0028)
     assert (usage["prompt_tokens"], usage["completion_tokens"]) == (260, 52)
     assert row["metadata"]["model"] == "claude-3-7-sonnet-20250219"
+    build_event_features(wh)
+    cost, prompt, completion = wh.frame(
+        "SELECT llm_cost_usd, llm_prompt_tokens, llm_completion_tokens FROM features.event_features"
+    ).row(0)
+    assert (cost, prompt, completion) == (pytest.approx(0.0028), 260, 52)
 
 
 def test_a_sub_agent_log_is_its_own_session(wh):

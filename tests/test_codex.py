@@ -201,10 +201,11 @@ def test_git_and_test_features_read_shell_calls(wh):
     build_event_features(wh)
     got = wh.frame(
         "SELECT user_message_count, n_segments, git_commit_count, git_push_count, git_pull_count, shell_commands,"
-        " failed_commands, test_runs, test_failures, file_edits, error_observations, condensations"
-        " FROM features.event_features"
+        " failed_commands, test_runs, test_failures, file_edits, error_observations, condensations,"
+        " duration_seconds, llm_cost_usd, llm_prompt_tokens, llm_completion_tokens FROM features.event_features"
     ).row(0)
-    assert got == (2, 2, 1, 2, 1, 5, 2, 2, 1, 1, 1, 1)
+    # 10:00:00 to 10:01:13; usage from the session's metadata (Codex records no cost)
+    assert got == (2, 2, 1, 2, 1, 5, 2, 2, 1, 1, 1, 1, 73.0, None, 15000, 450)
 
 
 def test_a_sub_agent_rollout_has_no_user_message(wh):
