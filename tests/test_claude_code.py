@@ -330,3 +330,20 @@ def test_bad_lines_are_kept_or_quarantined(wh):
     row = session(wh)
     assert (row["session_id"], row["n_user_messages"], row["n_segments"]) == ("cc-bad-1", 2, 2)
     assert_reconciled(wh, "bad_lines.jsonl")
+
+
+def test_a_file_starting_with_a_line_type_we_do_not_know_is_still_read(wh, tmp_path):
+    # a newer Claude Code may start a file with a line type this adapter does not know; its sessionId is enough
+    # to recognize the file, and the line is kept as ``other``: 2 events, 1 user message
+    path = tmp_path / "newer.jsonl"
+    lines = [
+        {"type": "brand-new-record", "sessionId": "cc-new-1", "timestamp": "2026-01-01T00:00:00Z"},
+        {"type": "user", "sessionId": "cc-new-1", "uuid": "n1", "message": {"role": "user", "content": "hi"}},
+    ]
+    path.write_bytes(b"\n".join(orjson.dumps(line) for line in lines) + b"\n")
+    ingest_paths(wh, path)
+    assert events(wh, "session_id, kind, original_name") == [
+        ("cc-new-1", "other", "brand-new-record"),
+        ("cc-new-1", "action", None),
+    ]
+    assert session(wh)["n_user_messages"] == 1

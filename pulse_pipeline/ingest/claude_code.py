@@ -4,7 +4,10 @@ There is no official schema; the de-facto one is ryoppippi/ccusage ``src/data-lo
 (``user``, ``assistant``, ``summary``, ``system``, ``file-history-snapshot``, ``queue-operation``), ``uuid``,
 ``isSidechain``, ``sessionId``, ``timestamp``, ``cwd``, ``gitBranch``, ``version``; user and assistant lines carry
 ``message = {role, content, id, model, stop_reason, usage}``, where ``content`` is a string or a list of blocks
-(``text``, ``thinking``, ``tool_use``, ``tool_result``, ``image``). A file is one session.
+(``text``, ``thinking``, ``tool_use``, ``tool_result``, ``image``). A file is one session; it is recognized by its
+first JSON object: a user or assistant line with a ``message`` object, any line with a ``type`` and a
+``sessionId`` (so a line type added by a newer version does not hide the file), or a known line type with a
+``uuid``, ``leafUuid`` or ``messageId``.
 
 Rules (each stated once, here):
 
@@ -70,7 +73,7 @@ from .adapter import Adapter, EventFields
 from .events import OBSERVATION_NAMES, as_id, as_int, as_text, llm_usage
 
 _LINE_TYPES = frozenset(["user", "assistant", "summary", "system", "file-history-snapshot", "queue-operation"])
-_ID_KEYS = ("sessionId", "uuid", "leafUuid", "messageId")
+_ID_KEYS = ("uuid", "leafUuid", "messageId")
 
 _TOOLS = {
     "Bash": "run",
@@ -177,11 +180,15 @@ class ClaudeCode(Adapter):
 
     @staticmethod
     def recognizes(event: Any) -> bool:
-        if not isinstance(event, dict) or event.get("type") not in _LINE_TYPES:
+        """A user or assistant line; any typed line naming a ``sessionId`` (so a file that starts with a line type
+        this module does not know is still found); a known line type with one of its ids."""
+        if not isinstance(event, dict) or not isinstance(event.get("type"), str):
             return False
         if event["type"] in ("user", "assistant") and isinstance(event.get("message"), dict):
             return True
-        return any(key in event for key in _ID_KEYS)
+        if "sessionId" in event:
+            return True
+        return event["type"] in _LINE_TYPES and any(key in event for key in _ID_KEYS)
 
     def parse_all(self, event: dict[str, Any]) -> list[EventFields]:
         self.lines += 1
