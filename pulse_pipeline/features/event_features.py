@@ -33,10 +33,10 @@ Rules (events are those of the session's winning record in ``staging.sessions``)
   ``ingest/events.llm_usage``). NULL when none of them has it.
 - Critic scores: OpenHands V1 attaches ``critic_result = {score, message, metadata}`` to ActionEvents and
   MessageEvents, ``score`` being a critic model's predicted probability that the agent succeeded, in [0, 1]. The
-  whole result stays in ``raw.events.raw_json``; here, over the session's events whose ``critic_result.score`` is
-  a number in [0, 1] (anything else is not a score and is not counted): ``critic_score_last`` (the latest in the
-  stream), ``critic_score_mean``, ``critic_score_min`` (NULL when the session has no score) and
-  ``critic_scored_events`` (their count, 0 when none).
+  whole result stays in ``raw.events.raw_json``; here, over the session's actions (both kinds are actions in the
+  canonical model) whose ``critic_result.score`` is a number in [0, 1] (anything else is not a score and is not
+  counted): ``critic_score_last`` (the latest in the stream), ``critic_score_mean``, ``critic_score_min`` (NULL
+  when the session has no score) and ``critic_scored_events`` (their count, 0 when none).
 
   **They are ready-made predictions of success** that the model stage may use: ``features.session_features``
   carries every column of this table, so the satisfaction models see them as features like any other (a session
@@ -170,7 +170,7 @@ WITH ev AS NOT MATERIALIZED (
     FROM (
         SELECT e.session_id, e.seq,
             TRY_CAST(json_extract_string(e.raw_json, '$.critic_result.score') AS DOUBLE) AS score
-        FROM ev e WHERE e.raw_json LIKE '%"critic_result":{{%'
+        FROM ev e WHERE e.kind = 'action' AND e.raw_json LIKE '%"critic_result":{{%'
     )
     WHERE score BETWEEN 0 AND 1
     GROUP BY session_id
