@@ -6,6 +6,11 @@ Mapped onto the V0 vocabulary of the canonical model: a terminal action (``Termi
 key ``execution_status`` is a state change (``idle`` means waiting for the user: ``awaiting_user_input``,
 ``waiting_for_confirmation`` is ``awaiting_user_confirmation``); other keys (``stats``, ...) are state events
 without an agent state.
+
+What the canonical model has no column for stays in the event's ``raw_json``: among it ``critic_result`` (a critic
+model's ``score``, the predicted probability of success, with ``message`` and ``metadata``) on ActionEvents and
+MessageEvents, which ``features.event_features`` turns into the critic score columns, and ``parent_id`` (forks).
+The SDK's on-disk layouts (a conversation folder, the app server's event files) are found by ``folders.py``.
 """
 
 from __future__ import annotations
