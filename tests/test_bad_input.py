@@ -653,3 +653,15 @@ def test_sdk_folder_without_event_files(wh, tmp_path):
         "model": "m-2",
         "id_from_location": "conv-2",
     }
+
+
+def test_a_failed_trajectory_download_is_quarantined_with_the_servers_error(wh, tmp_path):
+    # the OpenHands server's answer when it cannot build the trajectory: no events, an error
+    f = write(tmp_path, "trajectory-5e5e.json", '{"trajectory": null, "error": "Error getting trajectory: timeout"}')
+    ingest_reconciled(wh, f)
+    assert [(q["record_type"], q["reason"]) for q in quarantine(wh)] == [
+        (
+            "unknown",
+            "a trajectory download that failed (Error getting trajectory: timeout): download the conversation again",
+        )
+    ]
