@@ -665,3 +665,19 @@ def test_a_failed_trajectory_download_is_quarantined_with_the_servers_error(wh, 
             "a trajectory download that failed (Error getting trajectory: timeout): download the conversation again",
         )
     ]
+
+
+def test_a_renamed_single_file_keeps_its_name_and_so_its_session_id(pulse_home, tmp_path):
+    """`pulse ingest trajectory-<id>.json --name NAME` stores the file as drops/NAME/trajectory-<id>.json: the
+    session is still named by its file, and the same delivery again changes nothing."""
+    from pulse_pipeline.runs import register_drop
+
+    download = tmp_path / "trajectory-conv42.json"
+    download.write_text('{"trajectory": [{"id": 0, "source": "user", "action": "message", "args": {"content": "hi"}}]}')
+    key, target = register_drop(pulse_home, download, name="monday")
+    assert (key, target) == ("monday", pulse_home.drops / "monday")
+    assert [p.name for p in target.iterdir()] == ["trajectory-conv42.json"]
+    assert register_drop(pulse_home, download, name="monday") == (key, target)
+    download.write_text('{"trajectory": []}')
+    with pytest.raises(FileExistsError, match="a different drop named 'monday'"):
+        register_drop(pulse_home, download, name="monday")
