@@ -2,17 +2,27 @@
 
     .venv/bin/python bench/ingest.py                # 36 000 sessions, 15 000 users (the paper's scale)
     .venv/bin/python bench/ingest.py --sessions 5000 --drops 4
+    .venv/bin/python bench/ingest.py --sessions 100000 --layout both --workdir /tmp/bench
 
 Prints sessions/s, events/s, MB/s of reading the drop into the raw tables, then the time `pulse ingest` takes to
 rebuild every derived table after it, and the command's peak RSS (a child process, so its RSS is its own),
 the rate at which orjson merely parses the same files, and the ratio of the two. With --drops K the corpus is
 also split into K drops ingested one after another into one PULSE_HOME, printing each one's peak RSS: memory
 must not grow with the number of drops already ingested.
+
+With --layout the corpus's sessions are ingested as a folder of small files instead, the shape of per-session
+downloads: ``files`` writes one OpenHands V0 event array per session (``<session_id>.json``), ``jsonl`` the same
+sessions as one JSONL file, both beside the same ratings.csv and assignments.csv; ``both`` runs the two and prints
+their ratio (the files layout must stay within 2x of the JSONL one, in time and in memory). For each it prints
+sessions/s, events/s, MB/s and the peak RSS of the `pulse ingest` process while it reads the drop and over the whole
+command (the reader processes it starts for a large drop are apart). The layouts are written once into --workdir
+and kept.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import shutil
@@ -61,6 +71,72 @@ def pulse_ingest(home: Path, drop: Path) -> tuple[float, dict, float]:
     return seconds, json.loads("\n".join(summary)), float(rss)
 
 
+def data_bytes(folder: Path) -> int:
+    """Bytes of the files an ingest reads (names starting with ``_`` or ``.`` are sidecars)."""
+    return sum(f.stat().st_size for f in folder.iterdir() if f.is_file() and not f.name.startswith(("_", ".")))
+
+
+def write_layout(corpus: Path, layout: str, folder: Path) -> None:
+    """The corpus's sessions as ``files`` (one V0 event array per session, named by its id) or ``jsonl`` (one
+    JSONL file), each beside ratings.csv (the corpus's ratings.jsonl as CSV) and the corpus's assignments.csv.
+    Written into a fresh folder; ``_complete`` marks it finished, so an interrupted write is redone."""
+    if (folder / "_complete").exists():
+        return
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    started = time.perf_counter()
+    session_files = sorted(p for p in corpus.iterdir() if p.name.startswith("sessions-"))
+    if layout == "jsonl":
+        with (folder / "sessions.jsonl").open("wb") as out:
+            for f in session_files:
+                out.write(f.read_bytes())
+    else:
+        for f in session_files:
+            for line in f.read_bytes().splitlines():
+                session = orjson.loads(line)
+                (folder / f"{session['session_id']}.json").write_bytes(orjson.dumps(session["history"]))
+    ratings = [orjson.loads(line) for line in (corpus / "ratings.jsonl").read_bytes().splitlines() if line]
+    with (folder / "ratings.csv").open("w", newline="") as out:
+        writer = csv.DictWriter(out, fieldnames=["id", "conversation_id", "event_id", "rating", "reason", "created_at"])
+        writer.writeheader()
+        writer.writerows(ratings)
+    shutil.copy2(corpus / "assignments.csv", folder / "assignments.csv")
+    (folder / "_complete").touch()
+    n_files = sum(1 for _ in folder.iterdir()) - 1
+    print(f"wrote the {layout} layout: {n_files} files in {time.perf_counter() - started:.1f} s ({folder})")
+
+
+def compare_layouts(corpus: Path, layouts: list[str], workdir: Path) -> None:
+    """`pulse ingest` of each layout into a fresh PULSE_HOME; prints its rates, its peak RSS, and the ratio."""
+    read_seconds: dict[str, float] = {}
+    read_rss: dict[str, float] = {}
+    for layout in layouts:
+        folder = workdir / f"{corpus.name}-{layout}"
+        write_layout(corpus, layout, folder)
+        mb = data_bytes(folder) / 1e6
+        n_files = sum(1 for f in folder.iterdir() if not f.name.startswith(("_", ".")))
+        with tempfile.TemporaryDirectory(prefix="pulse-bench-") as tmp:
+            total, summary, rss = pulse_ingest(Path(tmp) / "home", folder)
+        seconds = summary["read_seconds"]
+        read_seconds[layout], read_rss[layout] = seconds, summary["read_rss_mib"]
+        print(
+            f"{layout:5} layout ({n_files} files, {mb:.0f} MB): {seconds:6.1f} s  {mb / seconds:6.1f} MB/s  "
+            f"{summary['sessions'] / seconds:7.0f} sessions/s  {summary['events'] / seconds:8.0f} events/s  "
+            f"peak RSS {summary['read_rss_mib']:.0f} MiB reading, {rss:.0f} MiB whole command"
+        )
+        print(
+            f"  {summary['sessions']} sessions, {summary['events']} events, {summary['ratings']} ratings, "
+            f"{summary['quarantined']} quarantined, reconciled={summary['reconciled']}; "
+            f"{summary['setup_seconds']:.1f} s of the reading before the run starts (copying the drop into the drop "
+            f"folder, Dagster); derived tables {summary['derived_seconds']:.1f} s, whole command {total:.1f} s"
+        )
+    if len(layouts) == 2:
+        print(
+            f"files/jsonl: reading takes {read_seconds['files'] / read_seconds['jsonl']:.2f}x the time "
+            f"(throughput ratio jsonl/files), peak RSS reading {read_rss['files'] / read_rss['jsonl']:.2f}x"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sessions", type=int, default=36_000)
@@ -68,6 +144,11 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--drops", type=int, default=4, help="also ingest the corpus split into this many drops")
     ap.add_argument("--workdir", type=Path, default=ROOT / "bench" / "out")
+    ap.add_argument(
+        "--layout",
+        choices=("files", "jsonl", "both"),
+        help="ingest the sessions as one small file each, as one JSONL file, or both and compare (see above)",
+    )
     args = ap.parse_args()
 
     corpus = args.workdir / f"corpus-{args.sessions}-seed{args.seed}"
@@ -78,6 +159,9 @@ def main() -> None:
             f"generated {s.n_sessions} sessions ({s.n_events} events, {s.bytes_written / 1e6:.0f} MB) "
             f"in {time.perf_counter() - started:.1f} s"
         )
+    if args.layout:
+        compare_layouts(corpus, ["jsonl", "files"] if args.layout == "both" else [args.layout], args.workdir)
+        return
 
     parse_s, nbytes = parse_only(corpus)
     mb = nbytes / 1e6
@@ -125,17 +209,28 @@ from pathlib import Path
 from pulse_pipeline.paths import PulseHome
 from pulse_pipeline.runs import ingest
 
+def mib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
 marks = {}
-def say(message):  # runs.ingest says "rebuilding derived tables" when the drop is in and the rebuild starts
+read_rss = []
+def say(message):  # runs.ingest says "ingesting drop" as the run starts, "rebuilding derived tables" after it
     marks.setdefault(message.split()[0], time.perf_counter())
+    if message.startswith("rebuilding"):
+        read_rss.append(mib())
 started = time.perf_counter()
 summary = ingest(PulseHome.from_env().ensure(), Path(sys.argv[1]), say=say)
 done = time.perf_counter()
-if "rebuilding" not in marks:
-    sys.exit("bench: runs.ingest no longer says 'rebuilding derived tables'; update the marker")
-timing = {"read_seconds": marks["rebuilding"] - started, "derived_seconds": done - marks["rebuilding"]}
+if "rebuilding" not in marks or "ingesting" not in marks:
+    sys.exit("bench: runs.ingest no longer says 'ingesting drop' and 'rebuilding derived tables'; update the markers")
+timing = {
+    "read_seconds": marks["rebuilding"] - started,
+    "setup_seconds": marks["ingesting"] - started,
+    "derived_seconds": done - marks["rebuilding"],
+    "read_rss_mib": read_rss[0],
+}
 print(json.dumps({**asdict(summary), **timing}))
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+print(mib())
 """
 
 if __name__ == "__main__":

@@ -33,3 +33,12 @@ def test_ingest_bench_reads_and_rebuilds(tmp_path):
     out = _run("bench/ingest.py", "--sessions", "300", "--drops", "2", "--workdir", str(tmp_path))
     assert "pulse ingest      :" in out and "then every derived table rebuilt" in out
     assert "drop 2/2:" in out
+
+
+@pytest.mark.slow
+def test_ingest_bench_compares_small_files_with_one_jsonl_file(tmp_path):
+    out = _run("bench/ingest.py", "--sessions", "300", "--layout", "both", "--workdir", str(tmp_path))
+    # 300 session files, ratings.csv and assignments.csv; or sessions.jsonl and the same two
+    assert "files layout (302 files" in out and "jsonl layout (3 files" in out
+    assert out.count("300 sessions,") == 2 and out.count("reconciled=True") == 2  # one summary per layout
+    assert "files/jsonl: reading takes" in out

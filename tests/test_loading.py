@@ -178,6 +178,37 @@ def test_a_drop_of_thousands_of_small_files_loads_in_little_memory(tmp_path, mon
     con.close()
 
 
+def _limits_seen_by_inserts(wh: Warehouse, monkeypatch) -> list[str]:
+    """DuckDB's memory limit at every insert of a load, as DuckDB prints it."""
+    seen: list[str] = []
+    insert = wh.insert
+
+    def recording(t, data):
+        seen.append(wh.con.execute("SELECT current_setting('memory_limit')").fetchone()[0])
+        insert(t, data)
+
+    monkeypatch.setattr(wh, "insert", recording)
+    return seen
+
+
+@pytest.mark.parametrize(
+    ("configured", "while_loading", "after"),
+    [("2GB", "256.0 MiB", "1.8 GiB"), ("100MB", "95.3 MiB", "95.3 MiB")],  # 2e9 bytes is 1.86 GiB, 1e8 95.4 MiB
+)
+def test_a_load_lowers_duckdbs_memory_limit_and_sets_it_back(tmp_path, monkeypatch, configured, while_loading, after):
+    drop = tmp_path / "drop"
+    _write_small_sessions(drop, 30)
+    monkeypatch.setenv("PULSE_DUCKDB_MEMORY", configured)
+    wh = Warehouse(connect(tmp_path / "w.duckdb"))
+    seen = _limits_seen_by_inserts(wh, monkeypatch)
+
+    load_drop(wh, "d", drop)
+
+    assert seen and set(seen) == {while_loading}  # lowered to LOAD_MEMORY_MIB, never raised
+    assert wh.con.execute("SELECT current_setting('memory_limit')").fetchone()[0] == after
+    wh.con.close()
+
+
 def test_tables_of_an_older_pulse_are_rebuilt_if_derived_and_refused_if_raw():
     con = duckdb.connect()
     con.execute("CREATE SCHEMA estimates")

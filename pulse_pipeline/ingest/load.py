@@ -15,7 +15,10 @@ import os
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
+
+import duckdb
 
 from .. import tables
 from ..settings import ingest_settings
@@ -30,6 +33,8 @@ Progress = Callable[[str], None]
 
 COMMIT_ROWS = 500_000  # rows (of every table) per transaction while loading
 PARALLEL_BYTES = 32 << 20  # drops smaller than this are read in this process (starting workers costs ~1 s)
+LOAD_MEMORY_MIB = 256  # DuckDB's memory limit while a drop is loaded, unless PULSE_DUCKDB_MEMORY is lower
+_UNITS = {"bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 
 
 def reader_processes(total_bytes: int) -> int:
@@ -79,12 +84,35 @@ def _read_parallel(drop_id: str, reads: list[list[Piece]], workers: int) -> Iter
             yield from in_flight.popleft().result()
 
 
+@contextmanager
+def loading_memory(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """DuckDB's memory limit lowered to ``LOAD_MEMORY_MIB`` (never raised) while a drop loads.
+
+    Why: loading only appends, and DuckDB writes the appended row groups to disk as they fill, so memory beyond a
+    few hundred MiB only caches blocks already written; DuckDB keeps them up to its limit, which made its cache
+    most of the process's memory. Measured on 100 000 session files (2.4 GB): the same time at 256 MiB as at the
+    default 1 GB, and 470 MiB less peak RSS. Afterwards the limit is set back to ``PULSE_DUCKDB_MEMORY``, the one
+    every warehouse connection is opened with (DuckDB reports its limit rounded, so it cannot be read back exactly).
+    """
+    number, unit = con.execute("SELECT current_setting('memory_limit')").fetchone()[0].split()  # e.g. 953.6 MiB
+    if float(number) * _UNITS[unit] <= LOAD_MEMORY_MIB << 20:
+        yield
+        return
+    con.execute(f"SET memory_limit = '{LOAD_MEMORY_MIB}MiB'")
+    try:
+        yield
+    finally:
+        configured = ingest_settings().duckdb_memory.replace("'", "''")
+        con.execute(f"SET memory_limit = '{configured}'")
+
+
 def load_drop(wh: Warehouse, drop_id: str, path: Path, progress: Progress | None = None) -> DropTally:
     """Replace the drop's rows. Its ``raw.drops`` row is written last and marks the drop complete.
 
     The rows are committed every ``COMMIT_ROWS`` rows, because DuckDB holds a transaction's appends in memory.
     Until the ``raw.drops`` row exists, staging ignores the drop (every staging query joins ``raw.drops``), and the
     published copy is refreshed only after success; a failed load leaves rows that the next load deletes.
+    DuckDB runs with at most ``LOAD_MEMORY_MIB`` meanwhile (``loading_memory``).
     """
     if not path.exists():
         raise FileNotFoundError(f"drop {drop_id!r}: {path} does not exist (was it moved out of the drop folder?)")
@@ -92,6 +120,13 @@ def load_drop(wh: Warehouse, drop_id: str, path: Path, progress: Progress | None
     reads = plan_reads(units)
     workers = reader_processes(sum(unit_bytes(unit) for unit in units))
     batches = _read_serial(drop_id, reads) if workers == 1 else _read_parallel(drop_id, reads, workers)
+    with loading_memory(wh.con):
+        return _replace_rows(wh, drop_id, path, batches, progress)
+
+
+def _replace_rows(
+    wh: Warehouse, drop_id: str, path: Path, batches: Iterator[ArrowBatch], progress: Progress | None
+) -> DropTally:
     tally = DropTally()
     wh.con.begin()
     wh.delete_drop(drop_id)
