@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 import pytest
 
 from pulse_pipeline import staging
-from pulse_pipeline.ingest.load import load_drop
+from pulse_pipeline.ingest.load import load_drop, reconcile_drop
 from pulse_pipeline.paths import PROJECT_ROOT
 from pulse_pipeline.warehouse import Warehouse
 
@@ -34,3 +35,24 @@ def rebuild_staging(wh: Warehouse) -> None:
     staging.build_segment_ratings(wh)
     staging.build_session_labels(wh)
     staging.build_assignments(wh)
+
+
+def rows(wh, sql: str, params: list | None = None) -> list[tuple]:
+    return wh.con.execute(sql, params or []).fetchall()
+
+
+def session(wh) -> dict:
+    """The one session row of the warehouse, with its metadata parsed."""
+    (row,) = wh.frame("SELECT * FROM raw.sessions").to_dicts()
+    row["metadata"] = orjson.loads(row["metadata_json"])
+    return row
+
+
+def events(wh, columns: str) -> list[tuple]:
+    return rows(wh, f"SELECT {columns} FROM raw.events ORDER BY seq")
+
+
+def assert_reconciled(wh, *drop_ids: str) -> None:
+    for drop_id in drop_ids:
+        ok, facts = reconcile_drop(wh, drop_id)
+        assert ok, (drop_id, facts)

@@ -63,9 +63,8 @@ import pytest
 
 from pulse_pipeline import tables
 from pulse_pipeline.features.event_features import build_event_features
-from pulse_pipeline.ingest.load import reconcile_drop
 
-from .helpers import FIXTURES, SAMPLES, ingest_paths, needs_samples
+from .helpers import FIXTURES, SAMPLES, assert_reconciled, events, ingest_paths, needs_samples, rows, session
 
 CC = SAMPLES / "claude_code"
 FIX = FIXTURES / "claude_code"
@@ -76,27 +75,6 @@ EXPECTED = {
     CC / "daaain_session_b.jsonl": ("session_b", 3, 2, 2, 0, 0),
     CC / "daaain_edge_cases.jsonl": ("edge_cases", 17, 4, 4, 0, 3),
 }
-
-
-def rows(wh, sql: str, params: list | None = None) -> list[tuple]:
-    return wh.con.execute(sql, params or []).fetchall()
-
-
-def session(wh) -> dict:
-    """The one session row of the warehouse, with its metadata parsed."""
-    (row,) = wh.frame("SELECT * FROM raw.sessions").to_dicts()
-    row["metadata"] = orjson.loads(row["metadata_json"])
-    return row
-
-
-def events(wh, columns: str) -> list[tuple]:
-    return rows(wh, f"SELECT {columns} FROM raw.events ORDER BY seq")
-
-
-def assert_reconciled(wh, *drop_ids: str) -> None:
-    for drop_id in drop_ids:
-        ok, facts = reconcile_drop(wh, drop_id)
-        assert ok, (drop_id, facts)
 
 
 # --- the real samples ---------------------------------------------------------------------------------------------

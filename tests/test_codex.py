@@ -39,14 +39,12 @@ Fixtures (``tests/fixtures/codex/``):
 
 from __future__ import annotations
 
-import orjson
 import pytest
 
 from pulse_pipeline import tables
 from pulse_pipeline.features.event_features import build_event_features
-from pulse_pipeline.ingest.load import reconcile_drop
 
-from .helpers import FIXTURES, SAMPLES, ingest_paths, needs_samples
+from .helpers import FIXTURES, SAMPLES, assert_reconciled, events, ingest_paths, needs_samples, rows, session
 
 CODEX = SAMPLES / "codex"
 FIX = FIXTURES / "codex"
@@ -57,27 +55,6 @@ EXPECTED = {
     CODEX / "kvsankar_real_sessions_codex_session-01.jsonl": ("019e9625-802f-7e91-840a-cfe88d14117a", 11, 1, 1, 0, 0),
     CODEX / "simonw_sample_codex_session.jsonl": ("test-session", 3, 1, 1, 0, 0),
 }
-
-
-def rows(wh, sql: str, params: list | None = None) -> list[tuple]:
-    return wh.con.execute(sql, params or []).fetchall()
-
-
-def session(wh) -> dict:
-    """The one session row of the warehouse, with its metadata parsed."""
-    (row,) = wh.frame("SELECT * FROM raw.sessions").to_dicts()
-    row["metadata"] = orjson.loads(row["metadata_json"])
-    return row
-
-
-def events(wh, columns: str) -> list[tuple]:
-    return rows(wh, f"SELECT {columns} FROM raw.events ORDER BY seq")
-
-
-def assert_reconciled(wh, *drop_ids: str) -> None:
-    for drop_id in drop_ids:
-        ok, facts = reconcile_drop(wh, drop_id)
-        assert ok, (drop_id, facts)
 
 
 # --- the real samples ---------------------------------------------------------------------------------------------
