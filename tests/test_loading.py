@@ -4,6 +4,7 @@ And a warehouse written by an older PULSE is brought to the current table contra
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import duckdb
@@ -15,6 +16,8 @@ from pulse_pipeline.ingest.drop import DropTally, DropUnit, plan, plan_reads
 from pulse_pipeline.ingest.load import load_drop, reconcile_drop
 from pulse_pipeline.synth import write_corpus
 from pulse_pipeline.warehouse import Warehouse, connect, ensure_tables
+
+from .helpers import FIXTURES
 
 
 def _contents(wh: Warehouse, which=tables.RAW_TABLES) -> dict[str, list[tuple]]:
@@ -144,17 +147,19 @@ def test_small_files_are_packed_into_reads_and_large_ones_split(tmp_path):
 def test_packed_reads_give_the_same_tables_as_reading_file_by_file(tmp_path, monkeypatch, workers):
     drop = tmp_path / "drop"
     _write_small_sessions(drop, 60)
+    for k in range(10):  # session folders are packed too: the fixture's sessions/<sid>/events/ holds 12 events
+        shutil.copytree(FIXTURES / "session_dir" / "sessions" / "sess-dir-1", drop / "sessions" / f"sd-{k}")
     monkeypatch.setenv("PULSE_INGEST_WORKERS", "1")
     monkeypatch.setattr(drop_module, "SPLIT_BYTES", 1)  # every file a read of its own: the rows of one file a batch
     one_by_one = Warehouse(duckdb.connect())
     load_drop(one_by_one, "d", drop)
 
-    monkeypatch.setattr(drop_module, "SPLIT_BYTES", 5_000)  # about 20 files of ~250 bytes a read
+    monkeypatch.setattr(drop_module, "SPLIT_BYTES", 8_000)  # ~30 files of 250 bytes, or 2 folders of 2 700, a read
     monkeypatch.setenv("PULSE_INGEST_WORKERS", workers)
     packed = Warehouse(duckdb.connect())
     load_drop(packed, "d", drop)
 
-    assert _row_counts(packed) == {"sessions": 60, "events": 180, "ratings": 6, "quarantine": 0, "drops": 1}
+    assert _row_counts(packed) == {"sessions": 70, "events": 300, "ratings": 6, "quarantine": 0, "drops": 1}
     assert _contents(packed) == _contents(one_by_one)
 
 
