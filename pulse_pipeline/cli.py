@@ -58,7 +58,8 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .runs import drop_summary, materialize, register_drop
+    from .ingest.register import register_drop
+    from .runs import drop_summary, materialize
     from .synth import write_corpus
 
     home = PulseHome.from_env().ensure()

@@ -670,7 +670,7 @@ def test_a_failed_trajectory_download_is_quarantined_with_the_servers_error(wh, 
 def test_a_renamed_single_file_keeps_its_name_and_so_its_session_id(pulse_home, tmp_path):
     """`pulse ingest trajectory-<id>.json --name NAME` stores the file as drops/NAME/trajectory-<id>.json: the
     session is still named by its file, and the same delivery again changes nothing."""
-    from pulse_pipeline.runs import register_drop
+    from pulse_pipeline.ingest.register import register_drop
 
     download = tmp_path / "trajectory-conv42.json"
     download.write_text('{"trajectory": [{"id": 0, "source": "user", "action": "message", "args": {"content": "hi"}}]}')
