@@ -1,0 +1,116 @@
+"""Processes PULSE watches or starts: whether a run's process still lives, and `pulse ui`'s children stopped as one.
+
+Both answer the same operator complaint: something was killed and something else waited for it forever. A run
+whose process died must be seen as dead (``process_alive``, used by ``defs/run_launcher.py``), and stopping
+``pulse ui`` must stop the webserver, the daemon, the code servers and any run they started
+(``run_process_group``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+# How long `pulse ui` lets its children stop after forwarding SIGINT or SIGTERM before it kills them.
+STOP_GRACE_SECONDS = 10.0
+# /proc gives a process's start time to the clock tick, from a boot time rounded to the second.
+_CLOCK_SLACK_SECONDS = 2.0
+
+
+def process_alive(pid: int, running_at: float) -> bool:
+    """Whether process ``pid`` is alive and is the process that was already running at ``running_at``.
+
+    ``running_at`` is a Unix time at which the process was known to run (for a Dagster run, its RUN_START
+    event). A process that started later only reuses the pid, so the original one is dead; a zombie (exited,
+    not yet reaped) is dead too. Where /proc is missing (macOS) only the pid's existence can be checked."""
+    if not Path("/proc/self/stat").exists():
+        return _pid_exists(pid)
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):  # gone, or exiting while we read
+        return False
+    # Fields after the command name, which is in parentheses and may itself hold spaces or parentheses.
+    fields = text[text.rindex(")") + 2 :].split()
+    state, start_ticks = fields[0], int(fields[19])
+    if state in ("Z", "X"):
+        return False
+    started = _boot_time() + start_ticks / os.sysconf("SC_CLK_TCK")
+    return started <= running_at + _CLOCK_SLACK_SECONDS
+
+
+def _boot_time() -> float:
+    for line in Path("/proc/stat").read_text().splitlines():
+        if line.startswith("btime "):
+            return float(line.split()[1])
+    raise RuntimeError("/proc/stat has no btime line")
+
+
+def _pid_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def run_process_group(
+    command: Sequence[str], *, cwd: Path, env: Mapping[str, str], grace_seconds: float = STOP_GRACE_SECONDS
+) -> int:
+    """Run ``command`` in a new session (its own process group) until it ends or this process is told to stop.
+
+    On SIGINT or SIGTERM the signal goes to the whole group (every descendant that did not start its own
+    session), which then has ``grace_seconds`` to exit before the group is killed (SIGKILL). A child that ends
+    by itself gets the same treatment for what it leaves behind. Returns the child's exit code, or 128 + the
+    signal number when stopped by a signal (130 for SIGINT, 143 for SIGTERM), as a shell reports it.
+
+    A new session also keeps a terminal's Ctrl-C from reaching the children directly, so each receives the
+    signal once, from here."""
+    received: list[int] = []
+    stop_signals = (signal.SIGINT, signal.SIGTERM)
+    previous = {s: signal.signal(s, lambda signum, _frame: received.append(signum)) for s in stop_signals}
+    try:
+        child = subprocess.Popen(list(command), cwd=cwd, env=dict(env), start_new_session=True)
+        forwarded = 0
+        deadline: float | None = None
+        while True:
+            for signum in received[forwarded:]:
+                _signal_group(child.pid, signum)
+                forwarded += 1
+                deadline = deadline or time.monotonic() + grace_seconds
+            ended = child.poll() is not None
+            if ended and not _group_alive(child.pid):
+                break
+            if ended and deadline is None:
+                _signal_group(child.pid, signal.SIGTERM)
+                deadline = time.monotonic() + grace_seconds
+            if deadline is not None and time.monotonic() >= deadline:
+                _signal_group(child.pid, signal.SIGKILL)
+                child.wait()
+                break
+            time.sleep(0.1)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    return 128 + received[0] if received else child.returncode
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError):  # the group has ended
+        os.killpg(pgid, signum)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
