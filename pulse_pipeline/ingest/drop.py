@@ -5,6 +5,12 @@ notes) and are not read. A folder that holds one session, one event per file, is
 ``sessions/<sid>/events/<n>.json``, an OpenHands SDK conversation folder (``base_state.json`` +
 ``events/event-<idx>-<id>.json``) and the OpenHands app server's event folder (``folders.py`` has the layouts).
 
+Only the drop is read: an entry that is not a regular file or folder (a symbolic link, whether it points inside the
+drop, outside it, to nothing or to itself; a FIFO, socket or device) is never followed or opened. Each is a unit of
+its own (``DropUnit.skipped``) that becomes one ``raw.quarantine`` row saying why, counted as a record read, so the
+drop still reconciles. Why: a link to ``/etc/passwd`` put its text into the warehouse, ``ln -s . loop`` was
+followed 40 levels deep, and opening a FIFO blocks until someone writes to it.
+
 Each unit gets the session id its location gives (``name_id``; ``records.py`` has the whole precedence). When two
 units of a drop would get the same one, each takes its path within the drop instead: files with the same stem in
 different sub-folders stay distinct sessions.
@@ -13,8 +19,10 @@ different sub-folders stay distinct sessions.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
+import stat
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
@@ -28,6 +36,8 @@ from .files import jsonl_mode, read_file, read_record_lines
 from .folders import folder_layout, folder_name_id, read_session_folder, session_files
 from .records import file_name_id
 
+log = logging.getLogger(__name__)
+
 _KEY_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -36,49 +46,123 @@ def drop_key(name: str) -> str:
     return _KEY_UNSAFE.sub("_", name).strip("_") or "drop"
 
 
+def skip_reason(path: Path, mode: int) -> str | None:
+    """Why an entry of mode ``mode`` (from ``lstat``) is not read, for the operator; None for a file or folder.
+
+    Reading a link's target is the one thing done with it: the reason says where it points."""
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    if stat.S_ISLNK(mode):
+        return (
+            f"symlink not followed (points to {os.readlink(path)}): only what is inside a drop is read; copy the"
+            " file or folder itself into the drop"
+        )
+    if stat.S_ISFIFO(mode):
+        return "FIFO skipped: a named pipe is not a file and is never opened; write its data to a file in the drop"
+    if stat.S_ISSOCK(mode):
+        return "socket skipped: a socket is not a file and is never opened; remove it from the drop"
+    return "device skipped: a device file is not data and is never opened; remove it from the drop"
+
+
 @dataclass(frozen=True)
 class DropUnit:
-    """One thing read as a unit: a file, or a folder holding one session (``layout`` says which kind)."""
+    """One thing read as a unit: a file, a folder holding one session (``layout`` says which kind), or an entry
+    that is not read (``skipped``: why, the reason of its quarantine row)."""
 
     path: Path
     source_file: str
     is_session_dir: bool
     layout: str | None = None  # for a session folder: v0_events_dir | sdk_conversation | app_server_events
     name_id: str | None = None  # the session id the unit's location gives (records.py)
+    skipped: str | None = None
+
+
+def _entries(folder: Path) -> tuple[list[str], list[str], list[str]]:
+    """The folders, regular files and other entries (links, FIFOs, sockets, devices) directly in ``folder``, each
+    sorted, without sidecars (names starting with ``_`` or ``.``). Never follows a link: a link to a folder is
+    an other entry, not a folder."""
+    folders: list[str] = []
+    files: list[str] = []
+    others: list[str] = []
+    with os.scandir(folder) as scan:
+        for entry in scan:
+            if entry.name.startswith(("_", ".")):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                folders.append(entry.name)
+            elif entry.is_file(follow_symlinks=False):
+                files.append(entry.name)
+            else:
+                others.append(entry.name)
+    return sorted(folders), sorted(files), sorted(others)
 
 
 def drop_units(path: Path) -> list[DropUnit]:
-    """The drop's units: session folders first, then every other file, each in path order, with their name ids."""
-    if path.is_file():
-        return [DropUnit(path, path.name, False, name_id=file_name_id(path.name))]
+    """The drop's units: session folders first, then every other file, each in path order, with their name ids,
+    then the entries that are not read. ``path`` itself is followed (whoever names a drop means it)."""
+    mode = path.stat().st_mode
+    if not stat.S_ISDIR(mode):
+        reason = skip_reason(path, mode)
+        return [DropUnit(path, path.name, False, name_id=None if reason else file_name_id(path.name), skipped=reason)]
     folders: list[DropUnit] = []
     files: list[Path] = []
+    others: list[Path] = []
     claimed: set[Path] = set()
-    for here, subfolders, file_names in os.walk(path):
-        subfolders[:] = sorted(d for d in subfolders if not d.startswith(("_", ".")))
-        folder = Path(here)
-        visible = sorted(n for n in file_names if not n.startswith(("_", ".")))
-        layout = folder_layout(folder, visible, is_root=folder == path)
+    pending = [path]
+    while pending:  # depth first, each folder's sub-folders in name order
+        folder = pending.pop()
+        subfolders, names, other_names = _entries(folder)
+        layout = folder_layout(folder, names, is_root=folder == path)
         if layout is not None:
             claimed.update(session_files(folder, layout))
             source_file = path.name if folder == path else folder.relative_to(path).as_posix()
             folders.append(DropUnit(folder, source_file, True, layout, folder_name_id(folder, layout)))
-        files.extend(folder / n for n in visible)
+        files.extend(folder / n for n in names)
+        others.extend(folder / n for n in other_names)
+        pending.extend(folder / d for d in reversed(subfolders))
     units = folders + [
         DropUnit(f, f.relative_to(path).as_posix(), False, name_id=file_name_id(f.relative_to(path).as_posix()))
         for f in sorted(files)
         if f not in claimed
     ]
     repeated = {n for n, count in Counter(u.name_id for u in units).items() if count > 1}
-    return [replace(u, name_id=u.source_file) if u.name_id in repeated else u for u in units]
+    skipped = [
+        DropUnit(p, p.relative_to(path).as_posix(), False, skipped=skip_reason(p, p.lstat().st_mode))
+        for p in sorted(others)
+    ]
+    return [replace(u, name_id=u.source_file) if u.name_id in repeated else u for u in units] + skipped
+
+
+def _tree(path: Path) -> list[tuple[Path, os.stat_result]]:
+    """Every entry below ``path`` but folders (sidecars included), in path order, as ``lstat`` sees it: a link is
+    an entry of its own, never followed, and nothing is opened."""
+    found: list[tuple[Path, os.stat_result]] = []
+    pending = [path]
+    while pending:
+        with os.scandir(pending.pop()) as scan:
+            for entry in scan:
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(Path(entry.path))
+                else:
+                    found.append((Path(entry.path), entry.stat(follow_symlinks=False)))
+    return sorted(found, key=lambda e: e[0])
+
+
+def _regular_files(path: Path) -> list[tuple[Path, os.stat_result]]:
+    """The drop's regular files with their status: the drop itself when it is a file."""
+    if not path.is_dir():
+        return [(path, path.stat())]
+    return [(f, st) for f, st in _tree(path) if stat.S_ISREG(st.st_mode)]
 
 
 def fingerprint(path: Path) -> str:
-    """Changes when any file of the drop is rewritten (size or modification time), without reading them."""
+    """Changes when any file of the drop is rewritten (size or modification time), without reading them.
+
+    Links and special files count by their own status (a link changes when it is made to point elsewhere), never
+    by what they point to or hold."""
     h = hashlib.sha1()
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    for f in files:
-        st = f.stat()
+    entries = [(path, path.stat())] if not path.is_dir() else _tree(path)
+    for f, st in entries:
         h.update(f"{f.relative_to(path) if f != path else f.name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
     return h.hexdigest()[:16]
 
@@ -99,10 +183,12 @@ class Piece:
 
 
 def unit_bytes(unit: DropUnit) -> int:
-    """The unit's size on disk: the file's, or the sum of the files in a session folder."""
+    """The unit's size on disk: the file's, the sum of the files a session folder's reader reads, 0 if not read."""
+    if unit.skipped:
+        return 0
     if not unit.is_session_dir:
         return unit.path.stat().st_size
-    return sum(f.stat().st_size for f in unit.path.rglob("*") if f.is_file())
+    return sum(f.lstat().st_size for f in session_files(unit.path, unit.layout))
 
 
 def plan_reads(units: list[DropUnit], split_bytes: int | None = None) -> list[list[Piece]]:
@@ -150,9 +236,9 @@ def plan(unit: DropUnit, split_bytes: int | None = None) -> list[Piece]:
     Streams the file (1 MiB at a time) to find the cuts and number the lines: memory stays bounded whatever the
     file's size."""
     split_bytes = split_bytes or SPLIT_BYTES
-    size = unit.path.stat().st_size
-    if unit.is_session_dir or size <= split_bytes:
+    if unit.is_session_dir or unit.skipped or unit.path.stat().st_size <= split_bytes:
         return [Piece(unit)]
+    size = unit.path.stat().st_size
     pieces: list[Piece] = []
     with unit.path.open("rb") as f:
         if jsonl_mode(f.read(1 << 20).split(b"\n")[:-1]) != "records":
@@ -169,7 +255,12 @@ def plan(unit: DropUnit, split_bytes: int | None = None) -> list[Piece]:
 
 def read_piece(drop_id: str, piece: Piece) -> Iterator[Batch]:
     unit = piece.unit
-    if unit.is_session_dir:
+    if unit.skipped:
+        batch = Batch(drop_id)
+        batch.read["unknown"] += 1
+        batch.quarantine(unit.source_file, None, "unknown", unit.skipped, "")
+        yield batch
+    elif unit.is_session_dir:
         yield from read_session_folder(drop_id, unit.path, unit.source_file, unit.layout, unit.name_id)
     elif piece.end is None:
         yield from read_file(drop_id, unit.path, unit.source_file, unit.name_id)
@@ -202,34 +293,74 @@ class DropTally:
 
 
 def drop_row(drop_id: str, path: Path, tally: DropTally) -> dict[str, Any]:
-    """The drop's raw.drops row, by column: where it is, its fingerprint, size and newest file, and its counts."""
-    files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
-    mtime = max((f.stat().st_mtime for f in files), default=0.0)
+    """The drop's raw.drops row, by column: where it is, its fingerprint, size and newest file (regular files
+    only), and its counts."""
+    files = _regular_files(path)
+    mtime = max((st.st_mtime for _, st in files), default=0.0)
     return {
         "drop_id": drop_id,
         "path": str(path),
         "fingerprint": fingerprint(path),
         "n_files": len(files),
-        "bytes": sum(f.stat().st_size for f in files),
+        "bytes": sum(st.st_size for _, st in files),
         "mtime": datetime.fromtimestamp(mtime, UTC).replace(tzinfo=None).isoformat(),
         **asdict(tally),
     }
 
 
+def _drop_folder(drops_dir: Path) -> tuple[list[tuple[Path, float]], dict[str, tuple[Path, str]]]:
+    """The drops (path, modification time) and, by key, the entries that are not drops with why: a link (never
+    followed, even to a folder: the drop folder holds what it reads), a FIFO, socket or device. Names starting
+    with ``.`` or ``_`` are neither (a registration's staging copy, sidecars)."""
+    drops: list[tuple[Path, float]] = []
+    not_drops: dict[str, tuple[Path, str]] = {}
+    with os.scandir(drops_dir) as scan:
+        for entry in scan:
+            if entry.name.startswith((".", "_")):
+                continue
+            path = Path(entry.path)
+            try:
+                st = entry.stat(follow_symlinks=False)
+                reason = skip_reason(path, st.st_mode)
+            except FileNotFoundError:  # removed while being listed
+                continue
+            if reason is None:
+                drops.append((path, st.st_mtime))
+            elif stat.S_ISLNK(st.st_mode):
+                not_drops[drop_key(entry.name)] = (
+                    path,
+                    f"a symbolic link (to {os.readlink(path)}), not followed: copy the drop in with `pulse ingest"
+                    " PATH` (which copies what a link names)",
+                )
+            else:
+                not_drops[drop_key(entry.name)] = (path, f"not a file or folder: {reason}")
+    return drops, not_drops
+
+
+def _by_key(drops: list[tuple[Path, float]]) -> dict[str, Path]:
+    return {drop_key(p.name): p for p, _ in sorted(drops, key=lambda d: (d[1], d[0].name))}
+
+
 def list_drops(drops_dir: Path) -> dict[str, Path]:
-    """Drops in the drop folder by partition key, oldest first (by modification time, then name)."""
+    """Drops in the drop folder by partition key, oldest first (by modification time, then name); each entry
+    that is not a drop (a link, FIFO, socket or device) is logged with why and left alone."""
     if not drops_dir.exists():
         return {}
-    entries = [p for p in drops_dir.iterdir() if not p.name.startswith((".", "_"))]
-    entries.sort(key=lambda p: (p.stat().st_mtime, p.name))
-    return {drop_key(p.name): p for p in entries}
+    drops, not_drops = _drop_folder(drops_dir)
+    for path, reason in not_drops.values():
+        log.warning("%s is not read as a drop: %s", path, reason)
+    return _by_key(drops)
 
 
 def find_drop(drops_dir: Path, key: str) -> Path:
-    path = list_drops(drops_dir).get(key)
-    if path is None:
-        raise FileNotFoundError(
-            f"no drop with key {key!r} in {drops_dir}: the file or folder was removed or renamed after it was"
-            " registered. Put it back, or delete the partition in the Dagster UI."
-        )
-    return path
+    drops, not_drops = _drop_folder(drops_dir) if drops_dir.exists() else ([], {})
+    path = _by_key(drops).get(key)
+    if path is not None:
+        return path
+    if key in not_drops:
+        entry, reason = not_drops[key]
+        raise FileNotFoundError(f"drop {key!r}: {entry} is not read as a drop: {reason}")
+    raise FileNotFoundError(
+        f"no drop with key {key!r} in {drops_dir}: the file or folder was removed or renamed after it was"
+        " registered. Put it back, or delete the partition in the Dagster UI."
+    )

@@ -17,6 +17,10 @@ session folder (notes, a ratings CSV) are not part of the session and are read a
 conversation that forked (its events carry ``parent_id``) is read as one stream in index order, every branch
 included; ``parent_id`` stays in each event's ``raw_json``.
 
+Only regular files and real folders are part of a session: a link (an ``events`` folder, a ``base_state.json`` or
+an event file linking elsewhere), a FIFO, socket or device is never followed or opened; the drop quarantines each
+as an entry of its own (``drop.py``).
+
 The session is named by the folder (``v0_events_dir``: the folder above ``events``), except that an SDK
 conversation's ``base_state.json`` ``id`` wins (``records.py`` has the whole precedence). ``base_state.json`` also
 gives the session's metadata (``sdk_session_info``): model, agent, tools, condenser, workspace, stats.
@@ -40,6 +44,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -62,8 +67,22 @@ def _visible(names: list[str]) -> list[str]:
     return sorted(n for n in names if not n.startswith((".", "_")))
 
 
+def _is_file(path: Path) -> bool:
+    """A regular file, not a link to one."""
+    try:
+        return stat.S_ISREG(path.lstat().st_mode)
+    except FileNotFoundError:
+        return False
+
+
 def _files(folder: Path) -> list[str]:
-    return _visible([e.name for e in os.scandir(folder) if e.is_file()]) if folder.is_dir() else []
+    """The regular files directly in ``folder`` (nothing when it is not a real folder: a link is not followed)."""
+    try:
+        if not stat.S_ISDIR(folder.lstat().st_mode):
+            return []
+    except FileNotFoundError:
+        return []
+    return _visible([e.name for e in os.scandir(folder) if e.is_file(follow_symlinks=False)])
 
 
 def folder_layout(folder: Path, file_names: list[str], is_root: bool) -> str | None:
@@ -77,7 +96,7 @@ def folder_layout(folder: Path, file_names: list[str], is_root: bool) -> str | N
     if BASE_STATE in file_names or any(SDK_EVENT_NAME.match(n) for n in _files(folder / "events")):
         return "sdk_conversation"
     if folder.name == "events" and not is_root and any(n.endswith(".json") for n in file_names):
-        in_sdk_conversation = (folder.parent / BASE_STATE).is_file() or any(SDK_EVENT_NAME.match(n) for n in file_names)
+        in_sdk_conversation = _is_file(folder.parent / BASE_STATE) or any(SDK_EVENT_NAME.match(n) for n in file_names)
         return None if in_sdk_conversation else "v0_events_dir"
     if any(APP_EVENT_NAME.match(n) for n in file_names):
         return "app_server_events"
@@ -89,7 +108,7 @@ def session_files(folder: Path, layout: str) -> list[Path]:
     if layout == "v0_events_dir":
         return [folder / n for n in _files(folder) if n.endswith(".json")]
     if layout == "sdk_conversation":
-        base = [folder / BASE_STATE] if (folder / BASE_STATE).is_file() else []
+        base = [folder / BASE_STATE] if _is_file(folder / BASE_STATE) else []
         return base + [folder / "events" / n for n in _files(folder / "events")]
     if layout == "app_server_events":
         return [folder / n for n in _files(folder) if APP_EVENT_NAME.match(n)]
@@ -213,7 +232,7 @@ def _read_sdk_conversation(batch: Batch, folder: Path, source_file: str, name_id
 def _base_state(batch: Batch, folder: Path, source_file: str) -> tuple[dict[str, Any], str | None]:
     """The session metadata and id of an SDK conversation's ``base_state.json`` (empty and None without one)."""
     path = folder / BASE_STATE
-    if not path.is_file():
+    if not _is_file(path):
         return {}, None
     data = path.read_bytes()
     try:
