@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -229,10 +228,18 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
+    """`dg dev` (webserver, daemon, code servers, their runs) as one process group that stops with this command.
+
+    SIGINT (Ctrl-C) or SIGTERM goes to the whole group, which gets ``processes.STOP_GRACE_SECONDS`` before it is
+    killed; the exit code is then 130 or 143. ``dg`` is the one installed beside this Python, so the command
+    works without an activated virtualenv."""
+    from .processes import run_process_group
+
     home = PulseHome.from_env().ensure()
     env = {**os.environ, "DAGSTER_HOME": str(home.dagster_home), "PULSE_HOME": str(home.root)}
     _say(f"Dagster UI on http://127.0.0.1:{args.port} (DAGSTER_HOME={home.dagster_home})")
-    return subprocess.call(["dg", "dev", "--port", str(args.port)], cwd=PROJECT_ROOT, env=env)
+    dg = Path(sys.executable).parent / "dg"
+    return run_process_group([str(dg), "dev", "--port", str(args.port)], cwd=PROJECT_ROOT, env=env)
 
 
 def build_parser() -> argparse.ArgumentParser:
