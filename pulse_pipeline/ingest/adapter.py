@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 
 from .. import tables
 from .batch import Batch
-from .events import BadEvent, Event, as_id, dump, event_columns
+from .events import BadEvent, Event, NotAnId, as_text, dump, event_columns, read_id
 from .segments import is_user_message, segment_events
 
 
@@ -92,7 +92,9 @@ class Adapter:
 
 
 def read_events(adapter: Adapter, raw_events: Iterable[Any]) -> tuple[list[Event], list[BadEvent]]:
-    """A session's canonical events, and the events that could not be read at all (not JSON objects), by position."""
+    """A session's canonical events, and the events that could not be read, by position: those that are not JSON
+    objects, and those with an id field (their own, a ``cause``, a tool call's) that holds no id
+    (``events.read_id``: a boolean, an object, an array, a fraction)."""
     events: list[Event] = []
     bad: list[BadEvent] = []
     for position, raw in enumerate(adapter.events(raw_events)):
@@ -101,10 +103,16 @@ def read_events(adapter: Adapter, raw_events: Iterable[Any]) -> tuple[list[Event
             continue
         timestamp = raw.get("timestamp")
         raw_json = dump(raw)
-        for fields in adapter.parse_all(raw):
+        try:
+            parsed = adapter.parse_all(raw)
+            ids = [fields.event_id or read_id(raw.get("id"), "event id") for fields in parsed]
+        except NotAnId as error:
+            bad.append(BadEvent(position, str(error), raw_json))
+            continue
+        for fields, event_id in zip(parsed, ids, strict=True):
             events.append(
                 Event(
-                    event_id=fields.event_id or as_id(raw.get("id")) or f"#{len(events)}",
+                    event_id=event_id or f"#{len(events)}",
                     timestamp=timestamp if isinstance(timestamp, str) else None,
                     source=fields.source,
                     kind=fields.kind,
@@ -123,11 +131,12 @@ def read_events(adapter: Adapter, raw_events: Iterable[Any]) -> tuple[list[Event
 
 
 def _meta(info: dict[str, Any], key: str) -> str | None:
-    """A session attribute from the record itself, else from its ``metadata`` object."""
+    """A session attribute from the record itself, else from its ``metadata`` object (``NotAnId`` when it is no
+    id: a boolean user, an object experiment)."""
     value = info.get(key)
     if value is None and isinstance(info.get("metadata"), dict):
         value = info["metadata"].get(key)
-    return as_id(value)
+    return read_id(value, key)
 
 
 def add_session(
@@ -141,16 +150,23 @@ def add_session(
     info: dict[str, Any],
 ) -> int:
     """Read one session's events with ``adapter`` and write its rows; returns how many events were accepted
-    (0: the session had no readable event and went to quarantine).
+    (0: the session went to quarantine, because it had no readable event, or because its user, experiment or
+    variant is no id: ``events.read_id``).
 
     ``session_id`` is the caller's (from the record, the file's location or the content hash); an id the events
     themselves name (``adapter.session_id()``) wins over it. ``info`` is the record the events came from (empty for
     a file of bare events): its user, experiment, variant and feedback fill the session row, and its other keys,
     with ``adapter.session_info()``, are kept as the session's metadata JSON.
     """
+    batch.read["session"] += 1
+    try:
+        people = {key: _meta(info, key) for key in ("user_id", "experiment", "variant")}
+    except NotAnId as error:
+        # the record is quarantined whole, its events with it (in its raw text), so they are not counted
+        batch.quarantine(source_file, record_index, "session", f"session {error}", dump(info))
+        return 0
     events, bad = read_events(adapter, raw_events)
     session_id = adapter.session_id() or session_id
-    batch.read["session"] += 1
     batch.read["event"] += len(events) + len(bad)
     for b in bad:
         batch.quarantine(source_file, record_index, "event", b.reason, b.raw_json, event_index=b.position)
@@ -184,10 +200,8 @@ def add_session(
             "record_index": record_index,
             "session_id": session_id,
             "source_format": source_format,
-            "user_id": _meta(info, "user_id"),
-            "experiment": _meta(info, "experiment"),
-            "variant": _meta(info, "variant"),
-            "feedback": as_id(info.get("feedback") or info.get("polarity")),
+            **people,
+            "feedback": as_text(info.get("feedback") or info.get("polarity")),
             "started_at": min(stamps) if stamps else None,
             "ended_at": max(stamps) if stamps else None,
             "n_events": n,

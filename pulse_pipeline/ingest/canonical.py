@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from .adapter import Adapter, EventFields
-from .events import ACTION_NAMES, OBSERVATION_NAMES, as_id, as_int, as_text
+from .events import ACTION_NAMES, OBSERVATION_NAMES, as_int, as_text, read_id
 
 
 class Canonical(Adapter):
@@ -41,7 +41,7 @@ class Canonical(Adapter):
             name="other",
             text=as_text(event.get("text")) if event.get("text") is not None else command,
             command=command,
-            cause=as_id(event.get("cause")),
+            cause=read_id(event.get("cause"), "cause"),
             wait_for_response=wait if isinstance(wait, bool) else None,
         )
         etype = event.get("type")
@@ -50,7 +50,7 @@ class Canonical(Adapter):
             fields.agent_state = event.get("state") if isinstance(event.get("state"), str) else None
         elif etype in ("observation", "error"):
             fields.kind = "observation"
-            fields.name = "error" if etype == "error" else str(event.get("of") or "other")
+            fields.name = "error" if etype == "error" else as_text(event.get("of")) or "other"
             if fields.name not in OBSERVATION_NAMES:
                 fields.name, fields.original_name = "other", fields.name
             fields.exit_code = as_int(event.get("exit_code"))

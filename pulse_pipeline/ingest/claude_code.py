@@ -34,10 +34,10 @@ Rules (each stated once, here):
   ``Task``/``Agent`` ``delegate``, ``TodoWrite`` ``task_tracking``, ``mcp__*`` ``call_tool_mcp``; any other tool is
   ``other`` with the tool's name as ``original_name``. ``thinking`` blocks are ``think``.
 - **Tool results** answer the call their ``tool_use_id`` names (its ``cause``) and are named like it (``run``,
-  ``edit``, ``read``, ...). A Bash result's exit code is the ``N`` of a leading ``Exit code N``, else -1 when
-  ``is_error`` (refused, interrupted or timed out: V0's -1), else 0. Any other tool's result with ``is_error`` is an
-  ``error`` observation. A result whose call never appeared earlier in the file is kept as an ``other``
-  observation (``original_name`` ``tool_result``) with no cause.
+  ``edit``, ``read``, ...). A Bash result's exit code is the ``N`` of a leading ``Exit code N`` (NULL when ``N``
+  does not fit 32 bits), else -1 when ``is_error`` (refused, interrupted or timed out: V0's -1), else 0. Any other
+  tool's result with ``is_error`` is an ``error`` observation. A result whose call never appeared earlier in the
+  file is kept as an ``other`` observation (``original_name`` ``tool_result``) with no cause.
 - **Assistant text** is the agent's ``message``. It waits for the user (closing the work segment by the no-state
   rule of ``segments.py``) when it is the line's last text block and ``stop_reason`` is ``end_turn``; with
   ``tool_use`` it does not; with no ``stop_reason`` (lines written mid-stream) it is unknown, and the segment
@@ -70,7 +70,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .adapter import Adapter, EventFields
-from .events import OBSERVATION_NAMES, as_id, as_int, as_text, llm_usage
+from .events import OBSERVATION_NAMES, as_int, as_text, llm_usage, read_id
 
 _LINE_TYPES = frozenset(["user", "assistant", "summary", "system", "file-history-snapshot", "queue-operation"])
 _ID_KEYS = ("uuid", "leafUuid", "messageId")
@@ -134,11 +134,12 @@ def _waits(stop_reason: Any, last_text: bool) -> bool | None:
     return None
 
 
-def _bash_exit_code(text: str | None, is_error: bool) -> int:
+def _bash_exit_code(text: str | None, is_error: bool) -> int | None:
+    """``N`` of a leading ``Exit code N`` (None when it is beyond the INTEGER column: the text keeps it), else -1
+    on an error, else 0."""
     found = _EXIT_CODE.match(text or "")
-    code = as_int(found.group(1)) if found else None
-    if code is not None:
-        return code
+    if found:
+        return as_int(found.group(1))
     return -1 if is_error else 0
 
 
@@ -200,11 +201,11 @@ class ClaudeCode(Adapter):
             events = [EventFields("environment", "state", "summary", text=as_text(event.get("summary")))]
         elif line_type == "system":
             events = [_system(event)]
-        elif line_type in _LINE_TYPES:
+        elif isinstance(line_type, str) and line_type in _LINE_TYPES:
             events = [EventFields("environment", "state", line_type.replace("-", "_"))]
         else:
             events = [_other("unknown", line_type)]
-        return _number(events, as_id(event.get("uuid")))
+        return _number(events, read_id(event.get("uuid"), "uuid"))
 
     def session_id(self) -> str | None:
         return self.main_session or self.side_session
@@ -226,12 +227,12 @@ class ClaudeCode(Adapter):
 
     def _learn(self, line: dict[str, Any]) -> None:
         """The session's id and where it ran, from the lines that name them."""
-        session = as_id(line.get("sessionId"))
+        session = read_id(line.get("sessionId"), "sessionId")
         if session is not None:
             if line.get("isSidechain") is not True:
                 self.main_session = self.main_session or session
             elif self.side_session is None:
-                agent = as_id(line.get("agentId")) or as_id(line.get("uuid")) or str(self.lines)
+                agent = read_id(line.get("agentId"), "agentId") or read_id(line.get("uuid"), "uuid") or str(self.lines)
                 self.side_session = f"{session}/agent-{agent}"
         for key, name in (("cwd", "cwd"), ("gitBranch", "git_branch"), ("version", "agent_version")):
             if name not in self.where and isinstance(line.get(key), str) and line[key]:
@@ -297,7 +298,7 @@ class ClaudeCode(Adapter):
         tool = block.get("name") if isinstance(block.get("name"), str) else None
         name = _TOOLS.get(tool or "") or ("call_tool_mcp" if tool and tool.startswith("mcp__") else "other")
         args = block.get("input") if isinstance(block.get("input"), dict) else {}
-        fields = EventFields(source, "action", name, event_id=as_id(block.get("id")))
+        fields = EventFields(source, "action", name, event_id=read_id(block.get("id"), "tool_use id"))
         if name == "other":
             fields.original_name = tool
         if name == "run":
@@ -310,7 +311,7 @@ class ClaudeCode(Adapter):
         return fields
 
     def _result(self, block: dict[str, Any]) -> EventFields:
-        call_id = as_id(block.get("tool_use_id"))
+        call_id = read_id(block.get("tool_use_id"), "tool_use_id")
         text = as_text(block.get("content"))
         is_error = block.get("is_error") is True
         call = self.calls.get(call_id or "")
@@ -335,7 +336,7 @@ class ClaudeCode(Adapter):
         usage = message.get("usage")
         if not isinstance(usage, dict):
             return
-        key = as_id(message.get("id")) or f"line {self.lines}"
+        key = read_id(message.get("id"), "message id") or f"line {self.lines}"
         completion = as_int(usage.get("output_tokens")) or 0
         kept = self.usage.get(key)
         if kept is not None and completion < kept.completion:

@@ -57,7 +57,7 @@ from typing import Any
 import orjson
 
 from .adapter import Adapter, EventFields
-from .events import OBSERVATION_NAMES, as_id, as_int, as_text, llm_usage
+from .events import OBSERVATION_NAMES, as_int, as_text, llm_usage, read_id
 
 _LINE_TYPES = frozenset(["session_meta", "response_item", "event_msg", "turn_context", "compacted"])
 _SHELL_TOOLS = frozenset(["shell", "container.exec", "shell_command", "exec_command", "local_shell"])
@@ -115,6 +115,11 @@ class _Call:
     name: str  # canonical action name
     tool: str | None
     command: str | None
+
+
+def _known(value: Any, names: frozenset[str]) -> bool:
+    """Whether a ``type`` is one of ``names``; a hostile one may be a list or an object, which no set can hold."""
+    return isinstance(value, str) and value in names
 
 
 def _other(original: Any) -> EventFields:
@@ -187,12 +192,12 @@ class Codex(Adapter):
 
     @staticmethod
     def recognizes(event: Any) -> bool:
-        return isinstance(event, dict) and event.get("type") in _LINE_TYPES and "payload" in event
+        return isinstance(event, dict) and _known(event.get("type"), _LINE_TYPES) and "payload" in event
 
     def parse(self, event: dict[str, Any]) -> EventFields:
         line_type = event.get("type")
         payload = event.get("payload")
-        if line_type not in _LINE_TYPES or not isinstance(payload, dict):
+        if not _known(line_type, _LINE_TYPES) or not isinstance(payload, dict):
             return _other(line_type)
         if line_type == "session_meta":
             self._session_meta(payload)
@@ -227,7 +232,7 @@ class Codex(Adapter):
     def _session_meta(self, meta: dict[str, Any]) -> None:
         if self.session is not None:
             return
-        self.session = as_id(meta.get("id"))
+        self.session = read_id(meta.get("id"), "session_meta id")
         self.subagent = _is_subagent(meta.get("source"))
         git = meta.get("git") if isinstance(meta.get("git"), dict) else {}
         where = {"cwd": meta.get("cwd"), "git_branch": git.get("branch"), "agent_version": meta.get("cli_version")}
@@ -268,7 +273,7 @@ class Codex(Adapter):
         return EventFields("environment", "action", "system", text=text)
 
     def _call(self, item: dict[str, Any]) -> EventFields:
-        call_id = as_id(item.get("call_id")) or as_id(item.get("id"))
+        call_id = read_id(item.get("call_id"), "call_id") or read_id(item.get("id"), "id")
         if item.get("type") == "local_shell_call":
             action = item.get("action") if isinstance(item.get("action"), dict) else {}
             tool, arguments = "local_shell", {"command": action.get("command")}
@@ -293,7 +298,7 @@ class Codex(Adapter):
         return fields
 
     def _result(self, item: dict[str, Any]) -> EventFields:
-        call_id = as_id(item.get("call_id"))
+        call_id = read_id(item.get("call_id"), "call_id")
         text, exit_code = _output(item.get("output"))
         call = self.calls.get(call_id or "")
         if call is None:
@@ -313,11 +318,11 @@ class Codex(Adapter):
         if event_type == "error":
             return EventFields("environment", "observation", "error", text=as_text(event.get("message")))
         if event_type == "exec_command_end":
-            call_id, exit_code = as_id(event.get("call_id")), as_int(event.get("exit_code"))
+            call_id, exit_code = read_id(event.get("call_id"), "call_id"), as_int(event.get("exit_code"))
             if call_id is not None and exit_code is not None:
                 self.exit_codes[call_id] = exit_code
             return EventFields("environment", "state", "exec_command_end", exit_code=exit_code, cause=call_id)
-        if event_type not in _STATE_EVENTS:
+        if not _known(event_type, _STATE_EVENTS):
             return _other(event_type)
         if event_type == "token_count":
             self._count_tokens(event)

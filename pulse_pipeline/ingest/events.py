@@ -9,10 +9,18 @@ What the canonical model does not hold stays in each event's original JSON (``ra
 ``features.event_features`` reads where it needs more: V0 ``llm_metrics``, V1 ``stats`` updates and V1
 ``critic_result`` scores. A session's LLM totals from a format that records them nowhere in its events go into the
 session's metadata under ``llm_usage`` (``llm_usage`` below).
+
+How every input is read from JSON and written back lives here too, so hostile input is handled once for every
+format: ``parse_json`` (a byte order mark, integers beyond 64 bits, NaN and 1e400, nesting), ``dump`` (any depth,
+any integer), ``read_id`` (what an id can be) and ``as_int`` (what fits an INTEGER column).
 """
 
 from __future__ import annotations
 
+import json
+import math
+import re
+import sys
 from typing import Any, NamedTuple
 
 import orjson
@@ -135,31 +143,220 @@ def as_text(value: Any) -> str | None:
     if isinstance(value, str):
         return value
     if isinstance(value, list):
-        parts = [p.get("text", "") if isinstance(p, dict) else str(p) for p in value]
+        parts = [_part_text(p) for p in value]
         return "\n".join(p for p in parts if p)
-    return orjson.dumps(value).decode()
+    return dump(value)
+
+
+def _part_text(part: Any) -> str:
+    """One part of a content list: its ``text`` (an image or tool part has none), a bare string, else JSON."""
+    if isinstance(part, dict):
+        text = part.get("text")
+        return "" if text is None else text if isinstance(text, str) else dump(text)
+    return part if isinstance(part, str) else dump(part)
+
+
+INT32 = 2**31  # the INTEGER columns (exit_code, segment_index) hold -INT32 .. INT32 - 1
+_WHOLE = re.compile(r"[+-]?[0-9]{1,10}")
 
 
 def as_int(value: Any) -> int | None:
+    """A whole number for an INTEGER column (an exit code, a token count), or None.
+
+    A JSON integer, a float with no fraction (``1.0``) or a string of ASCII digits counts; a boolean does not
+    (``true`` is no exit code). A number beyond 32 bits (an exit code of 2**70) is None: the column cannot hold it,
+    and the event's ``raw_json`` keeps it with every digit."""
     if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int):
-        return value if -(2**31) <= value < 2**31 else None
+        return None
     if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and value.lstrip("-").isdigit():
-        return int(value)
+        value = int(value)
+    elif isinstance(value, str):
+        value = value.strip()
+        value = int(value) if _WHOLE.fullmatch(value) else None
+    if isinstance(value, int) and -INT32 <= value < INT32:
+        return value
     return None
 
 
-def as_id(value: Any) -> str | None:
+class NotAnId(ValueError):
+    """An id field holds a JSON value no id can be read from; the message is the quarantine reason."""
+
+
+EXACT_FLOAT = 2**53  # every whole number up to here is exactly a double, so ``12345.0`` has the digits of 12345
+
+
+def read_id(value: Any, what: str) -> str | None:
+    """An id (``what`` names the field, for the reason) as text; None when absent (null or ``""``).
+
+    - A string is the id as it is.
+    - A JSON integer keeps every digit, however long (``parse_json`` reads integers beyond 64 bits exactly).
+    - A float with no fraction up to 2**53 is that whole number (``12345.0`` is ``"12345"``): pandas writes the
+      integer ids of a column with gaps that way.
+    - Anything else raises ``NotAnId`` with the reason, and the record or event holding it is quarantined: a
+      boolean, an object or an array names nothing, a fraction (``1.5``) is no id anyone assigns, and a float
+      beyond 2**53 (``1.2345678901234568e+22``) lost its digits before PULSE saw it, so two ids could collide.
+    """
     if value is None or value == "":
         return None
-    return str(value)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        raise NotAnId(f"{what} is a boolean ({dump(value)}): expected a string or a whole number")
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float) and value.is_integer() and abs(value) <= EXACT_FLOAT:
+        return str(int(value))
+    if isinstance(value, float):
+        kind = "too large to have kept its digits" if value.is_integer() else "a fraction"
+        raise NotAnId(f"{what} is the number {dump(value)}, {kind}: expected a string or a whole number")
+    kind = {dict: "an object", list: "an array"}.get(type(value), type(value).__name__)
+    raise NotAnId(f"{what} is {kind}: expected a string or a whole number")
 
 
-def dump(value: Any) -> str:
-    return orjson.dumps(value).decode()
+def as_id(value: Any) -> str | None:
+    """``read_id``, with None for a value that is no id: for fields where no id is as good as a wrong one."""
+    try:
+        return read_id(value, "id")
+    except NotAnId:
+        return None
+
+
+# --- JSON in and out -----------------------------------------------------------------------------------------
+
+BOM = b"\xef\xbb\xbf"  # UTF-8's byte order mark, which Windows editors and PowerShell put before the text
+# every digit becomes 0, a minus sign stays, anything else is a space: then ``in`` finds a run of digits, ten
+# times faster than a regular expression would (it is looked for in every document read)
+_DIGIT_RUNS = bytes(ord("0") if ord("0") <= i <= ord("9") else i if i == ord("-") else ord(" ") for i in range(256))
+_NON_STANDARD = re.compile(rb"NaN|Infinity|[0-9]{20}|[eE][+-]?[0-9]{3}")  # what only Python's json may read
+
+
+def parse_json(raw: bytes) -> Any:
+    """One JSON document (a whole file, a line, an event file), read as a demanding operator expects.
+
+    - A leading UTF-8 byte order mark is skipped.
+    - Integers keep every digit: orjson reads integers beyond 64 bits as doubles (an id
+      12345678901234567890123 became ``1.2345678901234568e+22``), so text holding such a number (20 digits, or
+      19 after a minus sign) is read again by Python's ``json``, whose integers are exact.
+    - ``NaN``, ``Infinity`` and ``-Infinity`` (which Python's ``json.dumps`` writes) and numbers beyond a double
+      (``1e400``) are kept as the text they were (the string ``"1e400"``): no number column can hold them, and a
+      session with a NaN cost somewhere is still a session. orjson refuses them, so such text is read again by
+      Python's ``json``.
+    - Anything else orjson refuses raises ``orjson.JSONDecodeError`` (the caller quarantines the text with the
+      message): malformed or cut-off JSON, text that is not UTF-8, a lone UTF-16 surrogate (``"\\ud800"``, no
+      character) and nesting deeper than ``MAX_DEPTH`` (1 024) levels, orjson's limit.
+    """
+    raw = raw.removeprefix(BOM)
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError as error:
+        # a JSON-lines file tried as one document fails with "unexpected content after document": not worth a look
+        if "after document" in error.msg or not _NON_STANDARD.search(raw):
+            raise
+        exact = _parse_exactly(raw)
+        if exact is _UNREAD:
+            raise
+        return exact
+    if _has_long_integer(raw):
+        exact = _parse_exactly(raw)
+        return value if exact is _UNREAD else exact
+    return value
+
+
+def _has_long_integer(raw: bytes) -> bool:
+    """Whether ``raw`` holds 20 digits in a row, or 19 after a minus sign: an integer orjson reads as a double."""
+    runs = raw.translate(_DIGIT_RUNS)
+    return b"0" * 20 in runs or b"-" + b"0" * 19 in runs
+
+
+_UNREAD = object()
+MAX_DEPTH = 1024  # orjson reads JSON nested this deep, no deeper; Python's json is held to the same limit
+
+
+def _parse_exactly(raw: bytes) -> Any:
+    """``raw`` read by Python's ``json`` (exact integers; non-finite numbers as their text), or ``_UNREAD`` when
+    it cannot read it either, nests deeper than ``MAX_DEPTH``, or holds text no column can store (a lone
+    surrogate).
+
+    Python's ``json`` recurses once per level, against the interpreter's recursion limit, so how deep it could read
+    would depend on how deep the caller's stack is (a worker process, a Dagster run, a test). It runs with room for
+    ``MAX_DEPTH`` levels more than the caller has, and deeper text is refused here, so the same text is always read
+    or refused alike."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(limit + MAX_DEPTH + 100)
+    try:
+        value = json.loads(raw.decode("utf-8"), parse_float=_finite_or_text, parse_constant=str)
+        dump(value).encode("utf-8")
+    except (ValueError, RecursionError, TypeError, UnicodeError):
+        return _UNREAD
+    finally:
+        sys.setrecursionlimit(limit)
+    return _UNREAD if _deeper_than(value, MAX_DEPTH) else value
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether arrays and objects nest more than ``limit`` levels deep in ``value`` (walked without recursing)."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _finite_or_text(text: str) -> float | str:
+    number = float(text)
+    return number if math.isfinite(number) else text
+
+
+def dump(value: Any, sort_keys: bool = False) -> str:
+    """JSON text of a parsed value, compact; keys sorted when asked (``records.content_id``).
+
+    orjson writes it, except what orjson refuses: nesting deeper than 254 levels (orjson's writing limit, while it
+    reads 1 024) and integers beyond 64 bits. Those are written by ``_dump_any``, so a record that was read can
+    always be written back."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS if sort_keys else None).decode()
+    except TypeError:
+        return _dump_any(value, sort_keys)
+
+
+class _Token(str):
+    """Text ``_dump_any`` writes as it is (a bracket, a comma, a key), told apart from the string values."""
+
+
+def _dump_any(value: Any, sort_keys: bool) -> str:
+    """JSON text of a parsed value of any depth and any integer, as orjson would write it.
+
+    It keeps its own stack of what is left to write, so no depth makes it recurse."""
+    out: list[str] = []
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, _Token):
+            out.append(item)
+        elif isinstance(item, dict):
+            keys = sorted(item) if sort_keys else list(item)
+            stack.append(_Token("}"))
+            for i in range(len(keys) - 1, -1, -1):  # pushed last to first, so written first to last
+                stack.append(item[keys[i]])
+                stack.append(_Token(("," if i else "") + orjson.dumps(keys[i]).decode() + ":"))
+            stack.append(_Token("{"))
+        elif isinstance(item, list):
+            stack.append(_Token("]"))
+            for i in range(len(item) - 1, -1, -1):
+                stack.append(item[i])
+                if i:
+                    stack.append(_Token(","))
+            stack.append(_Token("["))
+        elif isinstance(item, int) and not isinstance(item, bool):
+            out.append(str(item))
+        else:
+            out.append(orjson.dumps(item).decode())  # a string, a float, true, false, null
+    return "".join(out)
 
 
 LLM_USAGE = "llm_usage"

@@ -11,8 +11,10 @@ A file that holds one session (shapes 1 except an array of records, and a JSON-l
 its location gives (``name_id``) when its content names none; records of a file of many records never do (see
 ``records.py`` for the whole precedence). Folders that hold one session are read by ``folders.py``.
 
-A line or document that is not valid JSON (truncated, malformed, not UTF-8) goes to quarantine with the parser's
-message; the rest of the file is still read.
+A line or document that is not valid JSON (truncated, malformed, not UTF-8, nested deeper than 1 024 levels) goes
+to quarantine with the parser's message; the rest of the file is still read. A UTF-8 byte order mark before a JSON
+document, a JSON line or a CSV header is skipped; ``events.parse_json`` says how numbers JSON or a double cannot
+hold (integers beyond 64 bits, NaN, 1e400) are kept.
 """
 
 from __future__ import annotations
@@ -28,17 +30,20 @@ import orjson
 from .. import tables
 from .adapter import add_session
 from .batch import Batch
-from .events import dump
+from .events import BOM, dump, parse_json
 from .records import adapter_for, add_assignment, add_rating, add_record, classify, content_id
 
 CHUNK_EVENTS = 50_000  # a batch is handed to the warehouse once it holds this many events
 
 
 def why_unparseable(raw: bytes, error: Exception) -> str:
+    """The quarantine reason for text ``events.parse_json`` refused with ``error``."""
     try:
         raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         return f"not UTF-8 text ({exc.reason} at byte {exc.start})"
+    if "depth limit" in str(error):
+        return f"JSON nested deeper than 1 024 levels, the most PULSE reads ({error})"
     return f"not valid JSON ({error})"
 
 
@@ -60,7 +65,7 @@ def read_file(drop_id: str, path: Path, source_file: str, name_id: str | None = 
 
     ``name_id`` is the session id the file's location gives (``drop.drop_units``); it names the file's session
     when the file holds one session whose content names none."""
-    raw = path.read_bytes()
+    raw = path.read_bytes().removeprefix(BOM)
     batch = Batch(drop_id)
     if not raw.strip():
         batch.read["unknown"] += 1
@@ -68,7 +73,7 @@ def read_file(drop_id: str, path: Path, source_file: str, name_id: str | None = 
         yield batch
         return
     try:
-        whole = orjson.loads(raw)
+        whole = parse_json(raw)
     except orjson.JSONDecodeError as error:
         if raw.lstrip()[:1] not in (b"{", b"["):
             _read_csv(batch, raw, source_file)
@@ -95,7 +100,7 @@ def read_file(drop_id: str, path: Path, source_file: str, name_id: str | None = 
         _add_event_stream(batch, source_file, whole, name_id)
     elif isinstance(whole, list):
         for i, obj in enumerate(whole):
-            add_record(batch, source_file, i, obj, orjson.dumps(obj))  # many records: none takes the file's name
+            add_record(batch, source_file, i, obj, dump(obj).encode())  # many records: none takes the file's name
     elif classify(whole) == "event":
         _add_event_stream(batch, source_file, [whole], name_id)  # a conversation of a single event
     else:
@@ -112,7 +117,7 @@ def jsonl_mode(lines: list[bytes], sample: int = 20) -> str | None:
             continue
         seen += 1
         try:
-            obj = orjson.loads(line)
+            obj = parse_json(line)
         except orjson.JSONDecodeError:
             obj = None
         if isinstance(obj, dict):
@@ -131,7 +136,7 @@ def read_record_lines(drop_id: str, numbered_lines: Iterable[tuple[int, bytes]],
         if not line.strip():
             continue
         try:
-            obj = orjson.loads(line)
+            obj = parse_json(line)
         except orjson.JSONDecodeError as error:
             batch.read["unknown"] += 1
             batch.quarantine(source_file, i, "unknown", why_unparseable(line, error), line.decode("utf-8", "replace"))
@@ -150,7 +155,7 @@ def _read_event_lines(batch: Batch, lines: list[bytes], source_file: str, name_i
         if not line.strip():
             continue
         try:
-            events.append(orjson.loads(line))
+            events.append(parse_json(line))
         except orjson.JSONDecodeError as error:
             batch.read["event"] += 1
             batch.quarantine(
@@ -176,7 +181,9 @@ def _read_csv(batch: Batch, raw: bytes, source_file: str) -> None:
                 line.decode("utf-8", "replace"),
             )
     reader = csv.reader(io.StringIO("\n".join(text_lines)))
-    header = [h.strip() for h in next(reader, [])]
+    rows = _csv_rows(reader)
+    _, header_row = next(rows, (0, []))
+    header = [h.strip() for h in header_row] if isinstance(header_row, list) else []
     if "rating" in header:
         record_type = "rating"
     elif "experiment" in header or "variant" in header:
@@ -191,8 +198,11 @@ def _read_csv(batch: Batch, raw: bytes, source_file: str) -> None:
             raw.decode("utf-8", "replace")[:100_000],
         )
         return
-    for row in reader:
-        line_no = reader.line_num - 1
+    for line_no, row in rows:
+        if isinstance(row, csv.Error):
+            batch.read[record_type] += 1
+            batch.quarantine(source_file, line_no, record_type, f"CSV row cannot be read ({row})", text_lines[line_no])
+            continue
         if not any(cell.strip() for cell in row):
             continue
         if len(row) != len(header):
@@ -206,3 +216,18 @@ def _read_csv(batch: Batch, raw: bytes, source_file: str) -> None:
             add_rating(batch, source_file, line_no, obj, dump(obj), "feedback_file")
         else:
             add_assignment(batch, source_file, line_no, obj, dump(obj))
+
+
+def _csv_rows(reader: Any) -> Iterator[tuple[int, list[str] | csv.Error]]:
+    """``(line number, cells)`` of each row, or ``(line number, the error)`` for a row the csv module cannot read
+    (a cell longer than its 131 072-character limit, a carriage return inside an unquoted cell): that row is
+    quarantined, and the reader goes on with the next line."""
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as error:
+            yield reader.line_num - 1, error
+            continue
+        yield reader.line_num - 1, row

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from .adapter import Adapter, EventFields
-from .events import ACTION_NAMES, OBSERVATION_NAMES, as_id, as_int, as_text
+from .events import ACTION_NAMES, OBSERVATION_NAMES, as_int, as_text, read_id
 
 _OLD_ACTION_ALIASES = {"initialize": "start"}
 
@@ -63,7 +63,7 @@ class OpenHandsV0(Adapter):
         else:
             original = as_text(event.get("kind") or event.get("type"))
             fields = EventFields(source or "unknown", "other", "other", original_name=original)
-        fields.cause = as_id(event.get("cause"))
+        fields.cause = read_id(event.get("cause"), "cause")
         return fields
 
     def _action(self, event: dict[str, Any], action: str, source: str | None) -> EventFields:

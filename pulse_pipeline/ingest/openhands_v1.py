@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from .adapter import Adapter, EventFields
-from .events import as_id, as_int, as_text
+from .events import as_int, as_text, read_id
 
 _STATUS = {
     "idle": "awaiting_user_input",
@@ -103,10 +103,11 @@ class OpenHandsV1(Adapter):
         if kind_tag == "ConversationStateUpdateEvent":
             key = event.get("key")
             fields = EventFields(source, "state", key if isinstance(key, str) else "state_update")
-            if key == "execution_status":
-                fields.agent_state = _STATUS.get(str(event.get("value")), str(event.get("value")))
+            value = event.get("value")
+            if key == "execution_status" and isinstance(value, str):
+                fields.agent_state = _STATUS.get(value, value)
             return fields
-        if kind_tag in _EVENT_KINDS:
+        if isinstance(kind_tag, str) and kind_tag in _EVENT_KINDS:
             kind, name = _EVENT_KINDS[kind_tag]
             text = as_text(event.get("error") or event.get("summary") or event.get("rejection_reason"))
             return EventFields(source, kind, name, text=text)
@@ -138,7 +139,7 @@ def _observation(event: dict[str, Any], source: str) -> EventFields:
     if fields.name == "edit" and obs.get("command") == "view":
         fields.name = "read"
     fields.text = as_text(obs.get("content", obs.get("output")))
-    fields.cause = as_id(event.get("action_id"))
+    fields.cause = read_id(event.get("action_id"), "action_id")
     if fields.name == "run":
         fields.command = obs.get("command") if isinstance(obs.get("command"), str) else None
         fields.exit_code = as_int(obs.get("exit_code"))

@@ -34,6 +34,13 @@ an event of a known format a bare event (``EVENT_ADAPTERS``): a file of them is 
    JSON array of records): ``h-`` + the first 16 hex digits of the SHA-1 of the record's JSON (keys sorted),
    stable across re-deliveries: the same record on its own line, in an array, pretty-printed or with CRLF line
    ends keeps its id.
+
+**What an id can be** (``events.read_id``, for every id read here: a session's, a rating's and the event it names,
+a user's, an experiment's and a variant's): a string as it is, or a JSON integer with every digit (``5`` is
+``"5"``, ``12345678901234567890123`` keeps its 23 digits), or a float with no fraction up to 2**53 (``12345.0``
+is ``"12345"``, as pandas writes integer ids). A boolean, an object, an array, a fraction or a float too large to
+have kept its digits names nothing: the record is quarantined with the reason (``session id is a boolean (true):
+expected a string or a whole number``), never stored as Python's text of it (``True``).
 """
 
 from __future__ import annotations
@@ -44,15 +51,13 @@ from collections.abc import Sequence
 from pathlib import PurePosixPath
 from typing import Any
 
-import orjson
-
 from .. import tables
 from .adapter import Adapter, add_session
 from .batch import Batch
 from .canonical import Canonical
 from .claude_code import ClaudeCode
 from .codex import Codex
-from .events import as_id, dump
+from .events import INT32, NotAnId, as_int, as_text, dump, read_id
 from .openhands_v0 import OpenHandsV0
 from .openhands_v1 import OpenHandsV1
 
@@ -95,20 +100,22 @@ def classify(obj: Any) -> str | None:
 
 def content_id(value: Any) -> str:
     """``h-`` + 16 hex digits of the SHA-1 of the parsed value with sorted keys (formatting does not matter)."""
-    return "h-" + hashlib.sha1(orjson.dumps(value, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+    return "h-" + hashlib.sha1(dump(value, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def content_session_id(obj: dict[str, Any]) -> str | None:
-    """The id a record's own keys give it, or None."""
+    """The id a record's own keys give it (the first of ``_ID_KEYS`` present), or None; ``NotAnId`` when that key
+    holds no id."""
     for key in _ID_KEYS:
-        value = as_id(obj.get(key))
+        value = read_id(obj.get(key), f"session id ({key})")
         if value is not None:
             return value
     return None
 
 
 def record_session_id(obj: dict[str, Any], name_id: str | None = None) -> str:
-    """Content, else the location's ``name_id`` (None when the record shares its file), else the content hash."""
+    """Content, else the location's ``name_id`` (None when the record shares its file), else the content hash;
+    ``NotAnId`` when the content's id is no id."""
     return content_session_id(obj) or name_id or content_id(obj)
 
 
@@ -136,15 +143,20 @@ def add_record(
 
     ``name_id`` is the id the record's location gives, passed only when the record is alone in its file."""
     kind = classify(obj)
+    if kind in ("feedback", "download", "eval", "canonical"):
+        try:
+            session_id = record_session_id(obj, name_id)
+        except NotAnId as error:
+            batch.read["session"] += 1
+            batch.quarantine(source_file, record_index, "session", str(error), raw.decode("utf-8", "replace"))
+            return
     if kind in ("feedback", "download", "eval"):
         raw_events = obj["history" if kind == "eval" else "trajectory"]
         adapter = adapter_for(raw_events)
         source_format = f"{adapter.format}_{kind}"  # e.g. openhands_v0_feedback, openhands_v0_download
-        session_id = record_session_id(obj, name_id)
         info = with_location(obj, session_id, name_id)
         add_session(batch, source_file, record_index, session_id, source_format, adapter, raw_events, info)
     elif kind == "canonical":
-        session_id = record_session_id(obj, name_id)
         adapter = Canonical()
         info = with_location(obj, session_id, name_id)
         if add_session(batch, source_file, record_index, session_id, adapter.format, adapter, obj["events"], info):
@@ -171,7 +183,7 @@ def add_record(
 def _why_unknown(obj: Any) -> str:
     if isinstance(obj, dict) and "trajectory" in obj and obj.get("error"):
         # the server's answer when a download failed: {"trajectory": null, "error": "Error getting trajectory: ..."}
-        return f"a trajectory download that failed ({as_id(obj['error'])}): download the conversation again"
+        return f"a trajectory download that failed ({as_text(obj['error'])}): download the conversation again"
     what = type(obj).__name__
     if isinstance(obj, dict):
         what = "object with keys " + ", ".join(sorted(map(str, obj))[:8])
@@ -201,20 +213,33 @@ def add_rating(
     default_session: str | None = None,
     rating_index: int | None = None,
 ) -> None:
+    """One star rating (a ratings file's row or line, or an item of a canonical session's ``ratings``), or its
+    quarantine with the reason: no session, a rating that is not 1 to 5, a ``segment_index`` that is no whole
+    number from 0 to 2**31 - 1, or an id that is no id (``events.read_id``)."""
     batch.read["rating"] += 1
     if not isinstance(obj, dict):
         batch.quarantine(source_file, record_index, "rating", "rating is not an object", raw_text, rating_index)
         return
-    session_id = as_id(obj.get("conversation_id")) or as_id(obj.get("session_id")) or default_session
+    try:
+        session_id = (
+            read_id(obj.get("conversation_id"), "conversation_id")
+            or read_id(obj.get("session_id"), "session_id")
+            or default_session
+        )
+        rating_id, event_id = read_id(obj.get("id"), "id"), read_id(obj.get("event_id"), "event_id")
+    except NotAnId as error:
+        batch.quarantine(source_file, record_index, "rating", f"rating's {error}", raw_text, rating_index)
+        return
     rating = parse_rating(obj.get("rating"))
     segment = obj.get("segment_index")
+    segment_index = as_int(segment)
     reason = None
     if session_id is None:
         reason = "rating names no session (conversation_id or session_id)"
     elif rating is None:
         reason = f"rating {dump(obj.get('rating'))} is not a number from 1 to 5"
-    elif segment not in (None, "") and (not str(segment).lstrip("-").isdigit() or int(segment) < 0):
-        reason = f"segment_index {dump(segment)} is not a non-negative whole number"
+    elif segment not in (None, "") and (segment_index is None or segment_index < 0):
+        reason = f"segment_index {dump(segment)} is not a whole number from 0 to {INT32 - 1}"
     if reason:
         batch.quarantine(source_file, record_index, "rating", reason, raw_text, rating_index)
         return
@@ -225,22 +250,31 @@ def add_rating(
             "source_file": source_file,
             "record_index": record_index,
             "item_index": rating_index or 0,
-            "rating_id": as_id(obj.get("id")),
+            "rating_id": rating_id,
             "session_id": session_id,
-            "event_id": as_id(obj.get("event_id")),
-            "segment_index": int(segment) if segment not in (None, "") else None,
+            "event_id": event_id,
+            "segment_index": segment_index,
             "rating": rating,
-            "reason": as_id(obj.get("reason")) or None,
-            "created_at": as_id(obj.get("created_at")),
+            "reason": as_text(obj.get("reason")) or None,
+            "created_at": as_text(obj.get("created_at")),
             "origin": origin,
         },
     )
 
 
 def add_assignment(batch: Batch, source_file: str, record_index: int, obj: dict[str, Any], raw_text: str) -> None:
+    """One assignment row, or its quarantine: it names no session, experiment or variant, or one of its ids is no
+    id (``events.read_id``)."""
     batch.read["assignment"] += 1
-    session_id = as_id(obj.get("session_id")) or as_id(obj.get("conversation_id"))
-    experiment, variant = as_id(obj.get("experiment")), as_id(obj.get("variant"))
+    try:
+        session_id = read_id(obj.get("session_id"), "session_id") or read_id(
+            obj.get("conversation_id"), "conversation_id"
+        )
+        experiment, variant = read_id(obj.get("experiment"), "experiment"), read_id(obj.get("variant"), "variant")
+        user_id = read_id(obj.get("user_id"), "user_id")
+    except NotAnId as error:
+        batch.quarantine(source_file, record_index, "assignment", f"assignment's {error}", raw_text)
+        return
     missing = [
         name for name, v in (("session_id", session_id), ("experiment", experiment), ("variant", variant)) if v is None
     ]
@@ -258,6 +292,6 @@ def add_assignment(batch: Batch, source_file: str, record_index: int, obj: dict[
             "session_id": session_id,
             "experiment": experiment,
             "variant": variant,
-            "user_id": as_id(obj.get("user_id")),
+            "user_id": user_id,
         },
     )
