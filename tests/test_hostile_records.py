@@ -471,3 +471,68 @@ def test_no_value_is_stored_as_python_text(wh, tmp_path):
     assert rows(wh, "SELECT agent_state FROM raw.events WHERE event_id = 'e2'") == [(None,)]
     assert rows(wh, "SELECT original_name FROM raw.events WHERE session_id = 'c' AND seq = 1") == [('{"a":1}',)]
     assert rows(wh, "SELECT feedback FROM raw.sessions WHERE session_id = 'f'") == [("true",)]
+
+
+# --- SDK conversation folders read their files the same way -----------------------------------------------------
+
+
+def sdk_conversation(tmp_path: Path, base_state: str | bytes, first_event: bytes | None = None) -> Path:
+    """A conversation folder conv-9 with ``base_state`` and two events: a user message and a finish action."""
+    user = {
+        "id": "aaaaaaa1",
+        "timestamp": "2026-04-01T08:00:00",
+        "kind": "MessageEvent",
+        "source": "user",
+        "llm_message": {"role": "user", "content": [{"type": "text", "text": "go"}]},
+    }
+    finish = {
+        "id": "aaaaaaa2",
+        "timestamp": "2026-04-01T08:00:05",
+        "kind": "ActionEvent",
+        "source": "agent",
+        "tool_name": "finish",
+        "action": {"kind": "FinishAction", "message": "done"},
+    }
+    return drop(
+        tmp_path,
+        {
+            "conv-9/base_state.json": base_state,
+            "conv-9/events/event-00000-aaaaaaa1.json": first_event or json.dumps(user).encode(),
+            "conv-9/events/event-00001-aaaaaaa2.json": json.dumps(finish),
+        },
+    )
+
+
+def test_a_base_state_nested_1000_levels_deep_is_kept_without_a_crash(wh, tmp_path):
+    """base_state.json holds a list nested 1 000 levels (under ``stats``, which PULSE copies without credentials):
+    the session loads under its content id and its metadata keeps the whole nest (once the credential filter
+    recursed and crashed the drop)."""
+    folder = sdk_conversation(tmp_path, '{"id": "conv-deep", "stats": ' + nest(1000) + "}")
+    assert counts(load(wh, folder)) == (1, 1, 0, 2, 2, 0)
+    ((session_id, metadata),) = sessions(wh, "session_id, metadata_json")
+    assert session_id == "conv-deep" and metadata.count("[") == 1000
+
+
+def test_a_base_state_whose_id_is_a_boolean_is_quarantined_and_the_folder_names_the_session(wh, tmp_path):
+    """``"id": true`` names nothing: base_state.json is quarantined with the id's reason (one unknown record), and
+    the events are read without it, named by the folder (once the id was silently dropped)."""
+    folder = sdk_conversation(tmp_path, '{"id": true}')
+    assert counts(load(wh, folder)) == (2, 1, 1, 2, 2, 0)
+    assert sessions(wh) == [("conv-9",)]
+    ((_, _, _, record_type, reason),) = quarantined(wh)
+    assert record_type == "unknown" and reason.startswith("base_state.json: base_state.json id is a boolean (true)")
+    assert NOT_AN_ID in reason
+
+
+def test_an_event_file_with_a_byte_order_mark_is_read(wh, tmp_path):
+    """An SDK event file saved with a UTF-8 BOM is an event like the others (once it was quarantined)."""
+    user = {
+        "id": "aaaaaaa1",
+        "timestamp": "2026-04-01T08:00:00",
+        "kind": "MessageEvent",
+        "source": "user",
+        "llm_message": {"role": "user", "content": [{"type": "text", "text": "go"}]},
+    }
+    folder = sdk_conversation(tmp_path, '{"id": "conv-bom"}', BOM + json.dumps(user).encode())
+    assert counts(load(wh, folder)) == (1, 1, 0, 2, 2, 0)
+    assert rows(wh, "SELECT event_id FROM raw.events ORDER BY seq") == [("aaaaaaa1",), ("aaaaaaa2",)]

@@ -53,7 +53,7 @@ import orjson
 
 from .adapter import add_session
 from .batch import Batch
-from .events import as_id, as_int, llm_usage
+from .events import NotAnId, as_id, as_int, llm_usage, parse_json, read_id
 from .files import why_unparseable
 from .records import adapter_for, with_location
 
@@ -143,7 +143,7 @@ def _load_events(batch: Batch, source_file: str, numbered: list[tuple[int, Path]
     for number, path in numbered:
         data = path.read_bytes()
         try:
-            value = orjson.loads(data)
+            value = parse_json(data)
         except orjson.JSONDecodeError as error:
             reason = "empty file" if not data.strip() else why_unparseable(data, error)
         else:
@@ -236,13 +236,17 @@ def _base_state(batch: Batch, folder: Path, source_file: str) -> tuple[dict[str,
         return {}, None
     data = path.read_bytes()
     try:
-        state = orjson.loads(data)
+        state = parse_json(data)
     except orjson.JSONDecodeError as error:
         reason = "empty file" if not data.strip() else why_unparseable(data, error)
     else:
         if isinstance(state, dict):
-            return sdk_session_info(state), as_id(state.get("id"))
-        reason = f"not a JSON object (a JSON {type(state).__name__})"
+            try:
+                return sdk_session_info(state), read_id(state.get("id"), f"{BASE_STATE} id")
+            except NotAnId as error:
+                reason = str(error)
+        else:
+            reason = f"not a JSON object (a JSON {type(state).__name__})"
     batch.read["unknown"] += 1
     batch.quarantine(
         source_file,
@@ -293,8 +297,19 @@ def _sum(values) -> float | None:
 
 
 def _without_credentials(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _without_credentials(v) for k, v in value.items() if not _CREDENTIAL.search(str(k))}
-    if isinstance(value, list):
-        return [_without_credentials(v) for v in value]
-    return value
+    """A copy of ``value`` without the keys that name credentials, at any depth. It keeps its own stack, since a
+    base_state.json may nest up to 1 024 levels (what orjson reads), deeper than Python recursion goes."""
+    root: dict[str, Any] = {}
+    stack: list[tuple[Any, Any, Any]] = [(value, root, "value")]
+    while stack:
+        node, parent, key = stack.pop()
+        if isinstance(node, dict):
+            kept = {k: v for k, v in node.items() if not _CREDENTIAL.search(str(k))}
+            parent[key] = dict.fromkeys(kept)
+            stack.extend((v, parent[key], k) for k, v in kept.items())
+        elif isinstance(node, list):
+            parent[key] = [None] * len(node)
+            stack.extend((v, parent[key], i) for i, v in enumerate(node))
+        else:
+            parent[key] = node
+    return root["value"]
