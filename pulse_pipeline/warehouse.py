@@ -2,18 +2,20 @@
 
 Two files:
 
-- the *working* database, written by one pipeline step at a time;
-- the *published* database (``PULSE_HOME/pulse.duckdb``), a copy swapped in atomically after each write.
+- the *working* database (``PULSE_HOME/.work/pulse-work.duckdb``), written by one pipeline step at a time;
+- the *published* database (``PULSE_HOME/pulse.duckdb``), the analysts' copy, replaced atomically by ``publish``
+  when the working database holds a whole state (the rule is in ``defs/publish.py``), never after a single step.
   DuckDB locks a file for its writer against every other process, readers included (field notes §3): an
   analyst's open shell on the working file would stall the pipeline. On Linux a rename leaves an open reader on
-  the old copy, so publishing never waits for anyone.
+  the old copy, so publishing never waits for an analyst.
 
 Writers hand rows by column name (a polars frame, or dataclass rows: ``Warehouse.append`` / ``replace``), and
 every write is checked against the contract in ``tables.py`` first: a missing, extra or mistyped column is a
 ``ContractError`` that names it, never a row written into the wrong column.
 
-Every write replaces exactly the rows it owns (one drop's rows, or a whole staging table) inside one
-transaction, so re-running anything leaves the tables as they were.
+Every write replaces exactly the rows it owns (one drop's rows, or a whole derived table), so re-running anything
+leaves the tables as they were. A derived table's DELETE and INSERTs are one transaction: the Dagster resource
+(``defs/resources.py``) runs each asset's body in one, so a killed run leaves each table as it was before or after.
 """
 
 from __future__ import annotations
@@ -120,17 +122,18 @@ def ensure_tables(con: duckdb.DuckDBPyConnection, which: Iterable[Table] = table
     tables are never dropped on their own (the ingested records and paid-for LLM answers live there), so a
     mismatch there is an error that says what differs.
     """
+    existing: dict[str, list[str]] = {}  # every table's columns, in one query: every asset opens a warehouse
+    for schema, name, column in con.execute(
+        "SELECT table_schema, table_name, column_name FROM information_schema.columns"
+        " WHERE table_catalog = current_database() ORDER BY table_schema, table_name, ordinal_position"
+    ).fetchall():
+        existing.setdefault(f"{schema}.{name}", []).append(column)
     for t in which:
+        have = existing.get(t.qualified, [])
+        if have == t.column_names:
+            continue
         con.execute(f"CREATE SCHEMA IF NOT EXISTS {t.schema}")
-        have = [
-            r[0]
-            for r in con.execute(
-                "SELECT column_name FROM information_schema.columns WHERE table_schema = ? AND table_name = ?"
-                " ORDER BY ordinal_position",
-                [t.schema, t.name],
-            ).fetchall()
-        ]
-        if have and have != t.column_names:
+        if have:
             if t.schema not in DERIVED_SCHEMAS:
                 raise RuntimeError(
                     f"{t.qualified} has columns {have}, but this PULSE expects {t.column_names};"
@@ -238,10 +241,66 @@ def connect(path: Path, read_only: bool = False, wait_seconds: float = 60.0) -> 
         return con
 
 
-def publish(work_db: Path, published: Path) -> None:
-    """Copy the working database over the published one atomically (readers keep the copy they opened)."""
+PUBLISHED_MODE = 0o444  # the analysts' copy is read-only for everyone: DuckDB refuses to open it for writing
+
+
+def wal_of(database: Path) -> Path:
+    """The write-ahead log DuckDB keeps beside a database file (and replays onto whatever file has that name)."""
+    return database.with_name(database.name + ".wal")
+
+
+def publish(
+    work_db: Path,
+    published: Path,
+    ready: Callable[[duckdb.DuckDBPyConnection], str | None] = lambda con: None,
+) -> str | None:
+    """Replace the analysts' copy with the working database; returns None, or why nothing was replaced.
+
+    Each step, and why:
+
+    1. Open the working database: DuckDB's write lock. A PULSE writer in another process finishes its step first,
+       and none starts until the copy is made, so the copy is one committed state.
+    2. ``ready(con)``, asked under that lock with the open connection, says why that state is not whole, if it is
+       not (``defs/publish.why_not_whole``: a run executing, a drop half loaded, a table older than what it reads);
+       then that reason is returned and nothing changes.
+    3. ``CHECKPOINT``: every committed row goes into the file and its WAL empties, so the file alone is the state.
+    4. Leftover ``.pulse.duckdb.*.tmp`` files of a publish that was killed are removed (under the lock, so never a
+       live one), then the file is copied to a new tmp file beside the published one (the same file system, so
+       the rename below is atomic), fsync'ed and made read-only (``PUBLISHED_MODE``).
+    5. ``pulse.duckdb.wal`` is removed, the tmp file renamed over ``pulse.duckdb``, and the WAL removed again.
+       Why: an analyst who wrote through their own connection leaves a WAL beside the file, and DuckDB replays
+       it, by row id, onto whatever file bears the name: onto the new copy it deletes or rewrites other rows, for
+       every reader, at every later publish. An analyst's connection still open keeps writing to its own WAL
+       file, unlinked by then, so nothing of it reaches the new copy. Writes into ``pulse.duckdb`` are thus
+       discarded at the next publish; analysts write their own tables in their own database file (README).
+    6. The folder is fsync'ed, so the rename survives a power cut.
+
+    Readers that have the old copy open keep it until they close it; a new reader sees the new copy, whole.
+    """
     if not work_db.exists():
-        return
-    tmp = published.with_name(f".{published.name}.{os.getpid()}.tmp")
-    shutil.copyfile(work_db, tmp)
-    os.replace(tmp, published)
+        return f"there is no working database at {work_db} yet"
+    con = connect(work_db)
+    try:
+        reason = ready(con)
+        if reason:
+            return reason
+        con.execute("CHECKPOINT")
+        published.parent.mkdir(parents=True, exist_ok=True)
+        for leftover in published.parent.glob(f".{published.name}.*.tmp"):
+            leftover.unlink(missing_ok=True)
+        tmp = published.with_name(f".{published.name}.{os.getpid()}.tmp")
+        shutil.copyfile(work_db, tmp)
+        tmp.chmod(PUBLISHED_MODE)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        wal_of(published).unlink(missing_ok=True)
+        os.replace(tmp, published)
+        wal_of(published).unlink(missing_ok=True)
+        folder = os.open(published.parent, os.O_RDONLY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
+    finally:
+        con.close()
+    return None
