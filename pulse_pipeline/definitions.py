@@ -1,6 +1,7 @@
 """The Dagster code location: each stage's definitions (``defs/<stage>/definitions.py``) merged, plus what spans
-stages: the warehouse, the jobs, automation and the nightly schedule. Nothing else happens here: importing this
-module creates no folder and copies no file (the CLI prepares PULSE_HOME, see ``paths.PulseHome.ensure``)."""
+stages: the warehouse, the jobs, automation, the publish sensor (``defs/publish.py``) and the nightly schedule.
+Nothing else happens here: importing this module creates no folder and copies no file (the CLI prepares
+PULSE_HOME, see ``paths.PulseHome.ensure``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from .defs.estimates import definitions as estimates
 from .defs.features import definitions as features
 from .defs.ingest import definitions as ingest
 from .defs.modeling import definitions as modeling
+from .defs.publish import publish_sensor
 from .defs.resources import warehouse_resource
 from .defs.staging import definitions as staging
 from .paths import PulseHome
@@ -37,6 +39,7 @@ def _spanning_stages(home: PulseHome) -> dg.Definitions:
                 default_status=dg.DefaultSensorStatus.RUNNING,
                 minimum_interval_seconds=30,
             ),
+            publish_sensor,
         ],
         schedules=[
             dg.ScheduleDefinition(

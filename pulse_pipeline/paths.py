@@ -2,8 +2,9 @@
 
 Everything lives under ``PULSE_HOME`` (default ``./data``, resolved once, to an absolute path):
 
-- ``pulse.duckdb``   the analysts' warehouse: a published copy of the working database, replaced atomically
-                     after every materialization, so a shell left open on it never blocks a run;
+- ``pulse.duckdb``   the analysts' warehouse: a read-only copy of the working database, replaced atomically
+                     when a run leaves the working database whole (``defs/publish.py``), so a shell left open
+                     on it never blocks a run, and every table in it comes from the same complete state;
 - ``.work/``         the working database the pipeline writes (``pulse-work.duckdb``);
 - ``drops/``         the drop folder: each file or folder in it is one drop (one Dagster partition);
 - ``dagster/``       the Dagster instance (``DAGSTER_HOME``), seeded with the project's ``dagster.yaml``;

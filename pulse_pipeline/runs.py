@@ -1,4 +1,5 @@
-"""Running the Dagster assets in-process, for the CLI: the same assets and jobs the sensor triggers."""
+"""Running the Dagster assets in-process, for the CLI: the same assets and jobs the sensor triggers. Each command
+publishes the analysts' copy at its end if the working database is then whole (``defs/publish.py``)."""
 
 from __future__ import annotations
 
@@ -60,6 +61,14 @@ def _run(defs: dg.Definitions, job: str, instance: dg.DagsterInstance, partition
     _check(result, f"run of {job} ({partition_key or 'all drops'})")
 
 
+def _publish(home: PulseHome, defs: dg.Definitions, instance: dg.DagsterInstance, say: Say) -> None:
+    """Replace the analysts' copy if the working database is whole; else say why it was left as it was."""
+    from .defs.publish import publish_if_whole
+
+    reason = publish_if_whole(instance, defs.resolve_asset_graph(), home.work_db, home.warehouse)
+    say(f"{home.warehouse} not replaced: {reason}" if reason else f"published {home.warehouse}")
+
+
 def ingest(home: PulseHome, path: Path, name: str | None = None, say: Say = print) -> DropSummary:
     from .definitions import DOWNSTREAM_JOB
     from .defs.ingest.partitions import drops_partitions
@@ -74,6 +83,7 @@ def ingest(home: PulseHome, path: Path, name: str | None = None, say: Say = prin
     _run(defs, INGEST_JOB, instance, key)
     say("rebuilding derived tables")
     _run(defs, DOWNSTREAM_JOB, instance)
+    _publish(home, defs, instance, say)
     return drop_summary(home, key)
 
 
@@ -158,4 +168,5 @@ def materialize(
             run_config=run_config,
         )
         _check(result, message)
+    _publish(home, defs, instance, say)
     return sorted(k.to_user_string() for k in keys)

@@ -28,7 +28,7 @@ def test_definitions_load_with_every_contract_table(pulse_home):
     expected = {f"{t.schema}/{t.name}" for t in tables.ALL_TABLES if t is not tables.LLM_CACHE}
     assert keys == expected | {"features/session_features"}
     assert {j.name for j in defs.resolve_all_job_defs()} >= {"ingest_drop", "refresh_downstream"}
-    assert {s.name for s in defs.sensors} == {"drop_sensor", "pulse_automation"}
+    assert {s.name for s in defs.sensors} == {"drop_sensor", "pulse_automation", "publish_warehouse"}
 
 
 def test_workspace_module_exposes_defs():

@@ -69,7 +69,8 @@ def test_llm_annotator_through_the_assets_with_cache_judge_and_agreement(pulse_h
     monkeypatch.setenv("PULSE_LLM_MODEL", "openai/fake-model")
     monkeypatch.setenv("PULSE_LLM_API_BASE", fake_llm.api_base)
     monkeypatch.setenv("PULSE_LLM_API_KEY", "sk-fake")
-    materialize(pulse_home, "group:features", say=lambda _: None)
+    # the features and what reads them: the analysts' copy is replaced only when every table is newer than its inputs
+    materialize(pulse_home, "group:features+", say=lambda _: None)
     first = len(fake_llm.requests)
     with_messages = _sql(pulse_home, "SELECT count(*) FROM features.event_features WHERE user_message_count > 0")[0][0]
     # two annotation prompts and one judge prompt per session with a user message
@@ -86,7 +87,7 @@ def test_llm_annotator_through_the_assets_with_cache_judge_and_agreement(pulse_h
     n_features = len(load_rubric().features)
     assert _sql(pulse_home, "SELECT count(*) FROM features.annotator_agreement") == [(n_features,)]
 
-    materialize(pulse_home, "group:features", say=lambda _: None)  # warm cache: no call leaves the machine
+    materialize(pulse_home, "group:features+", say=lambda _: None)  # warm cache: no call leaves the machine
     assert len(fake_llm.requests) == first
 
 

@@ -7,26 +7,45 @@ from pathlib import Path
 import dagster as dg
 
 from ..paths import PulseHome
-from ..warehouse import Warehouse, connect, publish
+from ..warehouse import Warehouse, connect
 
 
 class WarehouseResource(dg.ConfigurableResource):
-    """The working DuckDB database, published to the analysts' copy after every successful write."""
+    """The working DuckDB database, written by one asset at a time, each in one transaction.
+
+    No asset publishes: the analysts' copy (``publish_to``) is replaced only when the working database is whole
+    (``defs/publish.py``), at the end of a CLI command or, for runs the daemon launched, by the publish sensor.
+    """
 
     database: str
     publish_to: str
     drops_dir: str
 
     @contextmanager
-    def warehouse(self, publish_after: bool = True) -> Iterator[Warehouse]:
-        """An open warehouse; on success the analysts' copy is refreshed unless ``publish_after`` is False."""
+    def warehouse(self, transaction: bool = True) -> Iterator[Warehouse]:
+        """An open warehouse whose writes are one transaction: committed when the body returns, rolled back when
+        it raises or its process dies, so no table is ever seen half rewritten (a derived table is a DELETE and
+        several INSERTs).
+
+        ``transaction=False`` is for loading a drop, which commits in batches on purpose (DuckDB holds an open
+        transaction's appends in memory; see ``ingest/load.py``): its rows are replaced whole by the next load of
+        the drop, and ``defs/publish.py`` publishes nothing while a drop's last load is unfinished.
+        """
         con = connect(Path(self.database))
         try:
-            yield Warehouse(con)
+            wh = Warehouse(con)  # creates missing tables first, committed on their own
+            if not transaction:
+                yield wh
+                return
+            con.begin()
+            try:
+                yield wh
+            except BaseException:
+                con.rollback()
+                raise
+            con.commit()
         finally:
             con.close()
-        if publish_after:
-            publish(Path(self.database), Path(self.publish_to))
 
     @property
     def drops(self) -> Path:

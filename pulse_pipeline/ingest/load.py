@@ -110,10 +110,12 @@ def loading_memory(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
 def load_drop(wh: Warehouse, drop_id: str, path: Path, progress: Progress | None = None) -> DropTally:
     """Replace the drop's rows. Its ``raw.drops`` row is written last and marks the drop complete.
 
-    The rows are committed every ``COMMIT_ROWS`` rows, because DuckDB holds a transaction's appends in memory.
-    Until the ``raw.drops`` row exists, staging ignores the drop (every staging query joins ``raw.drops``), and the
-    published copy is refreshed only after success; a failed load leaves rows that the next load deletes.
-    DuckDB runs with at most ``LOAD_MEMORY_MIB`` meanwhile (``loading_memory``).
+    The rows are committed every ``COMMIT_ROWS`` rows, because DuckDB holds a transaction's appends in memory. The
+    drop's old rows are deleted in the first of these transactions and its ``raw.drops`` row is written in the
+    last, so a load that dies leaves either the drop as it was or rows without a ``raw.drops`` row, and a drop of
+    fewer rows is replaced in one transaction. Until the ``raw.drops`` row exists, staging ignores the drop (every
+    staging query joins ``raw.drops``), nothing is published (``unfinished_drops``), and the next load of the drop
+    deletes what the failed one left. DuckDB runs with at most ``LOAD_MEMORY_MIB`` meanwhile (``loading_memory``).
     """
     if not path.exists():
         raise FileNotFoundError(f"drop {drop_id!r}: {path} does not exist (was it moved out of the drop folder?)")
@@ -130,10 +132,8 @@ def _replace_rows(
 ) -> DropTally:
     tally = DropTally()
     wh.con.begin()
-    wh.delete_drop(drop_id)
-    wh.con.commit()
-    wh.con.begin()
     try:
+        wh.delete_drop(drop_id)
         uncommitted = 0
         for n, batch in enumerate(batches, start=1):
             for t in tables.RAW_TABLES:
@@ -155,6 +155,20 @@ def _replace_rows(
         wh.con.rollback()
         raise
     return tally
+
+
+def unfinished_drops(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Drops with rows in the raw tables but no ``raw.drops`` row: their last load died after a commit.
+
+    Such rows are neither the drop's old state nor its new one, so the warehouse must not be published until the
+    drop is loaded again (``defs/publish.py``)."""
+    rows = " UNION ".join(
+        f"SELECT drop_id FROM {t.qualified}" + (" WHERE stage = 'ingest'" if t is tables.QUARANTINE else "")
+        for t in tables.RAW_TABLES
+        if t is not tables.DROPS
+    )
+    found = con.execute(f"SELECT drop_id FROM ({rows}) EXCEPT SELECT drop_id FROM {tables.DROPS.qualified}").fetchall()
+    return sorted(r[0] for r in found)
 
 
 def reconcile_drop(wh: Warehouse, drop_id: str) -> tuple[bool, dict[str, int]]:

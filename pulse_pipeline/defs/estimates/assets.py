@@ -50,7 +50,7 @@ def experiment_effects(context: dg.AssetExecutionContext, warehouse: WarehouseRe
     description="Warns when a valid method's interval is narrower than theory allows.",
 )
 def intervals_are_not_too_good(warehouse: WarehouseResource) -> dg.AssetCheckResult:
-    with warehouse.warehouse(publish_after=False) as wh:
+    with warehouse.warehouse() as wh:
         rows = wh.con.execute("""
             SELECT experiment, treatment, method FROM estimates.experiment_effects
             WHERE valid AND flags LIKE '%predictions may have seen the labels%'""").fetchall()

@@ -51,7 +51,7 @@ def benchmark_tables(warehouse: WarehouseResource, estimates: EstimatesResource,
     description="Warns when lines of benchmarks.csv could not be used (each is a 'rejected' point with its reason).",
 )
 def benchmark_file_is_clean(warehouse: WarehouseResource) -> dg.AssetCheckResult:
-    with warehouse.warehouse(publish_after=False) as wh:
+    with warehouse.warehouse() as wh:
         reasons = [
             r
             for (r,) in wh.con.execute(

@@ -39,7 +39,7 @@ def srm_check(context: dg.AssetExecutionContext, warehouse: WarehouseResource, e
 
 @dg.asset_check(asset=key(tables.SRM_CHECK), blocking=False, description=f"Warns at p < {ALARM_P}.")
 def split_matches_design(warehouse: WarehouseResource) -> dg.AssetCheckResult:
-    with warehouse.warehouse(publish_after=False) as wh:
+    with warehouse.warehouse() as wh:
         bad = wh.con.execute(
             "SELECT DISTINCT experiment, p_value FROM estimates.srm_check WHERE mismatch ORDER BY 1"
         ).fetchall()
@@ -94,7 +94,7 @@ def label_shift(warehouse: WarehouseResource):
     description=f"Warns when any feature's |rank-biserial| between rated and unrated sessions exceeds {WARN_ABOVE}.",
 )
 def rated_sessions_are_representative(warehouse: WarehouseResource) -> dg.AssetCheckResult:
-    with warehouse.warehouse(publish_after=False) as wh:
+    with warehouse.warehouse() as wh:
         shifted = wh.con.execute(
             "SELECT feature, rank_biserial FROM estimates.label_shift WHERE abs(rank_biserial) > ? ORDER BY 1",
             [WARN_ABOVE],

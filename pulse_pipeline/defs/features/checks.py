@@ -16,7 +16,7 @@ from .resources import AnnotatorResource
     description="Exactly one row per staged session, and no negative count.",
 )
 def event_features_cover_sessions(warehouse: WarehouseResource) -> dg.AssetCheckResult:
-    with warehouse.warehouse(publish_after=False) as wh:
+    with warehouse.warehouse() as wh:
         bad = checks.event_feature_violations(wh)
     return dg.AssetCheckResult(passed=bad == 0, metadata={"violations": bad})
 
@@ -27,7 +27,7 @@ def event_features_cover_sessions(warehouse: WarehouseResource) -> dg.AssetCheck
     description="The chosen annotator labelled every staged session once, with a known status.",
 )
 def annotations_cover_sessions(warehouse: WarehouseResource, annotator: AnnotatorResource) -> dg.AssetCheckResult:
-    with warehouse.warehouse(publish_after=False) as wh:
+    with warehouse.warehouse() as wh:
         bad = checks.annotation_violations(wh, annotator.annotator)
         failed = checks.failed_annotations(wh, annotator.annotator)
     return dg.AssetCheckResult(
@@ -42,7 +42,7 @@ def annotations_cover_sessions(warehouse: WarehouseResource, annotator: Annotato
 )
 def session_features_shape(warehouse: WarehouseResource, annotator: AnnotatorResource) -> dg.AssetCheckResult:
     rubric = annotator.rubric()
-    with warehouse.warehouse(publish_after=False) as wh:
+    with warehouse.warehouse() as wh:
         bad = checks.session_feature_violations(wh, rubric)
     return dg.AssetCheckResult(
         passed=bad == 0, metadata={"violations": bad, "annotated_columns": len(feature_columns(rubric))}

@@ -39,7 +39,7 @@ def raw_drop(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
     key = context.partition_key
     path = find_drop(warehouse.drops, key)
     context.log.info(f"reading drop {key} from {path}")
-    with warehouse.warehouse() as wh:
+    with warehouse.warehouse(transaction=False) as wh:  # load_drop commits in batches (see ingest/load.py)
         load_drop(wh, key, path, progress=context.log.info)
         counts = {t: wh.count(t, "drop_id = ?", [key]) for t in tables.RAW_TABLES}
         ok, facts = reconcile_drop(wh, key)

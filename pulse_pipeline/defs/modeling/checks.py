@@ -14,7 +14,7 @@ from ..specs import key
     description="No rated session's prediction came from a model trained on its rating (field notes §5).",
 )
 def predictions_are_out_of_fold(warehouse: WarehouseResource) -> dg.AssetCheckResult:
-    with warehouse.warehouse(publish_after=False) as wh:
+    with warehouse.warehouse() as wh:
         audit = audit_stored_predictions(wh)
     return dg.AssetCheckResult(
         passed=audit.passed,

@@ -53,7 +53,7 @@ RULES: list[tuple[tables.Table, str, str, str]] = [
 def _make_check(t: tables.Table, name: str, description: str, sql: str) -> dg.AssetChecksDefinition:
     @dg.asset_check(asset=key(t), name=name, description=description, blocking=True)
     def _check(warehouse: WarehouseResource) -> dg.AssetCheckResult:
-        with warehouse.warehouse(publish_after=False) as wh:
+        with warehouse.warehouse() as wh:
             bad = wh.con.execute(sql).fetchone()[0]
         return dg.AssetCheckResult(passed=bad == 0, metadata={"violations": bad})
 
