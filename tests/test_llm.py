@@ -16,6 +16,7 @@ import pytest
 
 from pulse_pipeline import tables
 from pulse_pipeline.fake_llm import ANALYSIS_ANSWER, ISSUES_ANSWER, FakeLLM, Reply
+from pulse_pipeline.features import store
 from pulse_pipeline.features.annotation import AgentStep, Answer, SessionTranscript
 from pulse_pipeline.features.llm import (
     InvalidAnswer,
@@ -33,6 +34,7 @@ from pulse_pipeline.features.llm import (
 from pulse_pipeline.features.llm import request as llm_request
 from pulse_pipeline.features.prompts import PROMPT_VERSION
 from pulse_pipeline.features.rubric import DEFAULT_RUBRIC, Rubric, load_rubric
+from pulse_pipeline.warehouse import Warehouse
 
 RUBRIC = load_rubric()
 
@@ -520,3 +522,22 @@ def test_no_secret_leaves_the_machine_or_reaches_the_cache(fake_llm: FakeLLM) ->
         assert f"[REDACTED:{kind}]" in cached, kind
     assert "export SLACK_TOKEN=[REDACTED:secret]" in sent  # the variable name is kept
     assert "https://grace:[REDACTED:url_password]@git.example.org" in sent
+
+
+def test_answers_paid_for_survive_a_rolled_back_run(fake_llm: FakeLLM, tmp_path: Path) -> None:
+    """An asset's writes are one transaction (a killed or failed run leaves the previous tables), but the cache
+    commits each answer through its own cursor: after the annotations of a failing run are rolled back, the three
+    sessions' six answers are still cached, and annotating again makes no request."""
+    con = duckdb.connect(str(tmp_path / "w.duckdb"))
+    Warehouse(con)
+    sessions = [session(f"s{i}", f"task {i}") for i in range(3)]
+    con.begin()
+    annotations = LLMAnnotator(settings_for(fake_llm), LLMCache(con)).annotate(sessions, RUBRIC)
+    store.write_annotations(Warehouse(con), annotations, first_batch=True)
+    con.rollback()
+    assert con.execute("SELECT count(*) FROM features.annotations").fetchone() == (0,)
+    assert con.execute("SELECT count(*) FROM features.llm_cache").fetchone() == (6,)
+    fake_llm.requests.clear()
+    again = LLMAnnotator(settings_for(fake_llm), LLMCache(con))
+    again.annotate(sessions, RUBRIC)
+    assert fake_llm.requests == [] and again.totals.cache_hits == 6

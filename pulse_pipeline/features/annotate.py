@@ -1,7 +1,9 @@
 """Every staged session through an annotator (or the LLM judge), batch by batch: read transcripts, ask, write.
 
 Batches (``transcripts.iter_transcripts``) keep memory to one batch's events whatever the size of the warehouse;
-each batch is written as soon as it is answered, so a long LLM run that stops keeps what it paid for.
+each batch is written as soon as it is answered. The asset's writes are one transaction, so a run that stops
+writes nothing, but every LLM answer is committed to the cache at once (``llm/cache.py``, its own cursor): the
+re-run pays for nothing already answered.
 """
 
 from __future__ import annotations
