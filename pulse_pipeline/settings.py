@@ -16,6 +16,7 @@ an optional mapping in place of ``os.environ`` so tests can pass settings withou
 | PULSE_MODEL_FAMILIES | all four | comma-separated model families to compare |
 | PULSE_MODEL_CHOICE | pearson | how the family is chosen: pearson, mse or mae |
 | PULSE_CV_SEEDS | 5 | cross-validation repetitions (seeds 42, 43, ...) |
+| PULSE_MODEL_THREADS | 1 | OpenMP, BLAS and LightGBM threads per model fit (``all``: every usable core) |
 | PULSE_SHIFT_AUC | 0.6 | AUC above which rated sessions count as not representative |
 | PULSE_WIDTH_TOLERANCE | 0.02 | slack before a PPI interval narrower than theory allows is flagged |
 | PULSE_SEGMENT_MIN_RATINGS | 10 | ratings per arm a subgroup needs for an estimate |
@@ -184,11 +185,55 @@ def llm_settings(environ: Env | None = None) -> LLMSettings:
 # --- modeling ------------------------------------------------------------------------------------------------
 
 
+DEFAULT_MODEL_THREADS = 1
+"""OpenMP, BLAS and LightGBM threads per model fit unless PULSE_MODEL_THREADS says otherwise (``modeling/threads.py``
+applies it; the random forest's threads sleep rather than spin and use every usable core whatever it says).
+
+Why one: OpenMP and OpenBLAS worker threads spin while they wait, so two processes fitting at once with a thread per
+core each (the libraries' default) take the cores from each other's working threads. Measured on this project's
+2-core machine (``bench/concurrent_fits.py``: every family cross-validated, 5 folds, on 3 012 rated sessions x 20
+features; one run, load average 1.0 at start): one process alone 9.2 s with 1 thread, 9.4 s with both cores; two
+processes at once 16.0 s each with 1 thread (1.7x alone), 32.3 s with both cores (3.5x; hist_gbm 15.7x, lightgbm
+8.1x). Issue 12's 25 hist_gbm fits: 3.8 s alone, 3.9 s two at once with 1 thread; 4.6 s and 102 s with both cores.
+At this data size the boosted trees gain nothing from more threads; a bigger table on a machine that fits alone
+may set PULSE_MODEL_THREADS=all."""
+
+
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity (what a container's cpuset allows), not
+    ``os.cpu_count()`` (every core of the host). A CPU quota (``docker --cpus``) is not seen by either."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 @dataclass(frozen=True)
 class ModelingSettings:
     families: tuple[str, ...] = MODEL_FAMILIES
     choose_by: str = "pearson"
     cv_seeds: int = 5
+    threads: int = DEFAULT_MODEL_THREADS  # OpenMP, BLAS and LightGBM threads per model fit (PULSE_MODEL_THREADS)
+
+
+def model_threads(environ: Env | None = None) -> int:
+    """PULSE_MODEL_THREADS: a whole number >= 1, or ``all`` for ``usable_cores()``; default
+    ``DEFAULT_MODEL_THREADS``."""
+    raw = _text(_env(environ), "PULSE_MODEL_THREADS")
+    if raw is None:
+        return DEFAULT_MODEL_THREADS
+    if raw.lower() == "all":
+        return usable_cores()
+    try:
+        threads = int(raw)
+    except ValueError:
+        threads = 0
+    if threads < 1:
+        raise SettingsError(
+            f"PULSE_MODEL_THREADS={raw!r} must be a whole number of threads >= 1 or 'all' "
+            f"(default {DEFAULT_MODEL_THREADS})"
+        )
+    return threads
 
 
 def modeling_settings(environ: Env | None = None) -> ModelingSettings:
@@ -204,7 +249,7 @@ def modeling_settings(environ: Env | None = None) -> ModelingSettings:
     seeds = _integer(env, "PULSE_CV_SEEDS", 5)
     if seeds < 1:
         raise SettingsError(f"PULSE_CV_SEEDS={seeds} must be at least 1")
-    return ModelingSettings(families=families, choose_by=choose_by, cv_seeds=seeds)
+    return ModelingSettings(families=families, choose_by=choose_by, cv_seeds=seeds, threads=model_threads(env))
 
 
 # --- estimates -----------------------------------------------------------------------------------------------

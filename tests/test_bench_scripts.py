@@ -42,3 +42,15 @@ def test_ingest_bench_compares_small_files_with_one_jsonl_file(tmp_path):
     assert "files layout (302 files" in out and "jsonl layout (3 files" in out
     assert out.count("300 sessions,") == 2 and out.count("reconciled=True") == 2  # one summary per layout
     assert "files/jsonl: reading takes" in out
+
+
+def test_concurrent_fits_bench_times_one_process_alone_and_two_at_once():
+    out = _run("bench/concurrent_fits.py", "--sessions", "2000", "--families", "ordinal_logit", "--folds", "2")
+    # simulate_sessions(2000, seed=7) rates 88 sessions; one family x 2 folds x 1 seed
+    assert "88 rated sessions x 20 features" in out and "(2 folds x 1 CV seeds = 2 fits" in out
+    total = next(line for line in out.splitlines() if line.startswith("total")).split()
+    assert len(total) == 7  # alone, two at once and their ratio, for each of the two limits
+    # each limit's verdict quotes the ratio of its "total" row
+    assert f"threads=1 (default): two at once / alone = {total[3]} (" in out
+    assert f"(no limit): two at once / alone = {total[6]} (" in out
+    assert "one process alone, default / no limit = " in out

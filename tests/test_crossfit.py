@@ -29,6 +29,7 @@ from pulse_pipeline.modeling.crossfit import (
 )
 from pulse_pipeline.modeling.families import FAMILIES, make_model
 from pulse_pipeline.modeling.importance import permutation_importance_oof
+from pulse_pipeline.settings import usable_cores
 from pulse_pipeline.synth import FEATURE_NAMES, GeneratorParams, feature_matrix, simulate_sessions
 
 
@@ -74,7 +75,7 @@ def test_families_follow_the_paper_set_up():
     imputer = rf.steps[0][1]
     assert isinstance(imputer, SimpleImputer) and imputer.strategy == "constant" and imputer.fill_value == 0
     assert isinstance(rf[-1], RandomForestRegressor)
-    assert (rf[-1].n_estimators, rf[-1].n_jobs, rf[-1].random_state) == (400, 2, 3)
+    assert (rf[-1].n_estimators, rf[-1].n_jobs, rf[-1].random_state) == (400, usable_cores(), 3)
     hgb = make_model("hist_gbm", random_state=5)
     assert isinstance(hgb[-1], HistGradientBoostingRegressor) and hgb[-1].random_state == 5
     lgbm = make_model("lightgbm", random_state=9)[-1].get_params()
@@ -84,7 +85,8 @@ def test_families_follow_the_paper_set_up():
         "num_leaves": 15,
         "min_child_samples": 20,
     }
-    assert (lgbm["subsample"], lgbm["colsample_bytree"], lgbm["n_jobs"], lgbm["random_state"]) == (1.0, 1.0, 2, 9)
+    # n_jobs: PULSE_MODEL_THREADS (default 1)
+    assert (lgbm["subsample"], lgbm["colsample_bytree"], lgbm["n_jobs"], lgbm["random_state"]) == (1.0, 1.0, 1, 9)
     with pytest.raises(ValueError, match="ordinal_logit, random_forest, hist_gbm, lightgbm"):
         make_model("xgboost")
 

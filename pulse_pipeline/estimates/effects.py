@@ -32,6 +32,7 @@ import numpy as np
 import polars as pl
 from scipy.stats import norm
 
+from ..modeling.threads import native_threads
 from ..stats.aipw import aipw_mean, crossfit_propensity, propensity_auc
 from ..stats.naive import bootstrap_difference, permutation_pvalue, welch_difference
 from ..stats.ppi import best_width_ratio, crossppi_mean, difference, ppi_mean, wald_p_value
@@ -96,6 +97,7 @@ class Settings:
     seed: int = 0
     tolerance: float = 0.02
     auc_threshold: float = 0.6
+    threads: int | None = None  # native (BLAS) threads of the propensity fits; None: PULSE_MODEL_THREADS
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,9 @@ def _selection(arm: ArmData, s: Settings) -> tuple[np.ndarray, np.ndarray, float
     """The arm's rated mask (rated sessions first), cross-fit propensities, and their out-of-fold AUC."""
     X = np.vstack([arm.X_labeled, arm.X_unlabeled])
     rated = np.r_[np.ones(len(arm.y), bool), np.zeros(len(arm.f_unlabeled), bool)]
-    propensity = crossfit_propensity(X, rated, seed=s.seed + 42)
+    # the logistic fits run in OpenBLAS, whose threads spin like OpenMP's: capped as model fits are
+    with native_threads(s.threads):
+        propensity = crossfit_propensity(X, rated, seed=s.seed + 42)
     return rated, propensity, propensity_auc(rated, propensity)
 
 

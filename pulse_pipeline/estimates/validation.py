@@ -27,7 +27,8 @@ Cost choices (validation only; the pipeline's own settings are unchanged):
 - the draw: ``simulate_sessions`` assigns sessions to all three experiments (equal weights, equal arms), so
   6 x ``n_per_arm`` sessions are drawn and llm-backbone keeps ~``n_per_arm`` per arm (arm sizes vary, as in
   real traffic), ~150 of them rated;
-- worker processes run BLAS / OpenMP single-threaded (``workers`` processes already fill the cores).
+- worker processes run BLAS / OpenMP single-threaded (``workers`` processes already fill the cores): every fit
+  gets ``threads=1``, whatever PULSE_MODEL_THREADS says.
 
 Targets (``check_targets`` returns the unmet ones), at 95 % nominal:
 
@@ -73,7 +74,7 @@ PARAMS = GeneratorParams(direct_chattiness=2.0, selection_log_messages=1.6)
 """The generator as validation draws it: an arm's direct effect falls harder on chattier users (k = 2), and in the
 self_selected scenario who rates follows the user-message count more steeply than the paper's default (slope 1.6
 instead of 0.8 on log M), so a shortfall PPI would show in production shows plainly in 500 replications."""
-SETTINGS = Settings(n_resamples=1000, n_permutations=200)
+SETTINGS = Settings(n_resamples=1000, n_permutations=200, threads=1)  # one replication per core
 METHODS: tuple[str, ...] = ("naive_welch", "naive_bootstrap", "ppi", "crossppi", "aipw", "ppi_insample")
 COLUMNS: tuple[str, ...] = ("scenario", "method", "coverage", "mean_width", "bias", "replications", "share_flagged")
 PROGRESS_EVERY = 25
@@ -121,8 +122,9 @@ def replicate(
     unl = in_exp & ~rated
     X_lab, X_unl = feature_matrix(table, lab), feature_matrix(table, unl)
     y_lab = y_all[lab]
-    cf = crossfit_predict(X_lab, y_lab, X_unl, family, k=5, seed=seed % (2**31))
-    ins = insample_predict(X_lab, y_lab, X_unl, family, seed=seed % (2**31))
+    # one thread whatever PULSE_MODEL_THREADS says: ``validate`` runs one replication per core
+    cf = crossfit_predict(X_lab, y_lab, X_unl, family, k=5, seed=seed % (2**31), threads=1)
+    ins = insample_predict(X_lab, y_lab, X_unl, family, seed=seed % (2**31), threads=1)
 
     arm_lab, arm_unl = variant[lab], variant[unl]
 

@@ -19,6 +19,9 @@ Two different jobs share one fold loop:
 
 The model of seed s is ``make_model(family, random_state=s)`` in every fold, so ``crossfit_predict(seed=42)``
 reproduces the out-of-fold predictions of ``cross_validate``'s seed 42 exactly.
+
+Every fit and predict runs inside ``threads.native_threads``: ``threads`` native threads (None: the
+PULSE_MODEL_THREADS setting), so two processes fitting at once do not fight over the cores (``threads.py``).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from sklearn.model_selection import KFold
 from sklearn.pipeline import Pipeline
 
 from .families import FAMILIES, make_model
+from .threads import native_threads
 
 METRICS: tuple[str, ...] = ("mse", "mae", "pearson")
 """The metrics of ``CVResult.metrics``, in order (the paper's Table 2 rows)."""
@@ -195,15 +199,16 @@ def _summary(name: str, values: Sequence[float]) -> Metric:
 
 
 def _fit_folds(
-    X: np.ndarray, y: np.ndarray, family: str, k: int, seed: int, keep_models: bool
+    X: np.ndarray, y: np.ndarray, family: str, k: int, seed: int, keep_models: bool, threads: int
 ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, ...], tuple[Pipeline, ...]]:
-    """Out-of-fold predictions, fold ids, training rows per fold and (optionally) the fold models."""
+    """Out-of-fold predictions, fold ids, training rows per fold and (optionally) the fold models; call it
+    inside ``native_threads(threads)``."""
     oof = np.empty(y.shape[0], dtype=np.float64)
     fold = np.full(y.shape[0], -1, dtype=np.int64)
     train_rows: list[np.ndarray] = []
     models: list[Pipeline] = []
     for f, (train, test) in enumerate(KFold(n_splits=k, shuffle=True, random_state=seed).split(X)):
-        model = make_model(family, random_state=seed).fit(X[train], y[train])
+        model = make_model(family, random_state=seed, threads=threads).fit(X[train], y[train])
         oof[test] = model.predict(X[test])
         fold[test] = f
         train_rows.append(train)
@@ -225,6 +230,7 @@ def cross_validate(
     family: str,
     k: int = 5,
     seeds: Sequence[int] = (42, 43, 44, 45, 46),
+    threads: int | None = None,
 ) -> CVResult:
     """Repeated k-fold cross-validation of ``family`` on the labeled rows (see the module docstring for formulas).
 
@@ -232,6 +238,7 @@ def cross_validate(
     metrics on the pooled out-of-fold predictions. Returns per-seed metrics, their mean and sd (ddof=1) across
     seeds, and the first seed's out-of-fold predictions. A seed whose predictions (or labels) are constant gets
     Pearson NaN and a note instead of an error; the summary of a metric with any NaN seed is NaN.
+    ``threads``: native threads per fit (None: PULSE_MODEL_THREADS).
     """
     _check_family(family)
     X, y = _as_xy(X, y)
@@ -241,19 +248,16 @@ def cross_validate(
     k_used, note = effective_k(y.shape[0], k)
     notes: list[str] = [note] if note else []
     per_seed: list[SeedMetrics] = []
-    first_oof: np.ndarray | None = None
-    for seed in seeds:
-        oof, _, _, _ = _fit_folds(X, y, family, k_used, seed, keep_models=False)
-        if first_oof is None:
-            first_oof = oof
+    with native_threads(threads) as n:
+        oofs = [_fit_folds(X, y, family, k_used, seed, keep_models=False, threads=n)[0] for seed in seeds]
+    for seed, oof in zip(seeds, oofs, strict=True):
         err = y - oof
         r, why = pearson(y, oof)
         per_seed.append(SeedMetrics(seed, float(np.mean(err**2)), float(np.mean(np.abs(err))), r, why))
         if why:
             notes.append(f"seed {seed}: {why}")
     metrics = tuple(_summary(name, [getattr(s, name) for s in per_seed]) for name in METRICS)
-    assert first_oof is not None
-    return CVResult(family, int(y.shape[0]), metrics, tuple(per_seed), first_oof, k_used, tuple(notes))
+    return CVResult(family, int(y.shape[0]), metrics, tuple(per_seed), oofs[0], k_used, tuple(notes))
 
 
 def choose_family(results: Sequence[CVResult], by: str = "pearson") -> CVResult:
@@ -283,17 +287,21 @@ def crossfit_predict(
     family: str,
     k: int = 5,
     seed: int = 42,
+    threads: int | None = None,
 ) -> CrossFit:
     """Cross-fit predictions for every session: the only predictions valid for prediction-powered inference.
 
     Labeled row i gets f_{fold(i)}(x_i), the prediction of the model trained on the other k-1 folds; unlabeled
     row j gets (1/k) sum_f f_f(x_j), the mean of the k fold models (no unlabeled row was in any training set).
     With fewer than 2k labeled rows k drops to max(2, n // 2) (``note`` says so); fewer than 4 -> ValueError.
+    ``threads``: native threads per fit and predict (None: PULSE_MODEL_THREADS).
     """
     X, y, Xu = _checked_inputs(X_labeled, y, X_unlabeled, family)
     k_used, note = effective_k(y.shape[0], k)
-    oof, fold, train_rows, models = _fit_folds(X, y, family, k_used, seed, keep_models=True)
-    return CrossFit(family, k_used, seed, oof, fold, _mean_prediction(models, Xu), train_rows, models, "crossfit", note)
+    with native_threads(threads) as n:
+        oof, fold, train_rows, models = _fit_folds(X, y, family, k_used, seed, keep_models=True, threads=n)
+        unlabeled = _mean_prediction(models, Xu)
+    return CrossFit(family, k_used, seed, oof, fold, unlabeled, train_rows, models, "crossfit", note)
 
 
 def insample_predict(
@@ -302,6 +310,7 @@ def insample_predict(
     X_unlabeled: np.ndarray | None,
     family: str,
     seed: int = 42,
+    threads: int | None = None,
 ) -> CrossFit:
     """INVALID BY DESIGN, for the comparison the estimates stage shows: one model fit on all labels predicts
     every session, including the rated ones whose labels it was trained on.
@@ -313,15 +322,17 @@ def insample_predict(
     X, y, Xu = _checked_inputs(X_labeled, y, X_unlabeled, family)
     if y.shape[0] < 2:
         raise ValueError(f"only {y.shape[0]} labeled sessions: cannot fit a model")
-    model = make_model(family, random_state=seed).fit(X, y)
+    with native_threads(threads) as n_threads:
+        model = make_model(family, random_state=seed, threads=n_threads).fit(X, y)
+        fitted, unlabeled = model.predict(X), _mean_prediction((model,), Xu)
     n = y.shape[0]
     return CrossFit(
         family,
         1,
         seed,
-        model.predict(X),
+        fitted,
         np.zeros(n, dtype=np.int64),
-        _mean_prediction((model,), Xu),
+        unlabeled,
         (np.arange(n),),
         (model,),
         "insample",

@@ -22,6 +22,15 @@ is not needed here: ``features.session_features`` is already a dense numeric tab
 each category one-hot encoded as ``<feature>__<option>`` 0/1 columns (see ``features/wide.py``), so the arrays go
 straight to the imputer.
 
+Threads (``threads.py`` says why fits are capped at all): lightgbm gets ``n_jobs`` = the PULSE_MODEL_THREADS
+setting (default 1), because it sets its own OpenMP thread count and so escapes the cap ``threads.native_threads``
+puts around every fit. random_forest gets ``n_jobs`` = every core the process may use (``settings.usable_cores``,
+2 on this project's machines): its threads are Python threads that sleep while they wait, so two processes share
+the cores fairly instead of collapsing, and one alone fits 1.8x as fast as on one thread. With fixed seeds the
+thread count changes no prediction of ordinal_logit, hist_gbm or lightgbm at the pipeline's scale
+(``tests/test_threads.py``); the forest adds its trees' predictions in the order its threads finish, so its
+predictions agree run to run to ~1e-15, not bit for bit.
+
 ``OrdinalLogitRegressor`` is imported inside ``make_model`` so the other families work without it.
 """
 
@@ -32,7 +41,8 @@ from sklearn.impute import SimpleImputer
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 
-from ..settings import MODEL_FAMILIES
+from ..settings import MODEL_FAMILIES, usable_cores
+from .threads import threads_or_setting
 
 FAMILIES: tuple[str, ...] = MODEL_FAMILIES
 """Every model family, in the order ties are broken (the earlier family wins); the names live with the settings that
@@ -44,11 +54,12 @@ def _imputer() -> SimpleImputer:
     return SimpleImputer(strategy="constant", fill_value=0.0, keep_empty_features=True)
 
 
-def make_model(family: str, random_state: int = 0) -> Pipeline:
+def make_model(family: str, random_state: int = 0, threads: int | None = None) -> Pipeline:
     """A fresh, unfitted pipeline ``impute -> [scale ->] model`` for ``family`` (one of ``FAMILIES``).
 
     ``random_state`` seeds the randomized families (random_forest, hist_gbm, lightgbm); the ordinal logit is
-    deterministic. Tree families use ``n_jobs=2`` (this project's machines have two cores).
+    deterministic. ``threads`` (None: the PULSE_MODEL_THREADS setting) is lightgbm's ``n_jobs``; hist_gbm and the
+    ordinal logit take theirs from ``threads.native_threads``, and random_forest uses every usable core.
     """
     if family == "ordinal_logit":
         from .ordinal import OrdinalLogitRegressor  # lazy: written in a separate module
@@ -61,7 +72,7 @@ def make_model(family: str, random_state: int = 0) -> Pipeline:
             ]
         )
     if family == "random_forest":
-        model = RandomForestRegressor(n_estimators=400, n_jobs=2, random_state=random_state)
+        model = RandomForestRegressor(n_estimators=400, n_jobs=usable_cores(), random_state=random_state)
     elif family == "hist_gbm":
         model = HistGradientBoostingRegressor(random_state=random_state)
     elif family == "lightgbm":
@@ -72,7 +83,7 @@ def make_model(family: str, random_state: int = 0) -> Pipeline:
             learning_rate=0.05,
             num_leaves=15,
             min_child_samples=20,
-            n_jobs=2,
+            n_jobs=threads_or_setting(threads),
             verbose=-1,
             random_state=random_state,
         )

@@ -12,7 +12,8 @@ permuted among themselves (a random permutation per fold, repeat and feature)::
     sd_j         = sample sd (ddof=1) over the k * n_repeats values d_{f,r,j}
 
 Cost: one ``predict`` per chunk of (repeat, feature) pairs, the permuted copies stacked into one matrix, so a
-fold costs about n_repeats * n_features * |H_f| predicted rows in a handful of calls.
+fold costs about n_repeats * n_features * |H_f| predicted rows in a handful of calls, all inside
+``threads.native_threads`` like every fit (the fold models keep the ``n_jobs`` they were built with).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .crossfit import CrossFit
+from .threads import native_threads
 
 MAX_ROWS_PER_PREDICT = 250_000
 """Rows per stacked ``predict`` call: bounds memory at ~rows x features x 8 bytes (60 features: 120 MB)."""
@@ -46,12 +48,14 @@ def permutation_importance_oof(
     feature_names: Sequence[str],
     n_repeats: int = 5,
     seed: int = 0,
+    threads: int | None = None,
 ) -> list[Importance]:
     """Permutation importance of ``crossfit``'s fold models on their held-out rows (formula in the module
     docstring), sorted by rank (mean descending; ties keep the column order; NaN last).
 
     ``X_labeled`` and ``y`` are the labeled rows the cross-fit was trained on, in the same order. In-sample
-    predictions have no held-out rows, so they are refused.
+    predictions have no held-out rows, so they are refused. ``threads``: the OpenMP/BLAS cap while predicting
+    (None: PULSE_MODEL_THREADS).
     """
     if crossfit.method != "crossfit":
         raise ValueError(
@@ -73,28 +77,30 @@ def permutation_importance_oof(
     p = X.shape[1]
     rng = np.random.default_rng(seed)
     drops: list[np.ndarray] = []  # one (n_repeats, p) block per fold
-    for f, model in enumerate(crossfit.models):
-        held = np.flatnonzero(crossfit.fold == f)
-        if held.size < 2:
-            continue
-        Xh, yh = X[held], y[held]
-        h = held.size
-        base = float(np.mean((yh - model.predict(Xh)) ** 2))
-        # perms[r, j] is the permutation of the held-out rows for repeat r, feature j
-        perms = rng.permuted(np.broadcast_to(np.arange(h), (n_repeats, p, h)), axis=-1)
-        pairs = [(r, j) for r in range(n_repeats) for j in range(p)]
-        step = max(1, MAX_ROWS_PER_PREDICT // h)
-        rise = np.empty((n_repeats, p))
-        for start in range(0, len(pairs), step):
-            chunk = pairs[start : start + step]
-            rs = np.array([r for r, _ in chunk])
-            js = np.array([j for _, j in chunk])
-            stacked = np.broadcast_to(Xh, (len(chunk), h, p)).copy()
-            # copy c gets column js[c] replaced by its permuted values
-            stacked[np.arange(len(chunk))[:, None], np.arange(h)[None, :], js[:, None]] = Xh[perms[rs, js], js[:, None]]
-            pred = model.predict(stacked.reshape(-1, p)).reshape(len(chunk), h)
-            rise[rs, js] = np.mean((yh[None, :] - pred) ** 2, axis=1) - base
-        drops.append(rise)
+    with native_threads(threads):
+        for f, model in enumerate(crossfit.models):
+            held = np.flatnonzero(crossfit.fold == f)
+            if held.size < 2:
+                continue
+            Xh, yh = X[held], y[held]
+            h = held.size
+            base = float(np.mean((yh - model.predict(Xh)) ** 2))
+            # perms[r, j] is the permutation of the held-out rows for repeat r, feature j
+            perms = rng.permuted(np.broadcast_to(np.arange(h), (n_repeats, p, h)), axis=-1)
+            pairs = [(r, j) for r in range(n_repeats) for j in range(p)]
+            step = max(1, MAX_ROWS_PER_PREDICT // h)
+            rise = np.empty((n_repeats, p))
+            for start in range(0, len(pairs), step):
+                chunk = pairs[start : start + step]
+                rs = np.array([r for r, _ in chunk])
+                js = np.array([j for _, j in chunk])
+                stacked = np.broadcast_to(Xh, (len(chunk), h, p)).copy()
+                # copy c gets column js[c] replaced by its permuted values
+                copies, rows = np.arange(len(chunk))[:, None], np.arange(h)[None, :]
+                stacked[copies, rows, js[:, None]] = Xh[perms[rs, js], js[:, None]]
+                pred = model.predict(stacked.reshape(-1, p)).reshape(len(chunk), h)
+                rise[rs, js] = np.mean((yh[None, :] - pred) ** 2, axis=1) - base
+            drops.append(rise)
     if not drops:
         raise ValueError("no fold has two or more held-out rows: nothing to measure importance on")
 
