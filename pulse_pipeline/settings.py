@@ -12,6 +12,7 @@ an optional mapping in place of ``os.environ`` so tests can pass settings withou
 | PULSE_ANNOTATOR | heuristic | ``heuristic`` or ``llm`` |
 | PULSE_RUBRIC | the paper's rubric | a rubric TOML file |
 | PULSE_HUMAN_LABELS | none | human annotations to measure annotator agreement against |
+| PULSE_SCORE_FIELDS | none | JSON paths of numeric scores in session metadata, each a ``score_*`` column |
 | PULSE_LLM_* | see ``LLMSettings`` | the LLM annotator and judge |
 | PULSE_MODEL_FAMILIES | all four | comma-separated model families to compare |
 | PULSE_MODEL_CHOICE | pearson | how the family is chosen: pearson, mse or mae |
@@ -113,6 +114,23 @@ class FeatureSettings:
     rubric_path: Path | None = None  # None: the paper's rubric shipped with PULSE
     human_labels_path: Path | None = None
     llm_model: str | None = None  # set: the LLM judge runs (and the LLM annotator may be chosen)
+    score_fields: tuple[str, ...] = ()  # JSON paths into a session's metadata_json, e.g. ("a.b", "c")
+
+
+def score_fields(environ: Env | None = None) -> tuple[str, ...]:
+    """PULSE_SCORE_FIELDS: comma-separated JSON paths (``a.b`` is ``$.a.b``) of numeric scores a session's
+    metadata may carry (a score another system computed, e.g. an evaluator's). Each becomes the column
+    ``score_<path>`` of ``features.session_features`` (``features.wide.score_column``); paths are dot-separated
+    keys of letters, digits, ``_`` and ``-``, and two paths may not give the same column."""
+    raw = _text(_env(environ), "PULSE_SCORE_FIELDS")
+    fields = tuple(dict.fromkeys(f.strip() for f in (raw or "").split(",") if f.strip()))
+    for f in fields:
+        if not all(part and part.replace("_", "").replace("-", "").isalnum() for part in f.split(".")):
+            raise SettingsError(f"PULSE_SCORE_FIELDS: {f!r} is not a dot-separated path of keys (e.g. eval.score)")
+    columns = [f.replace(".", "_").replace("-", "_").lower() for f in fields]
+    if len(set(columns)) != len(columns):
+        raise SettingsError(f"PULSE_SCORE_FIELDS={raw!r}: two paths give the same column name")
+    return fields
 
 
 def feature_settings(environ: Env | None = None) -> FeatureSettings:
@@ -125,6 +143,7 @@ def feature_settings(environ: Env | None = None) -> FeatureSettings:
         rubric_path=_path(env, "PULSE_RUBRIC"),
         human_labels_path=_path(env, "PULSE_HUMAN_LABELS"),
         llm_model=_text(env, "PULSE_LLM_MODEL"),
+        score_fields=score_fields(env),
     )
 
 

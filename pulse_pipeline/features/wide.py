@@ -4,11 +4,28 @@ Columns, in a stable order: the event features (``tables.EVENT_FEATURES``), then
 order: a ``yes_no`` feature is one 0/1 column; a ``category`` or ``categories`` feature is one 0/1 column per option,
 ``<feature>__<option>``, in the rubric's option order. A session the annotator could not answer has NULLs there
 (and ``annotation_status`` says why). The columns follow the rubric, so a new rubric entry becomes new columns.
+
+Then the scores that already exist, as features (``SCORE_COLUMNS`` then one column per configured field):
+
+- ``judge_likert``: the LLM judge's 1-5 Likert score (``features.judge_scores.likert_score`` of the configured
+  judge model, rows with status ``ok`` or ``truncated``); NULL where the judge did not run or did not answer, and
+  NULL for every session when no LLM is configured.
+- ``score_<path>``: for each JSON path of ``PULSE_SCORE_FIELDS`` (``a.b`` reads ``$.a.b`` of the session's
+  ``metadata_json``; the column name is the path with ``.`` and ``-`` as ``_``, lower case), the value when it is
+  a JSON number; NULL when the path is absent, and NULL when the value is not a number (a string, a boolean, an
+  object): those are counted per column in ``WideBuild.non_numeric`` and the asset's metadata.
+- The OpenHands critic's scores are event features already (``critic_score_last``/``_mean``/``_min``).
+
+What the models see where a score is NULL: the pipelines impute a constant 0 (``modeling/families.py``). For
+``judge_likert`` 0 lies below the 1-5 scale, so a tree separates "not judged" from any score; a linear model (the
+ordinal logit) reads it as a very low score. A column NULL for every session is all 0 after imputation: it carries
+nothing and changes no prediction, so an unconfigured judge or an absent metadata score costs nothing.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 from .. import tables
 from ..warehouse import Warehouse
@@ -28,11 +45,39 @@ def feature_columns(rubric: Rubric) -> list[str]:
     return cols
 
 
+SCORE_COLUMNS = ("judge_likert",)
+"""Scores PULSE itself may have computed, as columns after the rubric's (see the module docstring)."""
+
+
+def score_column(path: str) -> str:
+    """The column of a ``PULSE_SCORE_FIELDS`` path: ``eval.score-v2`` -> ``score_eval_score_v2``."""
+    return "score_" + path.replace(".", "_").replace("-", "_").lower()
+
+
+@dataclass(frozen=True)
+class WideBuild:
+    """What ``build_session_features`` wrote: rows, and per ``score_*`` column how many sessions had a value at
+    its path that was not a JSON number (written as NULL)."""
+
+    rows: int
+    non_numeric: dict[str, int] = field(default_factory=dict)
+
+
 def _q(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def build_session_features(wh: Warehouse, rubric: Rubric, annotator: str, prompt_version: str) -> int:
+def build_session_features(
+    wh: Warehouse,
+    rubric: Rubric,
+    annotator: str,
+    prompt_version: str,
+    judge_model: str | None = None,
+    score_fields: tuple[str, ...] = (),
+) -> WideBuild:
+    """Rebuild ``features.session_features`` from the event features, ``annotator``'s answers of
+    ``prompt_version``, ``judge_model``'s Likert scores (None: the column is all NULL) and the metadata scores at
+    ``score_fields`` (see the module docstring)."""
     pivots = []
     for f in rubric.features:
         value = f"max(CASE WHEN v.feature = {_q(f.name)} AND v.value <> '' THEN v.value END)"
@@ -46,6 +91,12 @@ def build_session_features(wh: Warehouse, rubric: Rubric, annotator: str, prompt
                 )
     event_cols = ", ".join(f'ef."{c}"' for c in tables.EVENT_FEATURES.column_names if c != "session_id")
     feature_cols = ", ".join(f'a."{c}"' for c in feature_columns(rubric))
+    paths = [(score_column(p), "$." + p) for p in score_fields]
+    score_cols = "".join(
+        f", CASE WHEN json_type(s.metadata_json, {_q(path)}) IN ('BIGINT', 'UBIGINT', 'DOUBLE')"
+        f' THEN json_extract(s.metadata_json, {_q(path)})::DOUBLE END AS "{col}"'
+        for col, path in paths
+    )
     wh.con.execute(
         f"""
         CREATE OR REPLACE TABLE features.session_features AS
@@ -56,15 +107,28 @@ def build_session_features(wh: Warehouse, rubric: Rubric, annotator: str, prompt
             GROUP BY v.session_id
         ), status AS (
             SELECT session_id, status FROM features.annotations WHERE annotator = ? AND prompt_version = ?
+        ), judge AS (
+            SELECT session_id, max(likert_score) AS judge_likert FROM features.judge_scores
+            WHERE model = ? AND status IN ('ok', 'truncated') GROUP BY session_id
         )
         SELECT s.session_id, {event_cols}, {feature_cols},
+               j.judge_likert::DOUBLE AS judge_likert{score_cols},
                coalesce(st.status, 'missing') AS annotation_status
         FROM staging.sessions s
         LEFT JOIN features.event_features ef USING (session_id)
         LEFT JOIN answers a USING (session_id)
         LEFT JOIN status st USING (session_id)
+        LEFT JOIN judge j USING (session_id)
         ORDER BY s.session_id
     """,
-        [annotator, prompt_version, annotator, prompt_version],
+        [annotator, prompt_version, annotator, prompt_version, judge_model],
     )
-    return wh.con.execute("SELECT count(*) FROM features.session_features").fetchone()[0]
+    non_numeric = {
+        col: wh.con.execute(
+            "SELECT count(*) FROM staging.sessions WHERE json_type(metadata_json, ?) NOT IN"
+            " ('BIGINT', 'UBIGINT', 'DOUBLE', 'NULL')",
+            [path],
+        ).fetchone()[0]
+        for col, path in paths
+    }
+    return WideBuild(wh.con.execute("SELECT count(*) FROM features.session_features").fetchone()[0], non_numeric)

@@ -13,7 +13,7 @@ from ...features.annotate import annotate_sessions, judge_sessions
 from ...features.event_features import build_event_features
 from ...features.llm import LLMAnnotator, LLMCache, LLMJudge
 from ...features.wide import build_session_features, feature_columns
-from ...settings import llm_settings
+from ...settings import feature_settings, llm_settings
 from ..markdown import markdown_table
 from ..resources import WarehouseResource
 from ..specs import EAGER, SESSION_FEATURES_KEY, key, table_spec
@@ -101,22 +101,25 @@ def annotator_agreement(
 
 @dg.asset(
     key=SESSION_FEATURES_KEY,
-    deps=[key(tables.EVENT_FEATURES), key(tables.ANNOTATION_VALUES)],
+    deps=[key(tables.EVENT_FEATURES), key(tables.ANNOTATION_VALUES), key(tables.JUDGE_SCORES)],
     group_name="features",
     kinds={"duckdb"},
     automation_condition=EAGER,
-    description="One row per session: event features and the chosen annotator's rubric answers, one-hot, "
-    "in a stable column order (the model stage reads this).",
+    description="One row per session: event features, the chosen annotator's rubric answers, one-hot, the LLM "
+    "judge's Likert score and the PULSE_SCORE_FIELDS metadata scores, in a stable column order (the model stage "
+    "reads this).",
 )
 def session_features(warehouse: WarehouseResource, annotator: AnnotatorResource) -> dg.MaterializeResult:
     rubric = annotator.rubric()
+    fields = feature_settings().score_fields
     with warehouse.warehouse() as wh:
         version = store.latest_prompt_version(wh, annotator.annotator) or ""
-        n = build_session_features(wh, rubric, annotator.annotator, version)
+        built = build_session_features(wh, rubric, annotator.annotator, version, annotator.llm_model, fields)
         preview = wh.frame("SELECT * FROM features.session_features LIMIT 5")
     return dg.MaterializeResult(
         metadata={
-            "dagster/row_count": n,
+            "dagster/row_count": built.rows,
+            **{f"non_numeric_{col}": n for col, n in built.non_numeric.items()},
             "annotator": annotator.annotator,
             "prompt_version": version,
             "annotated_columns": len(feature_columns(rubric)),
