@@ -229,6 +229,18 @@ EVENT_FEATURES = _t(
     ("critic_score_mean", DOUBLE),
     ("critic_score_min", DOUBLE),
     ("critic_scored_events", INTEGER),
+    ("user_english_share", DOUBLE),
+    ("user_sentiment_mean", DOUBLE),
+    ("user_sentiment_min", DOUBLE),
+    ("user_sentiment_max", DOUBLE),
+    ("user_sentiment_first", DOUBLE),
+    ("user_sentiment_last", DOUBLE),
+    ("user_sentiment_slope", DOUBLE),
+    ("user_negative_share", DOUBLE),
+    ("last_user_message_chars", INTEGER),
+    ("ends_on_thanks", INTEGER),
+    ("ends_on_complaint", INTEGER),
+    ("ends_on_agent_turn", INTEGER),
 )
 
 ANNOTATIONS = _t(

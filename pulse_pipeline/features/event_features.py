@@ -47,6 +47,12 @@ Rules (events are those of the session's winning record in ``staging.sessions``)
   ``ordinal_logit`` cannot fully, and on a corpus that mixes scored and unscored sessions (a critic switched on
   for one arm only) its critic coefficients mix "low score" with "no critic". Without any score in the corpus the
   columns are constant and change no model.
+- Sentiment (``sentiment.py``, whose docstring gives every rule): the VADER compound score of each English user
+  message (the messages ``user_message_count`` counts), summarised per session as ``user_sentiment_mean`` /
+  ``_min`` / ``_max`` / ``_first`` / ``_last`` / ``_slope`` and ``user_negative_share`` (NULL when no user message
+  is English), ``user_english_share``, ``last_user_message_chars``, and whether the session ends on thanks, on a
+  complaint or on the agent's turn (``ends_on_thanks`` / ``ends_on_complaint`` / ``ends_on_agent_turn``, 0/1).
+  Scored in Python once per session and joined back as a small table, like the parsed commands.
 """
 
 from __future__ import annotations
@@ -57,9 +63,12 @@ import pyarrow as pa
 
 from .. import tables
 from ..warehouse import Warehouse
+from .sentiment import COLUMNS as SENTIMENT_COLUMNS
+from .sentiment import sentiment_table
 from .shell import GIT_OPERATIONS, git_subcommands, is_test_command, python_shell_commands
 
 LOOKUP = "_pulse_event_feature_commands"
+SENTIMENT = "_pulse_event_feature_sentiment"
 
 _CODE = (
     "coalesce(e.text, json_extract_string(e.raw_json, '$.args.code'),"
@@ -78,6 +87,9 @@ spares a join."""
 
 _SUM_OPS = ",\n    ".join(f"sum(c.{op}_n)::INTEGER AS {op}_n" for op in GIT_OPERATIONS)
 _OP_COLUMNS = ",\n    ".join(f"coalesce(g.{op}_n, 0), (coalesce(g.{op}_n, 0) > 0)::INTEGER" for op in GIT_OPERATIONS)
+_SENTIMENT_COLUMNS = ",\n    ".join(
+    f"coalesce(snt.{c}, 0)" if c.startswith("ends_on_") else f"snt.{c}" for c in SENTIMENT_COLUMNS
+)
 _METRIC = "json_extract_string(e.raw_json, '$.value.{prefix}usage_to_metrics.*.{path}')"
 
 
@@ -196,7 +208,8 @@ SELECT s.session_id,
     critic.last,
     critic.mean,
     critic.min,
-    coalesce(critic.n, 0)
+    coalesce(critic.n, 0),
+    {_SENTIMENT_COLUMNS}
 FROM staging.sessions s
 LEFT JOIN counts k USING (session_id)
 LEFT JOIN git g USING (session_id)
@@ -206,9 +219,11 @@ LEFT JOIN v0 USING (session_id)
 LEFT JOIN v1 USING (session_id)
 LEFT JOIN usage USING (session_id)
 LEFT JOIN critic USING (session_id)
+LEFT JOIN {SENTIMENT} snt USING (session_id)
 ORDER BY s.session_id
 """
-"""The table, given the lookup ``{LOOKUP}(is_code, body, <op>_n..., is_test)`` of parsed commands."""
+"""The table, given the lookup ``{LOOKUP}(is_code, body, <op>_n..., is_test)`` of parsed commands and the
+per-session ``{SENTIMENT}`` (``sentiment.SCHEMA``)."""
 
 LOOKUP_SCHEMA = pa.schema(
     [("is_code", pa.bool_()), ("body", pa.string())]
@@ -246,8 +261,11 @@ def command_lookup(wh: Warehouse) -> pa.Table:
 def build_event_features(wh: Warehouse) -> int:
     """Replace ``features.event_features`` (one row per session of ``staging.sessions``); returns its row count."""
     lookup = command_lookup(wh)
+    sentiment = sentiment_table(wh)
     wh.con.register(LOOKUP, lookup)
+    wh.con.register(SENTIMENT, sentiment)
     try:
         return wh.replace_table(tables.EVENT_FEATURES, EVENT_FEATURES_SQL)
     finally:
         wh.con.unregister(LOOKUP)
+        wh.con.unregister(SENTIMENT)
