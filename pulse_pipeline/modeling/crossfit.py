@@ -20,6 +20,12 @@ Two different jobs share one fold loop:
 The model of seed s is ``make_model(family, random_state=s)`` in every fold, so ``crossfit_predict(seed=42)``
 reproduces the out-of-fold predictions of ``cross_validate``'s seed 42 exactly.
 
+The text of what users wrote (``text.py``) enters through ``text``, a ``text.TextFeature``: the tabular families get
+one extra column, the nested cross-fit text score (a training row of fold k carries its inner cross-fit score, a
+held-out or unlabeled row the score of the ridge fitted on all of fold k's training rows), and the family "text" is
+the ridge alone (a held-out row's prediction is its outer score). Every label a fold's text scores used joins that
+fold's ``train_index_by_fold``, so ``oof_violations`` sees a leak through the text too.
+
 Every fit and predict runs inside ``threads.native_threads``: ``threads`` native threads (None: the
 PULSE_MODEL_THREADS setting), so two processes fitting at once do not fight over the cores (``threads.py``).
 """
@@ -35,10 +41,17 @@ from sklearn.model_selection import KFold
 from sklearn.pipeline import Pipeline
 
 from .families import FAMILIES, make_model
+from .text import FoldTextScores, TextFeature
 from .threads import native_threads
 
 METRICS: tuple[str, ...] = ("mse", "mae", "pearson")
 """The metrics of ``CVResult.metrics``, in order (the paper's Table 2 rows)."""
+
+TEXT_FAMILY = "text"
+"""The family whose prediction is the text ridge's out-of-fold score alone (``text.py``)."""
+
+TEXT_SCORE = "text_score"
+"""The name of the extra column the tabular families get when the text is given."""
 
 MIN_LABELED = 4
 """Fewest labeled rows cross-fitting accepts: two folds of two rows each."""
@@ -95,7 +108,9 @@ class CrossFit:
 
     ``oof[i]``, the prediction for labeled row i, is that of ``models[fold[i]]``, whose training rows (indices
     into the labeled rows) are ``train_index_by_fold[fold[i]]``; ``unlabeled[j]``, the prediction for unlabeled
-    row j, is the mean over ``models``.
+    row j, is the mean over ``models``. With the text, ``text_score[i]`` is the text score labeled row i carried
+    when it was predicted (the column ``TEXT_SCORE`` appended to its features; the family "text" predicts it
+    itself) and ``text_folds`` are the nested scores with their training rows; ``models`` is empty for "text".
     ``method`` is "crossfit" (valid for PPI) or "insample" (``insample_predict``: invalid, for comparison only).
     """
 
@@ -109,6 +124,8 @@ class CrossFit:
     models: tuple[Pipeline, ...]
     method: str = "crossfit"
     note: str | None = None
+    text_score: np.ndarray | None = None
+    text_folds: tuple[FoldTextScores, ...] = ()
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -135,6 +152,15 @@ def _as_xy(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if np.any(np.isinf(X)):
         raise ValueError("X has infinite values; only NaN (missing, imputed as 0) is accepted")
     return X, y
+
+
+def _check_text(family: str, text: TextFeature | None) -> None:
+    if family == TEXT_FAMILY and text is None:
+        raise ValueError(f"the {TEXT_FAMILY!r} family needs the sessions' text: pass text=TextFeature(...)")
+
+
+def _text_folds(text: TextFeature | None, y: np.ndarray, k: int, seed: int) -> tuple[FoldTextScores, ...] | None:
+    return None if text is None else text.scores(y, k, seed)
 
 
 def _as_unlabeled(X_unlabeled: np.ndarray | None, n_features: int) -> np.ndarray:
@@ -199,22 +225,59 @@ def _summary(name: str, values: Sequence[float]) -> Metric:
 
 
 def _fit_folds(
-    X: np.ndarray, y: np.ndarray, family: str, k: int, seed: int, keep_models: bool, threads: int
-) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, ...], tuple[Pipeline, ...]]:
-    """Out-of-fold predictions, fold ids, training rows per fold and (optionally) the fold models; call it
-    inside ``native_threads(threads)``."""
+    X: np.ndarray,
+    y: np.ndarray,
+    family: str,
+    k: int,
+    seed: int,
+    keep_models: bool,
+    threads: int,
+    X_unlabeled: np.ndarray | None = None,
+    text_folds: Sequence[FoldTextScores] | None = None,
+) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, ...], tuple[Pipeline, ...], np.ndarray, np.ndarray | None]:
+    """Out-of-fold predictions, fold ids, the labeled rows each fold's prediction used, the fold models (when
+    ``keep_models``), the unlabeled rows' mean prediction over the folds, and the text score each labeled row
+    carried (None without text); call it inside ``native_threads(threads)``.
+
+    With ``text_folds`` the folds are theirs (``TextFeature.scores`` makes them with the same KFold), the tabular
+    model of fold f is fitted on [X, inner text score] of its training rows and predicts [X, outer text score], and
+    the rows of fold f's ``train_index_by_fold`` are its training rows plus every label its text scores used."""
+    Xu = np.empty((0, X.shape[1])) if X_unlabeled is None else X_unlabeled
     oof = np.empty(y.shape[0], dtype=np.float64)
     fold = np.full(y.shape[0], -1, dtype=np.int64)
+    text_score = None if text_folds is None else np.empty(y.shape[0], dtype=np.float64)
     train_rows: list[np.ndarray] = []
     models: list[Pipeline] = []
-    for f, (train, test) in enumerate(KFold(n_splits=k, shuffle=True, random_state=seed).split(X)):
-        model = make_model(family, random_state=seed, threads=threads).fit(X[train], y[train])
-        oof[test] = model.predict(X[test])
+    unlabeled: list[np.ndarray] = []
+    if text_folds is None:
+        splits = list(KFold(n_splits=k, shuffle=True, random_state=seed).split(X))
+    else:
+        splits = [(t.train_rows, t.held_out_rows) for t in text_folds]
+    for f, (train, test) in enumerate(splits):
+        model = None
+        if text_folds is None:
+            model = make_model(family, random_state=seed, threads=threads).fit(X[train], y[train])
+            oof[test] = model.predict(X[test])
+            unlabeled.append(model.predict(Xu) if Xu.shape[0] else np.empty(0))
+            train_rows.append(train)
+        else:
+            t = text_folds[f]
+            text_score[test] = t.held_out_scores
+            train_rows.append(np.union1d(train, t.labels_used))
+            if family == TEXT_FAMILY:
+                oof[test] = t.held_out_scores
+                unlabeled.append(t.unlabeled_scores)
+            else:
+                model = make_model(family, random_state=seed, threads=threads)
+                model.fit(np.column_stack([X[train], t.train_scores]), y[train])
+                oof[test] = model.predict(np.column_stack([X[test], t.held_out_scores]))
+                has_rows = Xu.shape[0] > 0
+                unlabeled.append(model.predict(np.column_stack([Xu, t.unlabeled_scores])) if has_rows else np.empty(0))
         fold[test] = f
-        train_rows.append(train)
-        if keep_models:
+        if keep_models and model is not None:
             models.append(model)
-    return oof, fold, tuple(train_rows), tuple(models)
+    mean_unlabeled = np.mean(np.stack(unlabeled), axis=0) if Xu.shape[0] else np.empty(0, dtype=np.float64)
+    return oof, fold, tuple(train_rows), tuple(models), mean_unlabeled, text_score
 
 
 def _mean_prediction(models: Sequence[Pipeline], X_unlabeled: np.ndarray) -> np.ndarray:
@@ -231,6 +294,7 @@ def cross_validate(
     k: int = 5,
     seeds: Sequence[int] = (42, 43, 44, 45, 46),
     threads: int | None = None,
+    text: TextFeature | None = None,
 ) -> CVResult:
     """Repeated k-fold cross-validation of ``family`` on the labeled rows (see the module docstring for formulas).
 
@@ -238,10 +302,14 @@ def cross_validate(
     metrics on the pooled out-of-fold predictions. Returns per-seed metrics, their mean and sd (ddof=1) across
     seeds, and the first seed's out-of-fold predictions. A seed whose predictions (or labels) are constant gets
     Pearson NaN and a note instead of an error; the summary of a metric with any NaN seed is NaN.
-    ``threads``: native threads per fit (None: PULSE_MODEL_THREADS).
+    ``threads``: native threads per fit (None: PULSE_MODEL_THREADS). ``text``: the labeled rows' text (rows in
+    the order of ``X``); the tabular families then get the nested text score as one more column, and the family
+    "text" (which needs it) is the text ridge alone. Each seed's text scores are computed once and shared by every
+    family given the same ``text``.
     """
     _check_family(family)
     X, y = _as_xy(X, y)
+    _check_text(family, text)
     seeds = tuple(int(s) for s in seeds)
     if not seeds:
         raise ValueError("cross_validate needs at least one seed")
@@ -249,7 +317,10 @@ def cross_validate(
     notes: list[str] = [note] if note else []
     per_seed: list[SeedMetrics] = []
     with native_threads(threads) as n:
-        oofs = [_fit_folds(X, y, family, k_used, seed, keep_models=False, threads=n)[0] for seed in seeds]
+        oofs = [
+            _fit_folds(X, y, family, k_used, seed, False, n, text_folds=_text_folds(text, y, k_used, seed))[0]
+            for seed in seeds
+        ]
     for seed, oof in zip(seeds, oofs, strict=True):
         err = y - oof
         r, why = pearson(y, oof)
@@ -288,20 +359,31 @@ def crossfit_predict(
     k: int = 5,
     seed: int = 42,
     threads: int | None = None,
+    text: TextFeature | None = None,
 ) -> CrossFit:
     """Cross-fit predictions for every session: the only predictions valid for prediction-powered inference.
 
     Labeled row i gets f_{fold(i)}(x_i), the prediction of the model trained on the other k-1 folds; unlabeled
     row j gets (1/k) sum_f f_f(x_j), the mean of the k fold models (no unlabeled row was in any training set).
     With fewer than 2k labeled rows k drops to max(2, n // 2) (``note`` says so); fewer than 4 -> ValueError.
-    ``threads``: native threads per fit and predict (None: PULSE_MODEL_THREADS).
+    ``threads``: native threads per fit and predict (None: PULSE_MODEL_THREADS). ``text``: the sessions' text
+    (``text.labeled`` rows in the order of ``X_labeled``, ``text.unlabeled`` in that of ``X_unlabeled``); with it
+    the tabular families get the nested text score as one more column (see ``_fit_folds``), the family "text" is
+    the ridge alone, and ``train_index_by_fold`` lists every label each fold's prediction used, text included.
     """
     X, y, Xu = _checked_inputs(X_labeled, y, X_unlabeled, family)
+    _check_text(family, text)
+    if text is not None and text.unlabeled.shape[0] != Xu.shape[0]:
+        raise ValueError(f"the text has {text.unlabeled.shape[0]} unlabeled rows but X_unlabeled has {Xu.shape[0]}")
     k_used, note = effective_k(y.shape[0], k)
+    text_folds = _text_folds(text, y, k_used, seed)
     with native_threads(threads) as n:
-        oof, fold, train_rows, models = _fit_folds(X, y, family, k_used, seed, keep_models=True, threads=n)
-        unlabeled = _mean_prediction(models, Xu)
-    return CrossFit(family, k_used, seed, oof, fold, unlabeled, train_rows, models, "crossfit", note)
+        oof, fold, train_rows, models, unlabeled, text_score = _fit_folds(
+            X, y, family, k_used, seed, True, n, X_unlabeled=Xu, text_folds=text_folds
+        )
+    return CrossFit(
+        family, k_used, seed, oof, fold, unlabeled, train_rows, models, "crossfit", note, text_score, text_folds or ()
+    )
 
 
 def insample_predict(

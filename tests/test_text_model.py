@@ -1,0 +1,207 @@
+"""The text model (modeling/text.py) and its nested cross-fitting through crossfit.py.
+
+The corpus is made here: sessions whose user messages carry the rating ("thanks great" for 4-5 stars, "broken
+useless" for 1-2) among neutral words, so the words predict the stars and the tabular features (pure noise) do not.
+Expected values are recomputed with plain scikit-learn calls (TfidfVectorizer, Ridge, KFold, cross_val_predict).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+import scipy.sparse as sp
+from scipy.stats import pearsonr
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.linear_model import Ridge
+from sklearn.model_selection import KFold, cross_val_predict
+
+from pulse_pipeline.modeling.crossfit import cross_validate, crossfit_predict, oof_violations
+from pulse_pipeline.modeling.text import (
+    FoldTextScores,
+    TextFeature,
+    nested_text_scores,
+    session_texts,
+    text_score_violations,
+    top_terms,
+    vectorize,
+)
+
+GOOD = ("thanks great", "works perfectly now", "great job thank you", "awesome that fixed it")
+BAD = ("broken useless", "still broken", "useless it does not work", "wrong again give up")
+NEUTRAL = ("please fix the failing test", "can you add a flag", "run the build", "look at the parser")
+SECRET = "ghp_" + "Zq9x" * 9
+
+
+def corpus(n: int = 120, n_rated: int = 90, seed: int = 0):
+    """Session ids, their messages, labels (NaN for the unrated tail) and 3 noise features."""
+    rng = np.random.default_rng(seed)
+    stars = rng.integers(1, 6, n).astype(float)
+    messages = {}
+    for i in range(n):
+        words = GOOD if stars[i] >= 4 else BAD if stars[i] <= 2 else NEUTRAL
+        messages[f"s{i:03d}"] = [NEUTRAL[rng.integers(4)], words[rng.integers(4)]]
+    messages["s000"].append(f"my token is {SECRET} and mail me at jane.doe@example.com")
+    y = np.where(np.arange(n) < n_rated, stars, np.nan)
+    return sorted(messages), messages, y, rng.normal(size=(n, 3))
+
+
+@pytest.fixture(scope="module")
+def texts():
+    ids, messages, y, X = corpus()
+    matrix = vectorize(session_texts(ids, messages))
+    rated = ~np.isnan(y)
+    feature = TextFeature(matrix.Z[rated], matrix.Z[~rated])
+    return ids, messages, y, X, matrix, feature
+
+
+def hand_matrix(ids, messages) -> sp.csr_matrix:
+    """The three TF-IDF blocks of text.py, with plain scikit-learn calls on the texts (no secret in this corpus
+    except SECRET, which redaction replaces; here it is replaced by hand)."""
+    joined = ["\n".join(messages[s]) for s in ids]
+    last = [messages[s][-1] for s in ids]
+    joined = [
+        t.replace(SECRET, "[REDACTED:github_token]").replace("jane.doe@example.com", "[REDACTED:email]") for t in joined
+    ]
+    last = [
+        t.replace(SECRET, "[REDACTED:github_token]").replace("jane.doe@example.com", "[REDACTED:email]") for t in last
+    ]
+    opts = {"sublinear_tf": True, "min_df": 2}
+    word = TfidfVectorizer(analyzer="word", ngram_range=(1, 2), **opts).fit_transform(joined)
+    char = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), **opts).fit_transform(joined)
+    last_block = TfidfVectorizer(analyzer="word", ngram_range=(1, 2), **opts).fit_transform(last) * 0.5
+    return sp.hstack([word, char, last_block], format="csr")
+
+
+def test_the_matrix_is_three_tfidf_blocks_of_redacted_text(texts):
+    ids, messages, _, _, matrix, _ = texts
+    expected = hand_matrix(ids, messages)
+    assert matrix.Z.shape == expected.shape == (120, len(matrix.terms))
+    assert np.allclose(matrix.Z.toarray(), expected.toarray(), atol=1e-6)  # float32 vs float64
+    assert {b for b, _ in matrix.terms} == {"word", "char", "last"}
+
+
+def test_secrets_are_redacted_before_vectorizing(texts):
+    ids, messages, y, _, matrix, feature = texts
+    # the secret occurs in one session only, so min_df=2 alone would drop its words: repeat it to make sure
+    # redaction, not pruning, keeps it out
+    twice = {**messages, "s001": [*messages["s001"], f"again {SECRET} jane.doe@example.com"]}
+    m2 = vectorize(session_texts(ids, twice))
+    for m in (matrix, m2):
+        assert not any("zq9" in t or "jane" in t or "example.com" in t for _, t in m.terms)
+    assert any(t == "redacted" for b, t in m2.terms if b == "word")
+    rated = ~np.isnan(y)
+    terms = top_terms(m2, m2.Z[rated], y[rated], n=500)
+    assert terms and not any("zq9" in t.term or "jane" in t.term for t in terms)
+
+
+def test_text_family_out_of_fold_r_matches_sklearn_by_hand(texts):
+    ids, messages, y, X, _, feature = texts
+    rated = ~np.isnan(y)
+    result = cross_validate(X[rated], y[rated], "text", seeds=(42,), text=feature)
+    Z = hand_matrix(ids, messages)[np.flatnonzero(rated)]
+    by_hand = cross_val_predict(Ridge(alpha=1.0), Z, y[rated], cv=KFold(5, shuffle=True, random_state=42))
+    assert np.allclose(result.oof, by_hand, atol=5e-4)  # float32 matrix, ridge solver tolerance 1e-4
+    r = pearsonr(y[rated], by_hand).statistic
+    assert result.per_seed[0].pearson == pytest.approx(r, abs=1e-4)
+    assert r > 0.8  # the words carry the label
+    noise_only = cross_validate(X[rated], y[rated], "ordinal_logit", seeds=(42,))
+    with_text = cross_validate(X[rated], y[rated], "ordinal_logit", seeds=(42,), text=feature)
+    assert abs(noise_only.metric("pearson").mean) < 0.3 < 0.7 < with_text.metric("pearson").mean
+
+
+def test_nested_scores_are_exact_and_computed_by_hand(texts):
+    _, _, y, X, _, feature = texts
+    rated = ~np.isnan(y)
+    Z, yl = feature.labeled, y[rated]
+    folds = nested_text_scores(Z, yl, feature.unlabeled, k=5, seed=42)
+    outer = list(KFold(5, shuffle=True, random_state=42).split(np.zeros(yl.size)))
+    for fold, (train, test) in zip(folds, outer, strict=True):
+        assert np.array_equal(fold.train_rows, train) and np.array_equal(fold.held_out_rows, test)
+        ridge = Ridge(alpha=1.0).fit(Z[train], yl[train])
+        assert np.allclose(fold.held_out_scores, ridge.predict(Z[test]), atol=1e-9)
+        assert np.allclose(fold.unlabeled_scores, ridge.predict(feature.unlabeled))
+        inner = cross_val_predict(Ridge(alpha=1.0), Z[train], yl[train], cv=KFold(5, shuffle=True, random_state=42))
+        assert np.allclose(fold.train_scores, inner)
+        assert not np.isin(test, fold.labels_used).any()
+    assert text_score_violations(folds) == 0
+    fit = crossfit_predict(X[rated], yl, X[~rated], "hist_gbm", seed=42, text=feature)
+    assert oof_violations(fit.fold, fit.train_index_by_fold) == 0
+    assert fit.text_folds is feature.scores(yl, 5, 42)  # computed once per (labels, k, seed), shared by families
+    assert all(np.array_equal(a.held_out_scores, b.held_out_scores) for a, b in zip(fit.text_folds, folds, strict=True))
+    assert fit.unlabeled.shape == (int((~rated).sum()),) and fit.text_score.shape == yl.shape
+
+
+class LeakyText(TextFeature):
+    """Text scores with a planted leak: ``how="outer"`` fits the held-out rows' ridge on every label;
+    ``how="inner"`` lets each training row's inner ridge see the row itself."""
+
+    how: str = "outer"
+
+    def scores(self, y, k, seed):
+        honest = super().scores(y, k, seed)
+        leaky = []
+        for f in honest:
+            if self.how == "outer":
+                all_rows = np.arange(np.asarray(y).size)
+                ridge = Ridge(alpha=1.0).fit(self.labeled, y)
+                leaky.append(
+                    FoldTextScores(
+                        f.train_rows,
+                        f.held_out_rows,
+                        f.train_scores,
+                        ridge.predict(self.labeled[f.held_out_rows]),
+                        ridge.predict(self.unlabeled),
+                        all_rows,
+                        f.inner_fold,
+                        f.inner_train,
+                    )
+                )
+            else:
+                leaky.append(
+                    FoldTextScores(
+                        f.train_rows,
+                        f.held_out_rows,
+                        f.train_scores,
+                        f.held_out_scores,
+                        f.unlabeled_scores,
+                        f.outer_train,
+                        f.inner_fold,
+                        tuple(f.train_rows for _ in f.inner_train),
+                    )
+                )
+        return tuple(leaky)
+
+
+@pytest.mark.parametrize("family", ["text", "ordinal_logit"])
+def test_a_text_score_fitted_on_all_labels_is_caught(texts, family):
+    _, _, y, X, _, feature = texts
+    rated = ~np.isnan(y)
+    leaky = LeakyText(feature.labeled, feature.unlabeled)
+    fit = crossfit_predict(X[rated], y[rated], X[~rated], family, seed=42, text=leaky)
+    assert oof_violations(fit.fold, fit.train_index_by_fold) == int(rated.sum())  # every rated row
+
+
+def test_an_inner_fold_that_includes_the_row_is_caught(texts):
+    _, _, y, X, _, feature = texts
+    rated = ~np.isnan(y)
+    leaky = LeakyText(feature.labeled, feature.unlabeled)
+    leaky.how = "inner"
+    fit = crossfit_predict(X[rated], y[rated], X[~rated], "ordinal_logit", seed=42, text=leaky)
+    # every training row of every outer fold (4/5 of the rows, 5 times) saw its own label
+    assert text_score_violations(fit.text_folds) == sum(f.train_rows.size for f in fit.text_folds) == 4 * 90
+    assert oof_violations(fit.fold, fit.train_index_by_fold) == 0  # the held-out rows are still clean
+
+
+def test_deterministic_and_needs_text(texts):
+    _, _, y, X, _, feature = texts
+    rated = ~np.isnan(y)
+    a = crossfit_predict(X[rated], y[rated], X[~rated], "text", seed=7, text=feature)
+    b = crossfit_predict(
+        X[rated], y[rated], X[~rated], "text", seed=7, text=TextFeature(feature.labeled, feature.unlabeled)
+    )
+    assert np.array_equal(a.oof, b.oof) and np.array_equal(a.unlabeled, b.unlabeled)
+    assert np.array_equal(a.oof, a.text_score) and a.models == ()
+    with pytest.raises(ValueError, match="needs the sessions' text"):
+        cross_validate(X[rated], y[rated], "text")
+    assert pl.Series(a.unlabeled).is_finite().all()
