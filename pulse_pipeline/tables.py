@@ -397,7 +397,30 @@ EXPERIMENT_EFFECTS = _t(
 RAW_TABLES = (DROPS, SESSIONS, EVENTS, RATINGS, ASSIGNMENTS, QUARANTINE)
 STAGING_TABLES = (STAGING_SESSIONS, WORK_SEGMENTS, SEGMENT_RATINGS, SESSION_LABELS, STAGING_ASSIGNMENTS)
 FEATURE_TABLES = (EVENT_FEATURES, ANNOTATIONS, ANNOTATION_VALUES, LLM_CACHE, JUDGE_SCORES, ANNOTATOR_AGREEMENT)
-MODELING_TABLES = (CV_METRICS, PREDICTIONS, FOLD_TRAINING, FEATURE_IMPORTANCE)
+TEXT_FOLD_TRAINING = _t(
+    "modeling.text_fold_training",
+    "The inner cross-fit of the text score (modeling/text.py): within each outer fold, which rated sessions each"
+    " inner fold's ridge was trained on (held_out false) and which it scored (held_out true); the out-of-fold check"
+    " reads it.",
+    ("model", VARCHAR),
+    ("fold", INTEGER),
+    ("inner_fold", INTEGER),
+    ("session_id", VARCHAR),
+    ("held_out", BOOLEAN),
+)
+
+TEXT_TERMS = _t(
+    "modeling.text_terms",
+    "The text model's most predictive terms (users' redacted words and character n-grams): the largest positive and"
+    " negative coefficients of a ridge fitted on every rating, for explanation only (never used for predictions).",
+    ("term", VARCHAR),
+    ("block", VARCHAR),
+    ("coefficient", DOUBLE),
+    ("direction", VARCHAR),
+    ("rank", INTEGER),
+)
+
+MODELING_TABLES = (CV_METRICS, PREDICTIONS, FOLD_TRAINING, FEATURE_IMPORTANCE, TEXT_FOLD_TRAINING, TEXT_TERMS)
 COVERAGE_VALIDATION = _t(
     "estimates.coverage_validation",
     "Replications of the generator with a known effect: each method's empirical coverage of its 95 % interval,"

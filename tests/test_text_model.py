@@ -17,6 +17,8 @@ from sklearn.linear_model import Ridge
 from sklearn.model_selection import KFold, cross_val_predict
 
 from pulse_pipeline.modeling.crossfit import cross_validate, crossfit_predict, oof_violations
+from pulse_pipeline.modeling.data import ModelingData
+from pulse_pipeline.modeling.predictions import audit_out_of_fold, crossfit_tables
 from pulse_pipeline.modeling.text import (
     FoldTextScores,
     TextFeature,
@@ -205,3 +207,35 @@ def test_deterministic_and_needs_text(texts):
     with pytest.raises(ValueError, match="needs the sessions' text"):
         cross_validate(X[rated], y[rated], "text")
     assert pl.Series(a.unlabeled).is_finite().all()
+
+
+def test_crossfit_tables_record_the_text_path_and_the_audit_reads_it(texts):
+    ids, _, y, X, matrix, _ = texts
+    data = ModelingData(("a", "b", "c"), np.array(ids), X, y, matrix)
+    result = crossfit_tables(data, "ordinal_logit", folds=5)
+    audit = audit_out_of_fold(result.predictions, result.fold_training, result.text_fold_training)
+    assert audit.passed and audit.in_sample_text_scores == 0
+    # 5 outer folds x 5 inner folds; each inner fold lists its 72/5 scored rows and the others as trained
+    assert result.text_fold_training.height == 5 * 5 * 72
+    assert result.text_fold_training.filter(pl.col("held_out")).height == 5 * 72
+    assert "text_score" in result.importance["feature"].to_list()
+    assert result.text_terms.height > 0 and not result.text_terms["term"].str.contains("zq9").any()
+    best_good = result.text_terms.filter(pl.col("direction") == "positive")["term"].to_list()[:20]
+    assert {"great", "thanks", "perfectly", "awesome"} & set(best_good)
+    # plant an inner leak: inner ridge (fold 0, inner fold 0) also trained on a row it scored
+    leak = result.text_fold_training.filter(pl.col("held_out")).head(1).with_columns(held_out=pl.lit(False))
+    audit = audit_out_of_fold(result.predictions, result.fold_training, pl.concat([result.text_fold_training, leak]))
+    assert audit.in_sample_text_scores == 1 and not audit.passed
+    # plant an outer leak: the text ridge of fold 0 saw a held-out row of fold 0
+    held = result.predictions.filter(pl.col("labeled") & (pl.col("fold") == 0)).head(3)
+    outer = held.select("model", pl.lit(0).alias("fold"), "session_id").cast(result.fold_training.schema)
+    audit = audit_out_of_fold(result.predictions, pl.concat([result.fold_training, outer]), result.text_fold_training)
+    assert audit.in_sample_predictions == 3
+
+
+def test_the_text_family_has_no_feature_importance(texts):
+    ids, _, y, X, matrix, _ = texts
+    result = crossfit_tables(ModelingData(("a", "b", "c"), np.array(ids), X, y, matrix), "text", folds=5)
+    assert result.importance.height == 0 and result.predictions.height == 120
+    assert audit_out_of_fold(result.predictions, result.fold_training, result.text_fold_training).passed
+    assert result.oof_pearson > 0.8

@@ -7,10 +7,17 @@ lays the result out as the three tables the estimates stage and the checks read:
   model made it (method ``out_of_fold``); an unrated one gets the mean of the fold models' predictions (method
   ``fold_mean``, no fold). Stars go on the label scale with ``stars.stars_to_label``.
 - ``modeling.fold_training``: which rated sessions trained each fold model.
-- ``modeling.feature_importance``: permutation importance of the fold models on their held-out folds.
+- ``modeling.feature_importance``: permutation importance of the fold models on their held-out folds (with the
+  text, ``text_score`` is one more feature; the family "text" has none, its model reads words, not features).
+- ``modeling.text_fold_training``: with the text, the inner cross-fit of the text score within each outer fold.
+- ``modeling.text_terms``: the text ridge's most predictive terms (``text.top_terms``, explanation only).
 
-``audit_out_of_fold`` reads the first two back and counts, with ``crossfit.oof_violations`` (the one out-of-fold
-test), the rated sessions whose prediction came from a model that was trained on their rating.
+With the text, a fold's ``fold_training`` rows are every rated session whose label its prediction used: the
+tabular model's training rows and those of the text ridges (outer and inner) that made its text scores.
+
+``audit_out_of_fold`` reads them back and counts, with ``crossfit.oof_violations`` (the one out-of-fold test), the
+rated sessions whose prediction came from a model that was trained on their rating, and, from
+``text_fold_training``, the rated sessions whose inner text score came from a ridge trained on their rating.
 """
 
 from __future__ import annotations
@@ -24,9 +31,10 @@ import polars as pl
 from .. import tables
 from ..stars import stars_to_label
 from ..warehouse import Warehouse
-from .crossfit import crossfit_predict, oof_violations, pearson
+from .crossfit import TEXT_FAMILY, TEXT_SCORE, CrossFit, crossfit_predict, oof_violations, pearson
 from .data import ModelingData
 from .importance import permutation_importance_oof
+from .text import top_terms
 
 CROSSFIT_SEED = 42
 """The seed of the cross-fit folds and models: the paper's, and the first CV seed."""
@@ -39,6 +47,8 @@ class CrossFitTables:
     predictions: pl.DataFrame  # modeling.predictions: rated sessions first, then unrated, each by session id
     fold_training: pl.DataFrame  # modeling.fold_training
     importance: pl.DataFrame  # modeling.feature_importance, most important first
+    text_fold_training: pl.DataFrame  # modeling.text_fold_training (empty without text)
+    text_terms: pl.DataFrame  # modeling.text_terms (empty without text)
     oof_pearson: float  # Pearson r of the rated sessions' labels and out-of-fold predictions (NaN if undefined)
     note: str | None  # why fewer folds were used, when they were
 
@@ -50,7 +60,8 @@ def crossfit_tables(
     rated = data.labeled
     say(f"cross-fitting {family}: {int(rated.sum())} rated, {int((~rated).sum())} unrated sessions")
     X, y = data.X[rated], data.y[rated]
-    fit = crossfit_predict(X, y, data.X[~rated], family, k=folds, seed=CROSSFIT_SEED)
+    text = data.text_feature()
+    fit = crossfit_predict(X, y, data.X[~rated], family, k=folds, seed=CROSSFIT_SEED, text=text)
     rated_ids = data.session_ids[rated]
 
     rated_rows = pl.DataFrame(
@@ -87,23 +98,89 @@ def crossfit_tables(
             "session_id": pl.Series(rated_ids[training_rows], dtype=pl.String),
         }
     )
-    ranked = permutation_importance_oof(fit, X, y, list(data.feature_names))
-    importance = pl.DataFrame(
-        {
-            "model": family,
-            "feature": [i.feature for i in ranked],
-            "importance_mean": [i.mean for i in ranked],
-            "importance_sd": [i.sd for i in ranked],
-            "rank": [i.rank for i in ranked],
-        }
-    )
+    importance = _importance(fit, X, y, data.feature_names)
+    terms = [] if text is None else top_terms(data.text, text.labeled, y)
     return CrossFitTables(
         predictions=pl.concat([rated_rows, unrated_rows], how="vertical_relaxed"),
         fold_training=fold_training,
         importance=importance,
+        text_fold_training=_text_fold_training(fit, rated_ids),
+        text_terms=pl.DataFrame(
+            {
+                "term": [t.term for t in terms],
+                "block": [t.block for t in terms],
+                "coefficient": pl.Series([t.coefficient for t in terms], dtype=pl.Float64),
+                "direction": [t.direction for t in terms],
+                "rank": pl.Series([t.rank for t in terms], dtype=pl.Int64),
+            },
+            schema={
+                "term": pl.String,
+                "block": pl.String,
+                "coefficient": pl.Float64,
+                "direction": pl.String,
+                "rank": pl.Int64,
+            },
+        ),
         oof_pearson=pearson(y, fit.oof)[0],
         note=fit.note,
     )
+
+
+def _importance(fit: CrossFit, X: np.ndarray, y: np.ndarray, feature_names: tuple[str, ...]) -> pl.DataFrame:
+    """Permutation importance of the fold models; with the text, each held-out row carries its text score as the
+    last column, as when it was predicted. The family "text" has no feature columns: no rows."""
+    schema = {
+        "model": pl.String,
+        "feature": pl.String,
+        "importance_mean": pl.Float64,
+        "importance_sd": pl.Float64,
+        "rank": pl.Int64,
+    }
+    if fit.family == TEXT_FAMILY:
+        return pl.DataFrame(schema=schema)
+    names = list(feature_names)
+    if fit.text_score is not None:
+        X, names = np.column_stack([X, fit.text_score]), [*names, TEXT_SCORE]
+    ranked = permutation_importance_oof(fit, X, y, names)
+    return pl.DataFrame(
+        {
+            "model": fit.family,
+            "feature": [i.feature for i in ranked],
+            "importance_mean": [i.mean for i in ranked],
+            "importance_sd": [i.sd for i in ranked],
+            "rank": [i.rank for i in ranked],
+        },
+        schema=schema,
+    )
+
+
+def _text_fold_training(fit: CrossFit, rated_ids: np.ndarray) -> pl.DataFrame:
+    """The rows of ``modeling.text_fold_training``: per outer fold f and inner fold g, the rated sessions the inner
+    ridge g was trained on (held_out false) and those it scored (held_out true)."""
+    parts = []
+    for f, t in enumerate(fit.text_folds):
+        for g, trained in enumerate(t.inner_train):
+            scored = t.train_rows[t.inner_fold == g]
+            rows = np.concatenate([scored, trained])
+            parts.append(
+                pl.DataFrame(
+                    {
+                        "model": fit.family,
+                        "fold": f,
+                        "inner_fold": g,
+                        "session_id": pl.Series(rated_ids[rows], dtype=pl.String),
+                        "held_out": np.arange(rows.size) < scored.size,
+                    }
+                )
+            )
+    schema = {
+        "model": pl.String,
+        "fold": pl.Int32,
+        "inner_fold": pl.Int32,
+        "session_id": pl.String,
+        "held_out": pl.Boolean,
+    }
+    return pl.concat([p.cast(schema) for p in parts]) if parts else pl.DataFrame(schema=schema)
 
 
 @dataclass(frozen=True)
@@ -112,19 +189,24 @@ class OutOfFoldAudit:
 
     in_sample_predictions: int  # rated sessions predicted by a fold model trained on them, or by no fold at all
     unrated_with_a_fold: int  # unrated sessions should get the mean of every fold model, not one fold's
+    in_sample_text_scores: int = 0  # rated sessions whose inner text score came from a ridge trained on them
 
     @property
     def passed(self) -> bool:
-        return self.in_sample_predictions == 0 and self.unrated_with_a_fold == 0
+        return self.in_sample_predictions == 0 and self.unrated_with_a_fold == 0 and self.in_sample_text_scores == 0
 
 
-def audit_out_of_fold(predictions: pl.DataFrame, fold_training: pl.DataFrame) -> OutOfFoldAudit:
+def audit_out_of_fold(
+    predictions: pl.DataFrame, fold_training: pl.DataFrame, text_fold_training: pl.DataFrame | None = None
+) -> OutOfFoldAudit:
     """Count the predictions that break cross-fitting, from the rows of ``modeling.predictions`` and
     ``modeling.fold_training``.
 
     For each model, the rated sessions with a fold become rows 0..n-1 and each fold's training sessions become
     indices into them, so ``oof_violations`` counts #{i : i in train[fold(i)]}; rated sessions without a fold
-    count too (their prediction came from no held-out fold).
+    count too (their prediction came from no held-out fold). With ``text_fold_training`` (rows of
+    ``modeling.text_fold_training``), a session scored by inner ridge (model, fold, inner_fold) that is also among
+    that ridge's training sessions counts in ``in_sample_text_scores``.
     """
     rated = predictions.filter(pl.col("labeled"))
     in_sample = rated.filter(pl.col("fold").is_null()).height
@@ -137,12 +219,19 @@ def audit_out_of_fold(predictions: pl.DataFrame, fold_training: pl.DataFrame) ->
         train_index_by_fold = [trained.filter(pl.col("fold") == f)["row"].to_numpy() for f in range(n_folds)]
         in_sample += oof_violations(held_out["fold"].to_numpy(), train_index_by_fold)
     unrated_with_a_fold = predictions.filter(~pl.col("labeled") & pl.col("fold").is_not_null()).height
-    return OutOfFoldAudit(in_sample_predictions=in_sample, unrated_with_a_fold=unrated_with_a_fold)
+    in_sample_text = 0
+    if text_fold_training is not None and text_fold_training.height:
+        keys = ["model", "fold", "inner_fold", "session_id"]
+        scored = text_fold_training.filter(pl.col("held_out")).select(keys).unique()
+        trained = text_fold_training.filter(~pl.col("held_out")).select(keys).unique()
+        in_sample_text = scored.join(trained, on=keys).height
+    return OutOfFoldAudit(in_sample, unrated_with_a_fold, in_sample_text)
 
 
 def audit_stored_predictions(wh: Warehouse) -> OutOfFoldAudit:
-    """``audit_out_of_fold`` of the predictions and fold training sets in the warehouse."""
+    """``audit_out_of_fold`` of the predictions and fold training sets (outer and text inner) in the warehouse."""
     return audit_out_of_fold(
         wh.frame(f"SELECT labeled, fold, model, session_id FROM {tables.PREDICTIONS.qualified}"),
         wh.frame(f"SELECT model, fold, session_id FROM {tables.FOLD_TRAINING.qualified}"),
+        wh.frame(f"SELECT model, fold, inner_fold, session_id, held_out FROM {tables.TEXT_FOLD_TRAINING.qualified}"),
     )

@@ -47,7 +47,13 @@ def cv_metrics(context: dg.AssetExecutionContext, warehouse: WarehouseResource, 
     )
 
 
-CROSSFIT_TABLES = (tables.PREDICTIONS, tables.FOLD_TRAINING, tables.FEATURE_IMPORTANCE)
+CROSSFIT_TABLES = (
+    tables.PREDICTIONS,
+    tables.FOLD_TRAINING,
+    tables.FEATURE_IMPORTANCE,
+    tables.TEXT_FOLD_TRAINING,
+    tables.TEXT_TERMS,
+)
 NO_CHOSEN_MODEL = "skipped: no model was chosen (see modeling/cv_metrics)"
 
 
@@ -72,6 +78,8 @@ def crossfit(context: dg.AssetExecutionContext, warehouse: WarehouseResource, mo
         wh.replace(tables.PREDICTIONS, result.predictions)
         wh.replace(tables.FOLD_TRAINING, result.fold_training)
         wh.replace(tables.FEATURE_IMPORTANCE, result.importance)
+        wh.replace(tables.TEXT_FOLD_TRAINING, result.text_fold_training)
+        wh.replace(tables.TEXT_TERMS, result.text_terms)
     yield dg.MaterializeResult(
         asset_key=key(tables.PREDICTIONS),
         metadata={
@@ -91,4 +99,11 @@ def crossfit(context: dg.AssetExecutionContext, warehouse: WarehouseResource, mo
             "dagster/row_count": result.importance.height,
             "top_features": dg.MetadataValue.md(markdown_table(top, max_rows=15)),
         },
+    )
+    yield dg.MaterializeResult(
+        asset_key=key(tables.TEXT_FOLD_TRAINING), metadata={"dagster/row_count": result.text_fold_training.height}
+    )
+    # counts only: the terms are users' words, they stay in the warehouse
+    yield dg.MaterializeResult(
+        asset_key=key(tables.TEXT_TERMS), metadata={"dagster/row_count": result.text_terms.height}
     )

@@ -11,7 +11,8 @@ from ..specs import key
 @dg.asset_check(
     asset=key(tables.PREDICTIONS),
     blocking=True,
-    description="No rated session's prediction came from a model trained on its rating (field notes §5).",
+    description="No rated session's prediction, nor its text score, came from a model trained on its rating"
+    " (field notes §5).",
 )
 def predictions_are_out_of_fold(warehouse: WarehouseResource) -> dg.AssetCheckResult:
     with warehouse.warehouse() as wh:
@@ -21,5 +22,6 @@ def predictions_are_out_of_fold(warehouse: WarehouseResource) -> dg.AssetCheckRe
         metadata={
             "in_sample_predictions": audit.in_sample_predictions,
             "unrated_with_a_fold": audit.unrated_with_a_fold,
+            "in_sample_text_scores": audit.in_sample_text_scores,
         },
     )
