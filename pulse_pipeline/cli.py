@@ -242,6 +242,46 @@ def cmd_ui(args: argparse.Namespace) -> int:
     return run_process_group([str(dg), "dev", "--port", str(args.port)], cwd=PROJECT_ROOT, env=env)
 
 
+def cmd_discover(args: argparse.Namespace) -> int:
+    """Feature discovery (Appendix A.2): an LLM proposes rubric features; each is annotated and its rho gain shown."""
+    from .settings import feature_settings
+
+    if not feature_settings().llm_model:
+        _say(
+            "pulse discover needs an LLM: set PULSE_LLM_MODEL (a litellm model name, e.g. openai/gpt-5-mini), and"
+            " PULSE_LLM_API_BASE / PULSE_LLM_API_KEY for its server (see README, 'The LLM annotator')"
+        )
+        return 2
+    from .features.discover import WIDE_FAMILIES, default_family, discover, gain_table
+    from .features.rubric import load_rubric
+    from .settings import llm_settings, modeling_settings
+    from .warehouse import Warehouse, connect
+
+    home = PulseHome.from_env()
+    if not home.work_db.exists():
+        _say(f"no warehouse at {home.work_db} yet: run `pulse ingest PATH` first")
+        return 2
+    if args.family and args.family not in WIDE_FAMILIES:
+        raise ValueError(f"--family {args.family!r}: choose one of {', '.join(WIDE_FAMILIES)}")
+    out = Path(args.out) if args.out else home.root / "discover" / "candidate_rubric.toml"
+    seeds = tuple(42 + i for i in range(modeling_settings().cv_seeds))
+    con = connect(home.work_db)
+    try:
+        wh = Warehouse(con)
+        family = args.family or default_family(wh)
+        found = discover(
+            wh, llm_settings(), load_rubric(feature_settings().rubric_path), out, family, args.sample, seeds, _say
+        )
+    finally:
+        con.close()
+    print(f"candidate rubric: {found.rubric_path}")
+    print(f"out-of-fold rho of {found.family}, current features vs current + each candidate:")
+    print(gain_table(found.gains))
+    print(f"gains (JSON): {found.gains_path}")
+    print(f"LLM: {found.totals.calls} requests, {found.totals.cache_hits} cache hits, ${found.totals.cost_usd:.4f}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pulse", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -304,6 +344,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--ignore", action="append", default=[], metavar="SCHEMA.TABLE.COLUMN", help="a column not to compare"
     )
     s.set_defaults(func=cmd_diff)
+
+    s = sub.add_parser("discover", help="an LLM proposes rubric features; each is annotated and its rho gain shown")
+    s.add_argument("--sample", type=int, default=20, help="rated sessions shown: half highest, half lowest rated")
+    s.add_argument("--out", help="candidate rubric TOML (default PULSE_HOME/discover/candidate_rubric.toml)")
+    s.add_argument("--family", help="model family measured (default: the chosen one, else random_forest)")
+    s.set_defaults(func=cmd_discover)
 
     s = sub.add_parser("ui", help="open the Dagster UI (dg dev) on PULSE_HOME")
     s.add_argument("--port", type=int, default=3000)

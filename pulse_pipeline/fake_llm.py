@@ -1,7 +1,10 @@
 """A scripted OpenAI-compatible chat server on 127.0.0.1, for testing the LLM annotator without a network.
 
 It serves ``POST /v1/chat/completions`` (and ``/chat/completions``) on a free port. By default it answers each of
-PULSE's three prompts (recognised by their wording) with a valid canned JSON answer for the default rubric. Tests
+PULSE's prompts (recognised by their wording) with a valid canned JSON answer for the default rubric, and the
+discovery prompt (``pulse discover``) with ``DISCOVERY_ANSWER``. An analysis prompt that asks YES/NO or
+one-category fields the canned answer lacks (a candidate rubric's) gets them answered deterministically from its
+transcript (``candidate_answers``). Tests
 change that by queueing replies (``push``), optionally for one kind of prompt only: malformed JSON, an unknown
 category, HTTP errors (429, 500, 400), slow answers. It records every request body it received (``requests``: what
 left the machine) and the most requests it had in flight at once (``max_in_flight``).
@@ -14,7 +17,9 @@ test suite.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import threading
 import time
 from collections import deque
@@ -48,6 +53,51 @@ ISSUES_ANSWER: dict[str, Any] = {
     for name in ISSUE_NAMES
 }
 JUDGE_ANSWER: dict[str, Any] = {"binary_satisfied": False, "likert_score": 2, "explanation": "The user gave up."}
+DISCOVERY_ANSWER: dict[str, Any] = {
+    "features": [
+        {
+            "name": "user_thanked",
+            "question": "Did the user thank the assistant or say the work was good?",
+            "value_type": "yes_no",
+            "why_predictive": "gratitude marks a satisfied user",
+        },
+        {
+            "name": "message_length",
+            "question": "the length of the user's longest message",
+            "value_type": "category",
+            "options": ["Short", "Medium", "Long"],
+            "why_predictive": "long messages often restate a failed request",
+        },
+    ]
+}
+POSITIVE_WORDS = ("thank", "great", "perfect", "works", "nice", "awesome")
+"""A candidate YES/NO question is answered YES when the transcript holds one of these (lower case)."""
+
+_FIELD = re.compile(r'^"(\w+)": "(YES or NO|one of the categories)",?$', re.M)
+_QUESTION = re.compile(r"^\d+\. (?:Answer YES or NO: .*|Classify .*: \[(.*)\])$", re.M)
+_TRANSCRIPT = re.compile(
+    r"Analyze the following user messages from a coding assistant session:\n\n(.*?)\n\nPlease", re.S
+)
+
+
+def candidate_answers(prompt: str) -> dict[str, Any]:
+    """Answers to an analysis prompt's YES/NO and one-category fields, a function of the transcript only.
+
+    YES/NO: YES when the transcript holds a ``POSITIVE_WORDS`` word. Category: option number
+    ``sha256(transcript) mod len(options)`` of the inline option list of the field's question (fields and
+    questions are matched in order, which holds when every analysis feature is yes_no or category).
+    """
+    found = _TRANSCRIPT.search(prompt)
+    text = found.group(1) if found else ""
+    digest = int(hashlib.sha256(text.encode()).hexdigest(), 16)
+    answers: dict[str, Any] = {}
+    for (name, kind), question in zip(_FIELD.findall(prompt), _QUESTION.finditer(prompt), strict=False):
+        if kind == "YES or NO":
+            answers[name] = "YES" if any(w in text.lower() for w in POSITIVE_WORDS) else "NO"
+        else:
+            options = [o.strip() for o in (question.group(1) or "").split(",")]
+            answers[name] = options[digest % len(options)]
+    return answers
 
 
 def kind_of(prompt: str) -> str:
@@ -58,6 +108,8 @@ def kind_of(prompt: str) -> str:
         return "issues"
     if "to determine user satisfaction" in prompt:
         return "judge"
+    if "propose" in prompt and "HIGHEST-RATED SESSIONS" in prompt:
+        return "discover"
     return "other"
 
 
@@ -75,7 +127,12 @@ class FakeLLM:
     """The server's script and what it saw. Thread-safe: handlers run on the server's threads."""
 
     answers: dict[str, dict[str, Any]] = field(
-        default_factory=lambda: {"analysis": ANALYSIS_ANSWER, "issues": ISSUES_ANSWER, "judge": JUDGE_ANSWER}
+        default_factory=lambda: {
+            "analysis": ANALYSIS_ANSWER,
+            "issues": ISSUES_ANSWER,
+            "judge": JUDGE_ANSWER,
+            "discover": DISCOVERY_ANSWER,
+        }
     )
     usage: tuple[int, int] = (100, 20)  # prompt and completion tokens reported for every answer
     delay_s: float = 0.0  # added to every reply
@@ -129,6 +186,8 @@ class FakeLLM:
             if reply.status != 200:
                 return reply.status, {"error": {"message": f"scripted {reply.status}", "type": "fake", "code": None}}
             content = reply.content if reply.content is not None else self.answers.get(kind, {})
+            if reply.content is None and kind == "analysis":
+                content = {**candidate_answers(body["messages"][0]["content"]), **content}
             text = content if isinstance(content, str) else json.dumps(content)
             p, c = self.usage
             return (

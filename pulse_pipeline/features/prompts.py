@@ -75,6 +75,43 @@ JUDGE_TEMPLATE = _SEP.join(
     ]
 )
 
+# Ours, not the paper's (``pulse discover``, features/discover.py): the paper's feature-discovery prompt (Appendix
+# A.2, "Prompt for identifying features") shows one conversation and asks for free-form features to be aggregated by
+# hand; this one shows the highest- and the lowest-rated conversations side by side, as the paper's human-in-the-loop
+# process compared them, and asks for features in the rubric's shape (a question with a fixed answer), so they can
+# be annotated and measured at once. Fields: {n_features}, {existing}, {high}, {low}.
+DISCOVERY_TEMPLATE = _SEP.join(
+    [
+        "You are an expert product analyst. Below are users' messages from coding-assistant sessions: first the"
+        " sessions their users rated highest, then those rated lowest. Using them ONLY as examples of the kinds of"
+        " signals available, propose {n_features} general, reusable features that would predict user satisfaction"
+        " or dissatisfaction across coding-assistant conversations.",
+        "Do NOT evaluate these particular sessions. Each feature must be answerable by reading a session's user"
+        " messages, as a YES/NO question (value_type yes_no) or as exactly one of 2 to 8 categories (value_type"
+        " category, with its options). Do not propose these existing features: {existing}.",
+        "HIGHEST-RATED SESSIONS",
+        "---",
+        "{high}",
+        "---",
+        "LOWEST-RATED SESSIONS",
+        "---",
+        "{low}",
+        "---",
+        "Return ONLY valid JSON with this schema:",
+        "{{",
+        '"features": [',
+        "{{",
+        '"name": "short snake_case identifier",',
+        '"question": "for yes_no, a YES/NO question about the session; for category, what is classified",',
+        '"value_type": "yes_no or category",',
+        '"options": ["category 1", "category 2"] (category only),',
+        '"why_predictive": "why it correlates with satisfaction or dissatisfaction"',
+        "}}",
+        "]",
+        "}}",
+    ]
+)
+
 _NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
 
 

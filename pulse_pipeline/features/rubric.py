@@ -2,6 +2,10 @@
 
 The LLM prompts, the annotations tables, the wide feature table and the model stage all iterate over the rubric,
 so adding a feature is an entry in a rubric file (plus, for the offline annotator, a rule).
+
+``heuristic`` may be left out (``pulse discover`` writes candidate rubrics without it): such a feature has
+``heuristic == ""`` and only the LLM annotator answers it; the heuristic annotator refuses a rubric holding one
+(``heuristic.annotator.check_rules``), naming the feature, rather than answer it with nothing.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ class RubricFeature:
     definition: str
     value_type: str
     prompt: str
-    heuristic: str
+    heuristic: str  # "" when the rubric names no rule: only the LLM annotator answers the feature
     options: tuple[str, ...] = ()
     examples: tuple[str, ...] = ()
     max_choices: int = 1
@@ -63,7 +67,7 @@ def load_rubric(path: Path | None = None) -> Rubric:
     features = []
     for i, entry in enumerate(doc.get("feature", [])):
         where = f"{path}: feature #{i + 1} ({entry.get('name', '?')})"
-        missing = [k for k in ("name", "definition", "value_type", "prompt", "heuristic") if not entry.get(k)]
+        missing = [k for k in ("name", "definition", "value_type", "prompt") if not entry.get(k)]
         if missing:
             raise RubricError(f"{where} lacks {', '.join(missing)}")
         if entry["value_type"] not in VALUE_TYPES:
@@ -80,7 +84,7 @@ def load_rubric(path: Path | None = None) -> Rubric:
                 definition=entry["definition"],
                 value_type=entry["value_type"],
                 prompt=entry["prompt"],
-                heuristic=entry["heuristic"],
+                heuristic=entry.get("heuristic", ""),
                 options=tuple(entry.get("options", ())),
                 examples=tuple(entry.get("examples", ())),
                 max_choices=int(entry.get("max_choices", 1)),
