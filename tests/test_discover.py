@@ -156,7 +156,7 @@ def test_a_rubric_feature_without_heuristic_is_for_the_llm_only(tmp_path: Path) 
     path.write_text('[[feature]]\nname = "x"\ndefinition = "Did it?"\nvalue_type = "yes_no"\nprompt = "analysis"\n')
     (f,) = load_rubric(path).features
     assert f.heuristic == ""
-    with pytest.raises(UnknownRuleError, match="'x'"):
+    with pytest.raises(UnknownRuleError, match="'x' has no heuristic rule"):
         HeuristicAnnotator(load_rubric(path))
 
 

@@ -22,6 +22,11 @@ class UnknownRuleError(RubricError):
 def check_rules(rubric: Rubric, rules: Mapping[str, Rule]) -> None:
     """Raise ``UnknownRuleError`` if a rubric feature names a rule ``rules`` lacks."""
     for i, f in enumerate(rubric.features):
+        if not f.heuristic:
+            raise UnknownRuleError(
+                f"rubric {rubric.version!r} feature #{i + 1} {f.name!r} has no heuristic rule: only the LLM"
+                " annotator answers it (PULSE_ANNOTATOR=llm), or give it a `heuristic` rule"
+            )
         if f.heuristic not in rules:
             raise UnknownRuleError(
                 f"rubric {rubric.version!r} feature #{i + 1} {f.name!r} names heuristic rule {f.heuristic!r}, "
