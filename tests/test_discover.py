@@ -142,6 +142,8 @@ def test_proposals_are_validated() -> None:
     bad = [
         {"features": []},
         {"features": [{"name": "sentiment", "question": "q", "value_type": "yes_no"}]},  # an existing feature
+        {"features": [{"name": "judge_likert", "question": "q", "value_type": "yes_no"}]},  # an existing column
+        {"features": [{"name": "a", "question": "q", "value_type": "yes_no"}] * 2},  # repeated
         {"features": [{"name": "a", "question": "q", "value_type": "count"}]},
         {"features": [{"name": "a", "question": "q", "value_type": "category", "options": ["Only"]}]},
         {"features": [{"name": "a", "question": "", "value_type": "yes_no"}]},

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import tables
 from ..modeling.comparison import load_chosen_family
 from ..modeling.crossfit import cross_validate
 from ..modeling.data import load_modeling_data
@@ -50,7 +51,7 @@ from .prompts import DISCOVERY_TEMPLATE, render_transcript
 from .redact import redact
 from .rubric import Rubric, RubricFeature, load_rubric
 from .transcripts import iter_transcripts
-from .wide import option_column
+from .wide import SCORE_COLUMNS, option_column
 
 MAX_OPTIONS = 8
 CANDIDATE_VERSION = "discovered"
@@ -130,8 +131,9 @@ def _identifier(name: Any) -> str:
 
 
 def proposals_check(rubric: Rubric) -> SchemaCheck:
-    """Validator of the discovery answer: ``{"features": [...]}`` with every entry usable as a rubric feature."""
-    taken = {f.name for f in rubric.features}
+    """Validator of the discovery answer: ``{"features": [...]}`` with every entry usable as a rubric feature: a
+    name new to the rubric, to the other columns of ``features.session_features`` and to the other proposals."""
+    taken = {f.name for f in rubric.features} | set(tables.EVENT_FEATURES.column_names) | set(SCORE_COLUMNS)
 
     def check(obj: Any) -> tuple[Candidate, ...]:
         entries = obj.get("features") if isinstance(obj, dict) else None
