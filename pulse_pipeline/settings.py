@@ -38,7 +38,7 @@ V = TypeVar("V")
 
 ANNOTATORS = ("heuristic", "llm")
 # built by modeling/families.py; "text" is the ridge on the users' words alone (modeling/text.py)
-MODEL_FAMILIES = ("ordinal_logit", "random_forest", "hist_gbm", "lightgbm", "text")
+MODEL_FAMILIES = ("ordinal_logit", "random_forest", "hist_gbm", "lightgbm", "text", "stack")
 MODEL_CHOICES = ("pearson", "mse", "mae")
 
 

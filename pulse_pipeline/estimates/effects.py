@@ -5,6 +5,10 @@ Methods (one row each, on the normalized label; stars = 4 x normalized for a dif
 - ``naive_welch`` and ``naive_bootstrap``: the difference of rated means, with a Welch interval and a percentile
   bootstrap interval; both carry the two-sided permutation-test p-value.
 - ``ppi``: per arm the PPI++ mean over the cross-fit predictions (λ̂ clipped to [0, 1]); the arms' variances add.
+  The honest floor: when ``Settings.floor`` says the predictions lose to the constant (every family's out-of-fold
+  MSE above the training folds' mean rating's, with few labels: ``modeling.comparison.floor_reason``), λ = 0 in
+  both arms, so the row is the naive estimate mean(Y_t) − mean(Y_c) with se² = Var(Y_t)/n_t + Var(Y_c)/n_c
+  (ddof 0) and a z interval: no gain, and none of λ̂'s noise either.
 - ``crossppi``: the cross-prediction form (λ = 1).
 - ``aipw``: the doubly robust mean, with the propensity of being rated estimated per arm by a cross-fit classifier
   on the session features. Prefer it when who rates depends on the session (chattier users rate more); it assumes
@@ -98,6 +102,7 @@ class Settings:
     tolerance: float = 0.02
     auc_threshold: float = 0.6
     threads: int | None = None  # native (BLAS) threads of the propensity fits; None: PULSE_MODEL_THREADS
+    floor: str | None = None  # why the predictions lose to the constant (then ppi's lambda is 0), or None
 
 
 @dataclass(frozen=True)
@@ -190,14 +195,15 @@ def compare(
         )
 
     rows = [row("naive_welch", welch), row("naive_bootstrap", boot)]
-    pt, pc = (ppi_mean(a.y, a.f_labeled, a.f_unlabeled, alpha=s.alpha) for a in (treat, control))
+    lam = 0.0 if s.floor else None
+    pt, pc = (ppi_mean(a.y, a.f_labeled, a.f_unlabeled, lam=lam, alpha=s.alpha) for a in (treat, control))
     rows.append(
         row(
             "ppi",
             difference(pt, pc, alpha=s.alpha),
             pt.lam,
             pc.lam,
-            notes=[x for x in (getattr(pt, "note", None), getattr(pc, "note", None)) if x],
+            notes=[x for x in (getattr(pt, "note", None), getattr(pc, "note", None), s.floor) if x],
         )
     )
     ct, cc = (crossppi_mean(a.y, a.f_labeled, a.f_unlabeled, alpha=s.alpha) for a in (treat, control))

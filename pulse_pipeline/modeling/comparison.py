@@ -1,9 +1,18 @@
 """Which model family predicts the ratings best: the rows of ``modeling.cv_metrics`` (the paper's Table 2).
 
-Every configured family is cross-validated on the rated sessions (``crossfit.cross_validate``: k folds x seeds,
-metrics pooled over the held-out folds, then mean and sd over seeds) and one is chosen
-(``crossfit.choose_family``). The LLM judge, when it ran, is scored against the same ratings without
-cross-validation, because nothing is fit: over rated sessions with an ``ok`` answer,
+Every configured family is cross-validated on the rated sessions (``stack.cross_validate_all``, the same numbers as
+``crossfit.cross_validate``: k folds x seeds, metrics pooled over the held-out folds, then mean and sd over seeds),
+with the stack of them (``stack.py``) when ``stack`` is configured, and one is chosen (``crossfit.choose_family``).
+
+The honest floor: Table 2 also has the constant predictor (each fold predicted by the training folds' mean rating,
+model ``constant``, never chosen). With fewer than ``FLOOR_MAX_LABELS`` rated sessions a family can do worse than
+the mean; when every family's (and the stack's) mean out-of-fold MSE exceeds the constant's,
+``ModelComparison.floor`` says so and the estimates stage, which reads the same rows (``load_floor``), sets PPI's
+lambda to 0: the PPI estimate is then the naive one, with the naive interval. Above ``FLOOR_MAX_LABELS`` PPI++'s
+own lambda-hat already shrinks a useless prediction's weight towards 0 (its noise is small with many labels).
+
+The LLM judge, when it ran, is scored against the same ratings without cross-validation, because nothing is fit:
+over rated sessions with an ``ok`` answer,
 
     MSE = mean (likert - stars)^2,   MAE = mean |likert - stars|,   r = Pearson(likert, stars).
 
@@ -20,11 +29,17 @@ import polars as pl
 
 from .. import tables
 from ..warehouse import Warehouse, nan_to_null, to_frame
-from .crossfit import CVResult, choose_family, cross_validate
+from .crossfit import TEXT_FAMILY, CVResult, choose_family
 from .data import ModelingData
+from .stack import CONSTANT, STACK, cross_validate_all
 
 MIN_RATED_SESSIONS = 10
 """Fewer rated sessions than this: no model is cross-validated, and the modeling tables are left empty."""
+
+FLOOR_MAX_LABELS = 300
+"""Below this many rated sessions, predictions that lose to the constant (every family's out-of-fold MSE above the
+constant's) set PPI's lambda to 0. At ~300 labels lambda-hat's own sampling noise (sd ~ 1/sqrt(n) ~ 0.06) is small
+enough that PPI++ shrinks a useless prediction itself; with 60 it can pick lambda ~ 0.3 from noise alone."""
 
 JUDGE_AGREEMENT_SQL = """
 SELECT j.model, count(*) AS n, avg((j.likert_score - l.label_stars) ^ 2) AS mse,
@@ -55,11 +70,34 @@ class ModelComparison:
     rows: list[CVMetricRow]
     chosen: CVResult | None
     skipped: str | None = None
+    floor: str | None = None  # why PPI's lambda goes to 0 (every family lost to the constant), or None
 
 
 def load_judge_agreement(wh: Warehouse) -> pl.DataFrame:
     """Per judge model: rated sessions scored (``n``), ``mse``, ``mae`` and ``pearson`` against the ratings."""
     return wh.frame(JUDGE_AGREEMENT_SQL)
+
+
+def floor_reason(rows: Sequence[CVMetricRow]) -> str | None:
+    """Why the predictions are no better than the constant, from Table 2's rows, or None when some family (or the
+    stack) beats it or there are ``FLOOR_MAX_LABELS`` rated sessions or more.
+
+    The rule: n_labeled < FLOOR_MAX_LABELS and min over families of mean MSE >= the constant's mean MSE."""
+    mse = {r.model: r for r in rows if r.source == "cross_validation" and r.metric == "mse" and r.mean is not None}
+    constant = mse.get(CONSTANT)
+    others = [r.mean for m, r in mse.items() if m != CONSTANT]
+    if constant is None or not others or constant.n_labeled >= FLOOR_MAX_LABELS or min(others) < constant.mean:
+        return None
+    return (
+        f"every family's out-of-fold MSE (best {min(others):.4f}) exceeds the constant's ({constant.mean:.4f}) "
+        f"with {constant.n_labeled} rated sessions (< {FLOOR_MAX_LABELS}): PPI uses lambda = 0, the naive estimate"
+    )
+
+
+def load_floor(wh: Warehouse) -> str | None:
+    """``floor_reason`` of the stored ``modeling.cv_metrics`` (what the estimates stage reads)."""
+    rows = [CVMetricRow(**r) for r in wh.frame(f"SELECT * FROM {tables.CV_METRICS.qualified}").iter_rows(named=True)]
+    return floor_reason(rows)
 
 
 def load_chosen_family(wh: Warehouse) -> str | None:
@@ -95,7 +133,8 @@ def compare_models(
     choose_by: str,
     say: Callable[[str], None] = lambda _: None,
 ) -> ModelComparison:
-    """Cross-validate each family on the rated sessions, choose one by ``choose_by`` and add the judge's rows.
+    """Cross-validate each family (and the stack of them when ``families`` holds ``stack``) on the rated sessions,
+    choose one by ``choose_by``, add the constant's rows (never chosen) and the judge's.
 
     With fewer than ``MIN_RATED_SESSIONS`` rated sessions nothing is fit: no rows, and ``skipped`` says why.
     """
@@ -106,11 +145,14 @@ def compare_models(
         )
         return ModelComparison([], None, reason)
     X, y = data.X[data.labeled], data.y[data.labeled]
-    results = []
-    for family in families:
-        say(f"cross-validating {family} on {n_rated} rated sessions ({len(seeds)} seeds)")
-        results.append(cross_validate(X, y, family, k=folds, seeds=seeds))
-    chosen = choose_family(results, by=choose_by)
+    text = data.text_feature()  # None when no session has user text
+    base = [f for f in families if f != STACK]
+    if TEXT_FAMILY in base and text is None:
+        say("skipping the text family: no session has user text")
+        base.remove(TEXT_FAMILY)
+    say(f"cross-validating {', '.join(base)} and their stack on {n_rated} rated sessions ({len(seeds)} seeds)")
+    results = cross_validate_all(X, y, base, k=folds, seeds=seeds, stack=STACK in families, text=text)
+    chosen = choose_family([r for r in results if r.family != CONSTANT], by=choose_by)
     rows = [
         CVMetricRow(
             model=result.family,
@@ -125,7 +167,7 @@ def compare_models(
         for result in results
         for metric in result.metrics
     ]
-    return ModelComparison(rows + judge_metric_rows(judge_agreement), chosen)
+    return ModelComparison(rows + judge_metric_rows(judge_agreement), chosen, floor=floor_reason(rows))
 
 
 def table_2(rows: Sequence[CVMetricRow]) -> pl.DataFrame:

@@ -22,7 +22,7 @@ rated sessions whose prediction came from a model that was trained on their rati
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +34,7 @@ from ..warehouse import Warehouse
 from .crossfit import TEXT_FAMILY, TEXT_SCORE, CrossFit, crossfit_predict, oof_violations, pearson
 from .data import ModelingData
 from .importance import permutation_importance_oof
+from .stack import STACK, stack_crossfit_predict
 from .text import top_terms
 
 CROSSFIT_SEED = 42
@@ -54,14 +55,25 @@ class CrossFitTables:
 
 
 def crossfit_tables(
-    data: ModelingData, family: str, folds: int, say: Callable[[str], None] = lambda _: None
+    data: ModelingData,
+    family: str,
+    folds: int,
+    say: Callable[[str], None] = lambda _: None,
+    families: Sequence[str] = (),
 ) -> CrossFitTables:
-    """Cross-fit ``family`` on the rated sessions of ``data``, predict every session, measure importance."""
+    """Cross-fit ``family`` on the rated sessions of ``data``, predict every session, measure importance.
+
+    ``family`` "stack" blends ``families`` (the configured ones; "text" only when there is text) with
+    ``stack.stack_crossfit_predict``; its fold_training rows are every label each fold's blend used."""
     rated = data.labeled
     say(f"cross-fitting {family}: {int(rated.sum())} rated, {int((~rated).sum())} unrated sessions")
     X, y = data.X[rated], data.y[rated]
     text = data.text_feature()
-    fit = crossfit_predict(X, y, data.X[~rated], family, k=folds, seed=CROSSFIT_SEED, text=text)
+    if family == STACK:
+        base = [f for f in families if f != STACK and (f != TEXT_FAMILY or text is not None)]
+        fit, _ = stack_crossfit_predict(X, y, data.X[~rated], base, k=folds, seed=CROSSFIT_SEED, text=text)
+    else:
+        fit = crossfit_predict(X, y, data.X[~rated], family, k=folds, seed=CROSSFIT_SEED, text=text)
     rated_ids = data.session_ids[rated]
 
     rated_rows = pl.DataFrame(
@@ -128,7 +140,8 @@ def crossfit_tables(
 
 def _importance(fit: CrossFit, X: np.ndarray, y: np.ndarray, feature_names: tuple[str, ...]) -> pl.DataFrame:
     """Permutation importance of the fold models; with the text, each held-out row carries its text score as the
-    last column, as when it was predicted. The family "text" has no feature columns: no rows."""
+    last column, as when it was predicted. The family "text" has no feature columns and the stack no single fold
+    model (its folds blend several): no rows."""
     schema = {
         "model": pl.String,
         "feature": pl.String,
@@ -136,7 +149,7 @@ def _importance(fit: CrossFit, X: np.ndarray, y: np.ndarray, feature_names: tupl
         "importance_sd": pl.Float64,
         "rank": pl.Int64,
     }
-    if fit.family == TEXT_FAMILY:
+    if fit.family in (TEXT_FAMILY, STACK):
         return pl.DataFrame(schema=schema)
     names = list(feature_names)
     if fit.text_score is not None:

@@ -6,7 +6,9 @@ from ... import tables
 from ...estimates.effects import Settings
 from ...estimates.experiment_effects import experiment_effect_rows
 from ...estimates.sessions import assigned_sessions, chosen_family
+from ...modeling.comparison import load_floor
 from ...modeling.data import load_modeling_data
+from ...modeling.stack import STACK
 from ..markdown import markdown_table
 from ..resources import WarehouseResource
 from ..specs import SESSION_FEATURES_KEY, key, table_spec
@@ -17,11 +19,14 @@ SESSIONS_DEPS = [tables.STAGING_ASSIGNMENTS, tables.SESSION_LABELS, tables.PREDI
 
 @dg.asset(**table_spec(tables.EXPERIMENT_EFFECTS, [*SESSIONS_DEPS, SESSION_FEATURES_KEY], "estimates"))
 def experiment_effects(context: dg.AssetExecutionContext, warehouse: WarehouseResource, estimates: EstimatesResource):
-    settings = Settings(auc_threshold=estimates.auc_threshold, tolerance=estimates.tolerance)
     with warehouse.warehouse() as wh:
+        # the honest floor: predictions no better than the mean rating (modeling/cv_metrics) -> ppi's lambda = 0
+        floor = load_floor(wh)
+        settings = Settings(auc_threshold=estimates.auc_threshold, tolerance=estimates.tolerance, floor=floor)
         sessions = assigned_sessions(wh)
         modeling_data = load_modeling_data(wh)  # the in-sample model (ppi_insample) fits what the model stage fit
         family = chosen_family(wh)
+        family = None if family == STACK else family  # a blend has no single in-sample model: no ppi_insample row
         rows = experiment_effect_rows(
             sessions, estimates.controls(), settings, modeling_data, family, progress=context.log.info
         )
@@ -39,6 +44,7 @@ def experiment_effects(context: dg.AssetExecutionContext, warehouse: WarehouseRe
         metadata={
             "dagster/row_count": len(rows),
             "flagged_rows": sum(1 for r in rows if r.flags),
+            **({"floor": floor} if floor else {}),
             "effects": dg.MetadataValue.md(markdown_table(headline, max_rows=60)),
         }
     )

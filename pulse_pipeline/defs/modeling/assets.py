@@ -4,7 +4,7 @@ session with the fold models' training sets, and permutation importance of the c
 import dagster as dg
 
 from ... import tables
-from ...modeling.comparison import compare_models, load_chosen_family, load_judge_agreement, table_2
+from ...modeling.comparison import FLOOR_MAX_LABELS, compare_models, load_chosen_family, load_judge_agreement, table_2
 from ...modeling.data import load_modeling_data
 from ...modeling.predictions import crossfit_tables
 from ..markdown import markdown_table
@@ -36,12 +36,15 @@ def cv_metrics(context: dg.AssetExecutionContext, warehouse: WarehouseResource, 
         context.log.warning(comparison.skipped)
         return dg.MaterializeResult(metadata={"skipped": comparison.skipped})
     chosen = comparison.chosen
+    if comparison.floor:
+        context.log.warning(comparison.floor)
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": len(comparison.rows),
             "chosen_model": chosen.family,
             "chosen_by": modeling.choose_by,
             **{f"chosen_{m.name}": float(m.mean) for m in chosen.metrics},
+            "floor": comparison.floor or f"none: a family beats the constant or >= {FLOOR_MAX_LABELS} ratings",
             "table_2": dg.MetadataValue.md(markdown_table(table_2(comparison.rows))),
         }
     )
@@ -74,7 +77,8 @@ def crossfit(context: dg.AssetExecutionContext, warehouse: WarehouseResource, mo
                 wh.replace(t, [])
                 yield dg.MaterializeResult(asset_key=key(t), metadata={"skipped": NO_CHOSEN_MODEL})
             return
-        result = crossfit_tables(load_modeling_data(wh), family, folds=modeling.folds, say=context.log.info)
+        data = load_modeling_data(wh)
+        result = crossfit_tables(data, family, modeling.folds, context.log.info, families=modeling.families)
         wh.replace(tables.PREDICTIONS, result.predictions)
         wh.replace(tables.FOLD_TRAINING, result.fold_training)
         wh.replace(tables.FEATURE_IMPORTANCE, result.importance)

@@ -1,0 +1,326 @@
+"""The stack: a non-negative blend of the families' out-of-fold predictions, cross-fit so that it stays exact.
+
+Each family alone reaches a modest out-of-fold r; families that read different signals (counts, tone, the words)
+err differently, and a blend of their predictions can beat every one of them. The blend is
+
+    stack(x) = b + sum_f w_f f(x),   w_f >= 0,
+
+with (b, w) fitted by non-negative least squares on predictions that did not see the labels they are fitted to.
+Why an intercept and free non-negative weights rather than weights summing to one: the families' predictions are
+shrunk towards the mean by different amounts (a forest's averages, the ordinal logit's expected rating), so a
+convex combination cannot undo that shrinkage and cannot shrink a weak predictor further towards the mean; with an
+intercept the weights may sum to anything, and w = 0 gives the training mean (the honest floor) when no family
+helps. Non-negativity keeps the blend from exploiting the noise in correlated predictions with weights of opposite
+signs (the classic stacking overfit, Breiman 1996). The intercept is not penalized: centre y and every column, solve
+``scipy.optimize.nnls`` on the centred arrays, then b = mean(y) - sum_f w_f mean(f).
+
+Exactness (research notes, section 5): a rated session's prediction must never depend on its own label. With the
+outer folds F_1..F_K and T_k = the rows outside F_k, the stack's prediction for row i in F_k is
+
+    b_k + sum_f w_{k,f} M_{k,f}(x_i),
+
+where M_{k,f} is family f's outer fold model (trained on T_k: the usual cross-fit) and (b_k, w_k) are fitted on
+rows of T_k only, using level-one predictions that never saw F_k's labels either: an inner cross-fit within T_k.
+The inner cross-fit is as cheap as it can be while exact:
+
+- a bagged forest needs no inner fit: its outer model's out-of-bag predictions for the rows of T_k come from trees
+  that never saw F_k (the model was trained on T_k) nor the row itself (left out of those trees' bootstrap
+  samples); ``out_of_bag`` computes them. A forest of 400 trees costs ~1.5 s a fit at the paper's scale;
+- the family ``text`` already has them: its nested scores (``text.py``) give every row of T_k an inner cross-fit
+  score that never saw F_k;
+- any other family: ``INNER_FOLDS`` = 2 inner folds within T_k (two fits on half of T_k each; a 5-fold inner
+  cross-fit would cost 5 fits on 4/5 of T_k, and with a few families of weak signal the weights need no more).
+
+With the sessions' text the tabular families' rows carry the text score column exactly as in ``crossfit``: fold k's
+outer and inner models see [x, inner text score of T_k] and predict F_k from [x, outer text score]. Nothing fitted
+on F_k's labels reaches a prediction for F_k, and ``StackFit.train_index_by_fold[k]`` records the union of every row
+whose label entered fold k's stack (the weights' rows, every base model's training rows, the text scores' labels),
+so ``crossfit.oof_violations`` checks it like any family's.
+
+Unrated sessions get the mean over the K outer stacks, like the other families.
+
+The outer fits are exactly ``crossfit.cross_validate``'s (same folds, features and model seeds), so
+``cross_validate_all`` measures every family and the stack in one pass: the stack adds only the inner fits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+from scipy.optimize import nnls
+from sklearn.model_selection import KFold
+from sklearn.pipeline import Pipeline
+
+from .crossfit import (
+    METRICS,
+    TEXT_FAMILY,
+    CrossFit,
+    CVResult,
+    SeedMetrics,
+    _as_unlabeled,
+    _as_xy,
+    _summary,
+    effective_k,
+    pearson,
+)
+from .families import FAMILIES, make_model
+from .text import FoldTextScores, TextFeature
+from .threads import native_threads
+
+STACK = "stack"
+"""The stack's family name (in ``settings.MODEL_FAMILIES``, last: a tie goes to a single family)."""
+
+CONSTANT = "constant"
+"""The honest floor's name in Table 2: predict the training folds' mean rating."""
+
+INNER_FOLDS = 2
+"""Inner folds within T_k for the families that have no free level-one predictions (see the module docstring)."""
+
+
+def nnls_weights(P: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
+    """(b, w): the least-squares fit y ~ b + P w with w >= 0 and b free (see the module docstring).
+
+    ``P`` has a column per family (its predictions), a row per labeled row."""
+    P = np.asarray(P, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    p_mean = P.mean(axis=0)
+    w, _ = nnls(P - p_mean, y - y.mean())
+    return float(y.mean() - p_mean @ w), w
+
+
+@dataclass(frozen=True, eq=False)
+class FoldPredictions:
+    """One family's fits for one seed (``eq=False``: it holds arrays).
+
+    ``oof[i]``: the outer fold model's prediction for labeled row i; ``inner[k, i]`` for i in T_k: the level-one
+    prediction of row i inside T_k (NaN on F_k, and everywhere when no stack is fitted); ``unlabeled[k]``: fold
+    k's predictions for the unlabeled rows; ``models``: the outer fold models (when kept; none for ``text``)."""
+
+    family: str
+    oof: np.ndarray
+    inner: np.ndarray
+    unlabeled: tuple[np.ndarray, ...]
+    models: tuple
+
+
+def out_of_bag(model: Pipeline, X_train: np.ndarray) -> np.ndarray | None:
+    """The out-of-bag predictions of a fitted bagged forest for its own training rows: row i's prediction is the
+    mean over the trees whose bootstrap sample left i out, so it never saw i's label. None when the pipeline's
+    model is not bagged (no ``estimators_samples_``); a row every tree drew (chance 0.63^400 with 400 trees) gets
+    the mean of the other rows' out-of-bag predictions."""
+    forest = model[-1]
+    if not hasattr(forest, "estimators_samples_"):
+        return None
+    Xt = model[:-1].transform(X_train)
+    total, count = np.zeros(Xt.shape[0]), np.zeros(Xt.shape[0])
+    for tree, drawn in zip(forest.estimators_, forest.estimators_samples_, strict=True):
+        left_out = np.ones(Xt.shape[0], dtype=bool)
+        left_out[drawn] = False
+        total[left_out] += tree.predict(Xt[left_out])
+        count[left_out] += 1
+    oob = np.divide(total, count, out=np.full_like(total, np.nan), where=count > 0)
+    return np.where(count > 0, oob, np.nanmean(oob))
+
+
+def _inner_crossfit(A: np.ndarray, y: np.ndarray, family: str, seed: int, threads: int) -> np.ndarray:
+    """Level-one predictions for the rows of T_k (features ``A``, labels ``y``): ``INNER_FOLDS``-fold cross-fit."""
+    inner = np.empty(y.shape[0])
+    for train, test in KFold(n_splits=INNER_FOLDS, shuffle=True, random_state=seed).split(A):
+        inner[test] = make_model(family, random_state=seed, threads=threads).fit(A[train], y[train]).predict(A[test])
+    return inner
+
+
+def _fit_family(
+    X: np.ndarray,
+    y: np.ndarray,
+    Xu: np.ndarray,
+    family: str,
+    folds: Sequence[Fold],
+    seed: int,
+    threads: int,
+    inner: bool,
+    keep: bool,
+) -> FoldPredictions:
+    """``FoldPredictions`` of ``family``: the K outer fits of ``crossfit`` (same folds, features and seeds) and,
+    with ``inner``, the level-one predictions inside each T_k (the module docstring says how)."""
+    n, K = y.shape[0], len(folds)
+    oof = np.empty(n)
+    level_one = np.full((K, n), np.nan)
+    unlabeled, models = [], []
+    for k, fold in enumerate(folds):
+        train, test, text = fold.train, fold.test, fold.text
+        if family == TEXT_FAMILY:
+            oof[test] = text.held_out_scores
+            level_one[k, train] = text.train_scores
+            unlabeled.append(text.unlabeled_scores)
+            continue
+        A_train, A_test = X[train], X[test]
+        if text is not None:
+            A_train = np.column_stack([A_train, text.train_scores])
+            A_test = np.column_stack([A_test, text.held_out_scores])
+        model = make_model(family, random_state=seed, threads=threads).fit(A_train, y[train])
+        oof[test] = model.predict(A_test)
+        if keep and Xu.shape[0]:
+            unlabeled.append(model.predict(Xu if text is None else np.column_stack([Xu, text.unlabeled_scores])))
+        else:
+            unlabeled.append(np.empty(0))
+        if inner:
+            oob = out_of_bag(model, A_train)
+            level_one[k, train] = oob if oob is not None else _inner_crossfit(A_train, y[train], family, seed, threads)
+        if keep:
+            models.append(model)
+    return FoldPredictions(family, oof, level_one, tuple(unlabeled), tuple(models))
+
+
+@dataclass(frozen=True, eq=False)
+class StackFit:
+    """The stack's out-of-fold predictions for one seed and the evidence of how they were made.
+
+    ``intercepts[k]``, ``weights[k]`` (one per family): fold k's blend; ``weight_train_index[k]``: the labeled
+    rows whose labels fitted it; ``train_index_by_fold[k]``: every labeled row whose label entered fold k's
+    prediction (weights and base models), the set ``oof_violations`` checks."""
+
+    families: tuple[str, ...]
+    oof: np.ndarray
+    fold: np.ndarray
+    intercepts: np.ndarray
+    weights: np.ndarray
+    weight_train_index: tuple[np.ndarray, ...]
+    train_index_by_fold: tuple[np.ndarray, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Fold:
+    """One outer fold: its training rows T_k, held-out rows F_k and, with the text, its nested text scores."""
+
+    train: np.ndarray
+    test: np.ndarray
+    text: FoldTextScores | None
+
+
+def outer_folds(y: np.ndarray, k: int, seed: int, text: TextFeature | None) -> list[Fold]:
+    """``KFold(k, shuffle=True, random_state=seed)``'s folds, as ``crossfit`` makes them (the text's when given)."""
+    if text is not None:
+        return [Fold(t.train_rows, t.held_out_rows, t) for t in text.scores(y, k, seed)]
+    split = KFold(n_splits=k, shuffle=True, random_state=seed).split(np.empty((y.shape[0], 1)))
+    return [Fold(train, test, None) for train, test in split]
+
+
+def blend(fits: Sequence[FoldPredictions], y: np.ndarray, folds: Sequence[Fold]) -> StackFit:
+    """Fit each outer fold's weights on the level-one predictions of T_k and apply them to the outer predictions
+    of F_k (the module docstring's formula); record every label each fold's stack used."""
+    n, K = y.shape[0], len(folds)
+    fold_of = np.empty(n, dtype=np.int64)
+    oof = np.empty(n)
+    intercepts, weights, weight_rows, train_rows = np.empty(K), np.empty((K, len(fits))), [], []
+    for k, fold in enumerate(folds):
+        fold_of[fold.test] = k
+        rows = fold.train
+        P = np.column_stack([f.inner[k, rows] for f in fits])
+        intercepts[k], weights[k] = nnls_weights(P, y[rows])
+        oof[fold.test] = intercepts[k] + np.column_stack([f.oof[fold.test] for f in fits]) @ weights[k]
+        weight_rows.append(rows)
+        # the base models of fold k (outer and inner) all train on rows of T_k; the text scores list their own
+        used = [rows, fold.train] + ([fold.text.labels_used] if fold.text is not None else [])
+        train_rows.append(np.unique(np.concatenate(used)))
+    families = tuple(f.family for f in fits)
+    return StackFit(families, oof, fold_of, intercepts, weights, tuple(weight_rows), tuple(train_rows))
+
+
+def _seed_metrics(seed: int, y: np.ndarray, oof: np.ndarray) -> SeedMetrics:
+    err = y - oof
+    r, why = pearson(y, oof)
+    return SeedMetrics(seed, float(np.mean(err**2)), float(np.mean(np.abs(err))), r, why)
+
+
+def _result(name: str, y: np.ndarray, per_seed: list[SeedMetrics], oof: np.ndarray, k: int, note) -> CVResult:
+    notes = ([note] if note else []) + [f"seed {s.seed}: {s.note}" for s in per_seed if s.note]
+    metrics = tuple(_summary(m, [getattr(s, m) for s in per_seed]) for m in METRICS)
+    return CVResult(name, int(y.shape[0]), metrics, tuple(per_seed), oof, k, tuple(notes))
+
+
+def _check_families(families: Sequence[str], text: TextFeature | None) -> None:
+    for family in families:
+        if family == STACK or family not in FAMILIES:
+            raise ValueError(f"cannot stack {family!r}; families to stack: {', '.join(FAMILIES[:-1])}")
+        if family == TEXT_FAMILY and text is None:
+            raise ValueError(f"the {TEXT_FAMILY!r} family needs the sessions' text: pass text=TextFeature(...)")
+
+
+def cross_validate_all(
+    X: np.ndarray,
+    y: np.ndarray,
+    families: Sequence[str],
+    k: int = 5,
+    seeds: Sequence[int] = (42, 43, 44, 45, 46),
+    stack: bool = True,
+    threads: int | None = None,
+    text: TextFeature | None = None,
+) -> list[CVResult]:
+    """``crossfit.cross_validate`` of every family (same numbers), then of the stack of them (``stack``) and of the
+    constant (the training folds' mean), from one set of outer fits per seed.
+
+    The stack needs at least two families (otherwise it is left out); the constant
+    is always there. Results come in the order families, stack, constant. ``text``: as in ``cross_validate``.
+    """
+    X, y = _as_xy(X, y)
+    _check_families(families, text)
+    seeds = tuple(int(s) for s in seeds)
+    if not seeds:
+        raise ValueError("cross_validate_all needs at least one seed")
+    k_used, note = effective_k(y.shape[0], k)
+    with_stack = stack and len(families) >= 2
+    per_seed: dict[str, list[SeedMetrics]] = {name: [] for name in (*families, STACK, CONSTANT)}
+    first_oof: dict[str, np.ndarray] = {}
+    no_rows = np.empty((0, X.shape[1]))
+    with native_threads(threads) as n_threads:
+        for seed in seeds:
+            folds = outer_folds(y, k_used, seed, text)
+            fits = [_fit_family(X, y, no_rows, f, folds, seed, n_threads, with_stack, False) for f in families]
+            constant = np.empty(y.shape[0])
+            for fold in folds:
+                constant[fold.test] = y[fold.train].mean()
+            named = [(f.family, f.oof) for f in fits] + [(CONSTANT, constant)]
+            if with_stack:
+                named.append((STACK, blend(fits, y, folds).oof))
+            for name, oof in named:
+                per_seed[name].append(_seed_metrics(seed, y, oof))
+                first_oof.setdefault(name, oof)
+    order = [*families, *([STACK] if with_stack else []), CONSTANT]
+    return [_result(name, y, per_seed[name], first_oof[name], k_used, note) for name in order]
+
+
+def stack_crossfit_predict(
+    X_labeled: np.ndarray,
+    y: np.ndarray,
+    X_unlabeled: np.ndarray | None,
+    families: Sequence[str],
+    k: int = 5,
+    seed: int = 42,
+    threads: int | None = None,
+    text: TextFeature | None = None,
+) -> tuple[CrossFit, StackFit]:
+    """The stack's cross-fit predictions for every session (what ``crossfit.crossfit_predict`` gives a family):
+    the rated rows' out-of-fold stack and the unrated rows' mean over the K outer stacks,
+    (1/K) sum_k (b_k + sum_f w_{k,f} M_{k,f}(x)). The ``CrossFit``'s ``train_index_by_fold`` is the stack's
+    recorded training rows; its ``models`` are empty (a fold's stack is several models, some fed text scores)."""
+    X, y = _as_xy(X_labeled, y)
+    Xu = _as_unlabeled(X_unlabeled, X.shape[1])
+    _check_families(families, text)
+    k_used, note = effective_k(y.shape[0], k)
+    if len(families) < 2:
+        raise ValueError(f"the stack blends at least 2 families; got {', '.join(families) or 'none'}")
+    if text is not None and text.unlabeled.shape[0] != Xu.shape[0]:
+        raise ValueError(f"the text has {text.unlabeled.shape[0]} unlabeled rows but X_unlabeled has {Xu.shape[0]}")
+    folds = outer_folds(y, k_used, seed, text)
+    with native_threads(threads) as n_threads:
+        fits = [_fit_family(X, y, Xu, f, folds, seed, n_threads, True, True) for f in families]
+    stack = blend(fits, y, folds)
+    unlabeled = np.zeros(Xu.shape[0])
+    for k in range(k_used):
+        unlabeled += stack.intercepts[k] + np.column_stack([f.unlabeled[k] for f in fits]) @ stack.weights[k]
+    text_folds = tuple(f.text for f in folds if f.text is not None)  # the text scores' own record, for the audit
+    fit = CrossFit(STACK, k_used, seed, stack.oof, stack.fold, unlabeled / k_used, stack.train_index_by_fold, ())
+    return replace(fit, note=note, text_folds=text_folds), stack
