@@ -21,7 +21,9 @@ Steps (``discover``):
    scoring on them would flatter the candidates), ``crossfit.cross_validate`` of ``family`` with the current
    features of ``features.session_features`` (X) and with X plus one candidate's columns (``wide.option_column``
    one-hot for a category, 0/1 for yes_no, NaN where unanswered); ``gain = rho(X + candidate) - rho(X)``, each the
-   mean over the same CV seeds and folds, so the difference is the candidate's alone.
+   mean over the same CV seeds and folds, so the difference is the candidate's alone. When sessions have user text,
+   both sides also get the nested cross-fit text score, as the pipeline's tabular families do
+   (``ModelingData.text``, ``modeling/text.py``): a candidate gains only what the users' words do not already give.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ import numpy as np
 from .. import tables
 from ..modeling.comparison import load_chosen_family
 from ..modeling.crossfit import cross_validate
-from ..modeling.data import load_modeling_data
+from ..modeling.data import ModelingData, load_modeling_data
+from ..modeling.text import TextFeature
 from ..settings import LLMSettings
 from ..warehouse import Warehouse
 from .annotation import Annotation, SessionTranscript
@@ -219,8 +222,16 @@ def _annotate(wh: Warehouse, annotator: LLMAnnotator, rubric: Rubric) -> list[An
     return [a for batch in iter_transcripts(wh) for a in annotator.annotate(batch, rubric)]
 
 
-def _rho(X: np.ndarray, y: np.ndarray, family: str, seeds: tuple[int, ...]) -> float:
-    return next(m.mean for m in cross_validate(X, y, family, seeds=seeds).metrics if m.name == "pearson")
+def _rho(X: np.ndarray, y: np.ndarray, family: str, seeds: tuple[int, ...], text: TextFeature | None) -> float:
+    """Mean out-of-fold Pearson r over ``seeds`` (``crossfit.cross_validate``)."""
+    return next(m.mean for m in cross_validate(X, y, family, seeds=seeds, text=text).metrics if m.name == "pearson")
+
+
+def text_rows(data: ModelingData, rows: np.ndarray) -> TextFeature | None:
+    """The users' text of the measured rated ``rows`` (and of the unrated sessions), for ``cross_validate``."""
+    if data.text is None:
+        return None
+    return TextFeature(data.text.Z[np.flatnonzero(rows)], data.text.Z[np.flatnonzero(~data.labeled)])
 
 
 def discover(
@@ -261,12 +272,13 @@ def discover(
     rows = data.labeled & ~np.isin(data.session_ids, list(shown))
     X, y = data.X[rows], data.y[rows]
     say(f"cross-validating {family} on {int(rows.sum())} rated sessions the prompt did not show")
-    rho_current = _rho(X, y, family, seeds)
+    text = text_rows(data, rows)
+    rho_current = _rho(X, y, family, seeds, text)
     gains = []
     for f in cand_rubric.features:
         answers = {a.session_id: a.answers[f.name].value for a in annotations if f.name in a.answers}
         cols = candidate_columns(f, answers, data.session_ids)
-        rho_with = _rho(np.hstack([X, cols[rows]]), y, family, seeds)
+        rho_with = _rho(np.hstack([X, cols[rows]]), y, family, seeds, text)
         answered = sum(1 for v in answers.values() if v) / max(len(data.session_ids), 1)
         gains.append(
             Gain(f.name, f.value_type, cols.shape[1], answered, rho_current, rho_with, rho_with - rho_current, len(y))
