@@ -174,6 +174,10 @@ class GeneratorParams:
     sentiment_work: float = 0.8  # per star of w
     sentiment_failures: float = -0.35  # per failed command per segment
     sentiment_noise_sd: float = 0.3
+    # how strongly the user's words follow the tone: a follow-up's mood is words_tone * s + N(0, 1), cut into
+    # levels -2..2 (render._user_text). Set so the issue-13 text baselines reach about what they reach on real
+    # rated dialogues (~1 000 labels: ridge on TF-IDF r ~0.25, forest on VADER statistics ~0.25; bench/text_signal.py)
+    words_tone: float = 0.8
     # --- star ratings ------------------------------------------------------------------------------------
     rating_intercept: float = 4.25  # rating location m at q = 0, no features
     rating_push: float = 0.12  # per push, up to 2

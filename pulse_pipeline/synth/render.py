@@ -23,6 +23,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -55,6 +56,7 @@ class SessionSpec(NamedTuple):
     sentiment_score: float
     n_reads: int  # rendered-only filler: file reads
     n_ok_commands: int  # rendered-only filler: succeeding other commands
+    mood_location: float  # words_tone * sentiment_score: the mean mood of the user's follow-ups
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ class RenderedSession:
 def session_specs(table: SessionTable, seed: int, params: GeneratorParams | None = None) -> list[SessionSpec]:
     """One ``SessionSpec`` per session. The rendered-only filler is drawn vectorized:
     reads ~ Poisson(read_rate * n_segments), succeeding other commands ~ Poisson(other_cmd_rate * n_segments).
+    ``mood_location = words_tone * sentiment_score`` sets how much the user's words say (see ``_user_text``).
     """
     p = params or GeneratorParams()
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5E55]))
@@ -93,6 +96,7 @@ def session_specs(table: SessionTable, seed: int, params: GeneratorParams | None
         table.sentiment_score,
         reads,
         ok,
+        p.words_tone * table.sentiment_score,
     ]
     return [SessionSpec(*row) for row in zip(*(c.tolist() for c in cols), strict=True)]
 
@@ -145,46 +149,112 @@ _TASK_REQUESTS: dict[str, tuple[str, ...]] = {
     ),
 }
 
-_POSITIVE = (
-    "thanks, that works!",
-    "Perfect, exactly what I needed.",
-    "great, tests pass on my side too.",
-    "Nice work. Now can you also {follow}?",
-    "looks good, thank you! next: {follow}",
-    "awesome, merged. Can you {follow}?",
-    "that's it, thanks!",
+# A follow-up's mood level: -2 (very unhappy) .. +2 (very happy); 0 says nothing about satisfaction.
+# Each level has many phrasings, and the cue words overlap across levels (``thanks, but``, ``not bad``,
+# ``still``), so no single word gives the label away: the signal is in how the levels mix over a session.
+_REACTIONS: dict[int, tuple[str, ...]] = {
+    2: (
+        "perfect, exactly what I needed!",
+        "awesome, works great",
+        "great job, that's exactly right.",
+        "excellent, the tests pass on my side too.",
+        "love it, much cleaner than before.",
+        "wow, that was fast. works perfectly",
+        "brilliant, merged it already.",
+        "super helpful, thank you!",
+    ),
+    1: (
+        "ok, that works.",
+        "looks good.",
+        "nice, the build is green now.",
+        "good, that fixed it.",
+        "better, thanks.",
+        "fine, works for me.",
+        "cool, that's it.",
+        "not bad, the output looks right now.",
+        "yep, confirmed on my side.",
+    ),
+    0: (
+        "ok.",
+        "I see.",
+        "hmm, let me check.",
+        "got it.",
+        "alright.",
+        "one more thing.",
+        "noted.",
+    ),
+    -1: (
+        "hmm, not quite.",
+        "it still fails on my side.",
+        "that didn't fix it.",
+        "not what I expected, the output looks off.",
+        "close, but the edge case is still broken.",
+        "thanks, but the tests are red again.",
+        "I don't think that's right.",
+        "the same error is back.",
+        "it works locally but not in CI.",
+    ),
+    -2: (
+        "no, this is wrong.",
+        "this is not what I asked for.",
+        "you broke the build.",
+        "why did you delete the tests?? put them back",
+        "ugh, it's worse now.",
+        "please leave the files I didn't mention alone.",
+        "that's useless, revert it.",
+        "you forgot what I said earlier: don't touch {file}.",
+        "seriously? the same bug again.",
+    ),
+}
+_INSTRUCTIONS = (  # mood-free: what the user asks next
+    "{follow}",
+    "can you {follow}",
+    "next, {follow}",
+    "also {follow}",
+    "now {follow}",
+    "run the tests again",
+    "show me the diff",
+    "what does {sym} do exactly",
+    "check {file} as well",
 )
-_NEUTRAL = (
-    "ok. Next, {follow}.",
-    "Can you {follow}?",
-    "Please also {follow}.",
-    "what does {sym} do exactly?",
-    "ok, and {follow}",
-    "run the tests again please",
-    "Can you show me the diff?",
+_POLITE_INSTRUCTIONS = (  # mood-free, from a polite user
+    "please {follow}",
+    "could you please {follow}",
+    "would you {follow}",
+    "when you get a chance, please {follow}",
+    "could you run the tests again",
+    "please show me the diff",
 )
-_NEGATIVE = (
-    "no, I meant {follow}, not that.",
-    "that's still failing: {sym} raises the same error.",
-    "this is wrong, you changed files I didn't ask you to touch.",
-    "It still doesn't work. Please {follow}.",
-    "why did you delete the tests?? put them back",
-    "you forgot what I said earlier: don't touch {file}.",
-    "no no no. revert that and {follow}.",
-    "This is not what I asked for.",
+_POLITE_THANKS = ("thanks.", "thank you!", "thx", "appreciate it.")
+_VERBOSE_CONTEXT = (  # mood-free context a verbose user adds
+    "For context, this runs in our nightly job.",
+    "I'm on macOS with Python 3.11, if that matters.",
+    "The team lead wants this before Friday's release.",
+    "I tried it on a clean checkout of main.",
+    "Keep the public API the same, other services import it.",
+    "We use pytest and ruff in CI.",
+    "The config lives in config/settings.py.",
 )
-_INTERJECTIONS = (  # typed while the agent runs: calm ...
-    "also, keep the old function signature.",
-    "wait, use the staging branch.",
-    "btw the config is in .env",
-    "don't forget the tests",
-)
-_INTERJECTIONS_NEGATIVE = (  # ... or not
-    "stop, that's the wrong file",
-    "hurry please, this is blocking a release",
-    "no wait, that's not what I asked",
-    "why are you reinstalling everything again?",
-)
+_INTERJECTIONS: dict[int, tuple[str, ...]] = {  # typed while the agent runs: mood-free unless the mood is strong
+    1: ("nice, keep going", "looks promising so far", "good direction", "oh nice, that's quick"),
+    0: (
+        "also, keep the old function signature.",
+        "wait, use the staging branch.",
+        "btw the config is in .env",
+        "don't forget the tests",
+        "fyi {file} is generated, don't edit it by hand",
+        "the API key is in the vault, not in the repo",
+        "use the existing helper in {file}",
+        "I'll be back in 10 min",
+    ),
+    -1: (
+        "hold on, that's the wrong file",
+        "wait, that's not what I meant",
+        "why are you reinstalling everything again?",
+        "hurry please, this is blocking a release",
+        "ugh, not this again",
+    ),
+}
 _FOLLOWS = (
     "add a test for the empty case",
     "update the changelog",
@@ -196,32 +266,37 @@ _FOLLOWS = (
     "fix the lint warnings",
     "write a short summary in the PR description",
 )
-_FOREIGN: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
-    # (task opener, positive/neutral follow-up, negative follow-up) by language
+_FOREIGN: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
+    # (task opener, positive, neutral, negative follow-up) by language
     "es": (
         ("Hay un error en {file}, ¿puedes arreglarlo?", "Necesito que implementes {sym} en {file}."),
-        ("gracias, funciona!", "ok, ahora agrega pruebas por favor."),
-        ("no, eso no es lo que pedí.", "sigue fallando, revisa {file}."),
+        ("gracias, funciona!", "perfecto, eso era.", "bien, ya pasan las pruebas."),
+        ("ok, ahora agrega pruebas por favor.", "¿qué hace {sym} exactamente?", "revisa también {file}."),
+        ("no, eso no es lo que pedí.", "sigue fallando, revisa {file}.", "ahora está peor, deshazlo."),
     ),
     "de": (
         ("In {file} ist ein Fehler, kannst du ihn beheben?", "Bitte implementiere {sym} in {file}."),
-        ("danke, das funktioniert!", "ok, bitte noch Tests hinzufügen."),
-        ("nein, das habe ich nicht gemeint.", "es schlägt immer noch fehl."),
+        ("danke, das funktioniert!", "super, genau so.", "sieht gut aus."),
+        ("ok, bitte noch Tests hinzufügen.", "was macht {sym} genau?", "schau dir auch {file} an."),
+        ("nein, das habe ich nicht gemeint.", "es schlägt immer noch fehl.", "das ist falsch, mach das rückgängig."),
     ),
     "zh": (
         ("{file} 里有个bug，帮我修一下。", "请在 {file} 中实现 {sym}。"),
-        ("谢谢，可以了！", "好的，再加几个测试。"),
-        ("不对，我不是这个意思。", "还是失败，请再检查一下 {file}。"),
+        ("谢谢，可以了！", "很好，就是这样。", "不错，测试通过了。"),
+        ("好的，再加几个测试。", "{sym} 具体是做什么的？", "也看一下 {file}。"),
+        ("不对，我不是这个意思。", "还是失败，请再检查一下 {file}。", "更糟了，请撤销。"),
     ),
     "pt": (
         ("Tem um bug em {file}, pode corrigir?", "Implemente {sym} em {file}, por favor."),
-        ("valeu, funcionou!", "ok, agora adicione testes."),
-        ("não, não foi isso que eu pedi.", "ainda está falhando."),
+        ("valeu, funcionou!", "perfeito, era isso.", "ótimo, os testes passam."),
+        ("ok, agora adicione testes.", "o que {sym} faz exatamente?", "veja também {file}."),
+        ("não, não foi isso que eu pedi.", "ainda está falhando.", "piorou, desfaça isso."),
     ),
     "fr": (
         ("Il y a un bug dans {file}, tu peux le corriger ?", "Implémente {sym} dans {file} s'il te plaît."),
-        ("merci, ça marche !", "ok, ajoute des tests maintenant."),
-        ("non, ce n'est pas ce que je voulais.", "ça échoue toujours."),
+        ("merci, ça marche !", "parfait, c'est exactement ça.", "bien, les tests passent."),
+        ("ok, ajoute des tests maintenant.", "que fait {sym} exactement ?", "regarde aussi {file}."),
+        ("non, ce n'est pas ce que je voulais.", "ça échoue toujours.", "c'est pire, annule ça."),
     ),
 }
 _AGENT_DONE = (
@@ -293,22 +368,98 @@ def _fill(template: str, rnd: random.Random) -> str:
     )
 
 
+class UserStyle(NamedTuple):
+    """How one user writes, whatever their mood (drawn from the user id alone, so it carries no satisfaction)."""
+
+    verbosity: int  # 0 terse (reaction or instruction, rarely both), 1 plain, 2 verbose (adds context)
+    politeness: int  # 0 blunt, 1 plain, 2 polite ("please", "thanks" even when unhappy)
+    typo_rate: float  # per-word probability of a typo
+    lowercase: bool  # writes everything in lower case
+
+
+@lru_cache(maxsize=65536)
+def user_style(user_id: str) -> UserStyle:
+    """The user's style, from ``random.Random("style/" + user_id)``: verbosity 0/1/2 with probabilities
+    .3/.45/.25, politeness 0/1/2 with .3/.4/.3, typo rate 0 (60 %), .02, .05 or .1 per word, lower case 30 %."""
+    rnd = random.Random(f"style/{user_id}")
+    return UserStyle(
+        verbosity=rnd.choices((0, 1, 2), (0.3, 0.45, 0.25))[0],
+        politeness=rnd.choices((0, 1, 2), (0.3, 0.4, 0.3))[0],
+        typo_rate=rnd.choice((0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.02, 0.02, 0.05, 0.1)),
+        lowercase=rnd.random() < 0.3,
+    )
+
+
+def _typos(text: str, rate: float, rnd: random.Random) -> str:
+    """Each word of 4+ letters gets, with probability ``rate``, one typo: two neighbouring letters swapped,
+    a letter dropped or a letter doubled."""
+    words = text.split(" ")
+    for k, word in enumerate(words):
+        if len(word) >= 4 and word.isalpha() and rnd.random() < rate:
+            j = rnd.randrange(1, len(word) - 1)
+            kind = rnd.randrange(3)
+            if kind == 0:
+                words[k] = word[: j - 1] + word[j] + word[j - 1] + word[j + 1 :]
+            elif kind == 1:
+                words[k] = word[:j] + word[j + 1 :]
+            else:
+                words[k] = word[: j + 1] + word[j:]
+    return " ".join(words)
+
+
+def mood_level(mood: float) -> int:
+    """The mood's level: -2 below -1.5, -1 below -0.5, 0 up to 0.5, +1 up to 1.5, +2 above."""
+    return -2 if mood < -1.5 else -1 if mood < -0.5 else 0 if mood <= 0.5 else 1 if mood <= 1.5 else 2
+
+
+def _english(style: UserStyle, kind: str, level: int, task_type: str, rnd: random.Random) -> str:
+    """The English text of a message at a mood level, in the user's style (see ``_user_text``)."""
+    if kind == "first":
+        text = rnd.choice(_TASK_REQUESTS[task_type])
+        if style.politeness == 2:
+            text = f"Hi! {text} Thanks in advance."
+        elif style.verbosity == 2:
+            text = f"{text} {rnd.choice(_VERBOSE_CONTEXT)}"
+        return text
+    if kind == "interject":
+        return rnd.choice(_INTERJECTIONS[(level > 1) - (level < -1)])  # only a strong mood shows
+    polite = style.politeness == 2 and rnd.random() < 0.6
+    ask = rnd.choice(_POLITE_INSTRUCTIONS if polite else _INSTRUCTIONS)
+    ask += "?" if ask.startswith(("can", "could", "would", "what")) else "."
+    react = rnd.choice(_REACTIONS[level])
+    if style.verbosity == 0:  # terse: one of the two, the reaction only when there is one
+        parts = [react] if level != 0 and rnd.random() < 0.6 else [ask]
+    else:
+        parts = [react, ask] if level != 0 or rnd.random() < 0.3 else [ask]
+        if style.verbosity == 2:
+            parts.insert(1, rnd.choice(_VERBOSE_CONTEXT))
+    if style.politeness == 2 and rnd.random() < 0.4:
+        parts.append(rnd.choice(_POLITE_THANKS))
+    return " ".join(parts)
+
+
 def _user_text(spec: SessionSpec, kind: str, rnd: random.Random) -> str:
     """A user message: the opening request by task type (``kind="first"``), a follow-up opening a later
-    segment (``"next"``) or a message typed while the agent runs (``"interject"``). The tone follows the
-    session's sentiment: mood = sentiment_score + N(0, 0.35); negative below -0.15, positive above 0.35.
-    Users of another language write in it 80 % of the time."""
+    segment (``"next"``) or a message typed while the agent runs (``"interject"``).
+
+    Why: a text model reads these words, and it should find in them about as much satisfaction as in real
+    users' words (see ``GeneratorParams.words_tone``): many weak cues mixed with noise. A follow-up's mood is
+    ``spec.mood_location + N(0, 1)`` (``mood_location = words_tone * sentiment_score``), cut into five levels
+    (``mood_level``); a follow-up is a reaction of that level (several phrasings each) and/or a mood-free
+    instruction. The opening request is written before any outcome and carries no mood. Around that, the
+    user's style (``user_style``: terse or verbose, blunt or polite, typos, lower case) changes the wording but
+    not the mood. Users of another language write in it 80 % of the time (a few phrases per mood sign)."""
+    style = user_style(spec.user_id)
+    level = 0 if kind == "first" else mood_level(spec.mood_location + rnd.gauss(0.0, 1.0))
     foreign = _FOREIGN.get(spec.language)
-    if kind == "first":
-        pool = foreign[0] if foreign and rnd.random() < 0.8 else _TASK_REQUESTS[spec.task_type]
-        return _fill(rnd.choice(pool), rnd)
-    mood = spec.sentiment_score + rnd.gauss(0.0, 0.35)
     if foreign and rnd.random() < 0.8:
-        return _fill(rnd.choice(foreign[2] if mood < -0.15 else foreign[1]), rnd)
-    if kind == "interject":
-        return rnd.choice(_INTERJECTIONS_NEGATIVE if mood < -0.15 else _INTERJECTIONS)
-    pool = _NEGATIVE if mood < -0.15 else _POSITIVE if mood > 0.35 else _NEUTRAL
-    return _fill(rnd.choice(pool), rnd)
+        text = rnd.choice(foreign[0] if kind == "first" else foreign[2 - (level > 0) + (level < 0)])
+    else:
+        text = _english(style, kind, level, spec.task_type, rnd)
+    text = _fill(text, rnd)
+    if style.lowercase:
+        text = text.lower().rstrip(".")
+    return _typos(text, style.typo_rate, rnd) if style.typo_rate else text
 
 
 # --------------------------------------------------------------------------------------------------------
