@@ -37,6 +37,9 @@ from .settings import ingest_settings
 from .tables import Table
 
 DERIVED_SCHEMAS = ("modeling", "estimates")  # rebuilt whole by every materialization
+RECOMPUTED_TABLES = ("features.event_features",)
+"""Tables outside ``DERIVED_SCHEMAS`` that are also rebuilt whole from the raw events, at no cost but time: one of
+an older shape is recreated like a derived table. (Annotations are not: LLM answers are paid for.)"""
 
 Rows = pl.DataFrame | Sequence[Any]
 """What a writer hands the warehouse: a polars frame with the table's columns, or dataclass instances whose fields
@@ -117,10 +120,10 @@ def nan_to_null(frame: pl.DataFrame) -> pl.DataFrame:
 def ensure_tables(con: duckdb.DuckDBPyConnection, which: Iterable[Table] = tables.ALL_TABLES) -> None:
     """Create every table of the contract that is missing.
 
-    A derived table (``DERIVED_SCHEMAS``) whose columns differ from the contract, i.e. one written by an older
-    PULSE, is dropped and created anew: its next materialization recomputes it whole. Raw, staging and feature
-    tables are never dropped on their own (the ingested records and paid-for LLM answers live there), so a
-    mismatch there is an error that says what differs.
+    A derived table (``DERIVED_SCHEMAS``, ``RECOMPUTED_TABLES``) whose columns differ from the contract, i.e. one
+    written by an older PULSE, is dropped and created anew: its next materialization recomputes it whole. Raw,
+    staging and the other feature tables are never dropped on their own (the ingested records and paid-for LLM
+    answers live there), so a mismatch there is an error that says what differs.
     """
     existing: dict[str, list[str]] = {}  # every table's columns, in one query: every asset opens a warehouse
     for schema, name, column in con.execute(
@@ -134,7 +137,7 @@ def ensure_tables(con: duckdb.DuckDBPyConnection, which: Iterable[Table] = table
             continue
         con.execute(f"CREATE SCHEMA IF NOT EXISTS {t.schema}")
         if have:
-            if t.schema not in DERIVED_SCHEMAS:
+            if t.schema not in DERIVED_SCHEMAS and t.qualified not in RECOMPUTED_TABLES:
                 raise RuntimeError(
                     f"{t.qualified} has columns {have}, but this PULSE expects {t.column_names};"
                     " move the old warehouse aside and re-ingest the drops"

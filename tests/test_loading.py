@@ -223,6 +223,11 @@ def test_tables_of_an_older_pulse_are_rebuilt_if_derived_and_refused_if_raw():
     cols = [r[0] for r in con.execute("DESCRIBE estimates.experiment_effects").fetchall()]
     assert cols == tables.EXPERIMENT_EFFECTS.column_names  # recreated empty: the next run refills it
     ensure_tables(con, [tables.EXPERIMENT_EFFECTS])  # an up-to-date table is left alone
+    con.execute("CREATE SCHEMA features")  # event features are recomputed from raw events: rebuilt too
+    con.execute("CREATE TABLE features.event_features (session_id VARCHAR, user_message_count INTEGER)")
+    ensure_tables(con, [tables.EVENT_FEATURES])
+    cols = [r[0] for r in con.execute("DESCRIBE features.event_features").fetchall()]
+    assert cols == tables.EVENT_FEATURES.column_names
     con.execute("CREATE SCHEMA raw")
     con.execute("CREATE TABLE raw.ratings (session_id VARCHAR)")
     with pytest.raises(RuntimeError, match="raw.ratings has columns"):
