@@ -162,6 +162,7 @@ _REACTIONS: dict[int, tuple[str, ...]] = {
         "wow, that was fast. works perfectly",
         "brilliant, merged it already.",
         "super helpful, thank you!",
+        "this is excellent.",
     ),
     1: (
         "ok, that works.",
@@ -193,9 +194,13 @@ _REACTIONS: dict[int, tuple[str, ...]] = {
         "I don't think that's right.",
         "the same error is back.",
         "it works locally but not in CI.",
+        "meh, the numbers look off.",
+        "hmm, {sym} gives a different result now.",
+        "that only half works.",
+        "I expected something simpler.",
     ),
     -2: (
-        "no, this is wrong.",
+        "no, wrong approach.",
         "this is not what I asked for.",
         "you broke the build.",
         "why did you delete the tests?? put them back",
@@ -204,6 +209,11 @@ _REACTIONS: dict[int, tuple[str, ...]] = {
         "that's useless, revert it.",
         "you forgot what I said earlier: don't touch {file}.",
         "seriously? the same bug again.",
+        "makes no sense to me.",
+        "terrible, nothing runs anymore.",
+        "do you even read my messages?",
+        "I give up on this approach, undo everything.",
+        "you ignored the requirement about {sym}.",
     ),
 }
 _INSTRUCTIONS = (  # mood-free: what the user asks next
@@ -216,6 +226,11 @@ _INSTRUCTIONS = (  # mood-free: what the user asks next
     "show me the diff",
     "what does {sym} do exactly",
     "check {file} as well",
+    "why does {sym} take a list",
+    "didn't we have a helper for this in {file}",
+    "run it again with -v",
+    "add this to the changelog",
+    "why is {file} so slow to import",
 )
 _POLITE_INSTRUCTIONS = (  # mood-free, from a polite user
     "please {follow}",
@@ -236,7 +251,7 @@ _VERBOSE_CONTEXT = (  # mood-free context a verbose user adds
     "The config lives in config/settings.py.",
 )
 _INTERJECTIONS: dict[int, tuple[str, ...]] = {  # typed while the agent runs: mood-free unless the mood is strong
-    1: ("nice, keep going", "looks promising so far", "good direction", "oh nice, that's quick"),
+    1: ("nice, keep going", "looks promising so far", "good direction", "oh nice, that's quick", "yes, like that"),
     0: (
         "also, keep the old function signature.",
         "wait, use the staging branch.",
@@ -250,9 +265,12 @@ _INTERJECTIONS: dict[int, tuple[str, ...]] = {  # typed while the agent runs: mo
     -1: (
         "hold on, that's the wrong file",
         "wait, that's not what I meant",
-        "why are you reinstalling everything again?",
-        "hurry please, this is blocking a release",
-        "ugh, not this again",
+        "you're reinstalling packages for nothing",
+        "hurry please, the release waits on it",
+        "not this again",
+        "careful, you're about to break {file}",
+        "that looks like a dead end",
+        "taking forever...",
     ),
 }
 _FOLLOWS = (
@@ -425,7 +443,7 @@ def _english(style: UserStyle, kind: str, level: int, task_type: str, rnd: rando
         return rnd.choice(_INTERJECTIONS[(level > 1) - (level < -1)])  # only a strong mood shows
     polite = style.politeness == 2 and rnd.random() < 0.6
     ask = rnd.choice(_POLITE_INSTRUCTIONS if polite else _INSTRUCTIONS)
-    ask += "?" if ask.startswith(("can", "could", "would", "what")) else "."
+    ask += "?" if ask.startswith(("can", "could", "would", "what", "why", "didn")) else "."
     react = rnd.choice(_REACTIONS[level])
     if style.verbosity == 0:  # terse: one of the two, the reaction only when there is one
         parts = [react] if level != 0 and rnd.random() < 0.6 else [ask]
