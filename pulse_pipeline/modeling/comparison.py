@@ -38,8 +38,9 @@ MIN_RATED_SESSIONS = 10
 
 FLOOR_MAX_LABELS = 300
 """Below this many rated sessions, predictions that lose to the constant (every family's out-of-fold MSE above the
-constant's) set PPI's lambda to 0. At ~300 labels lambda-hat's own sampling noise (sd ~ 1/sqrt(n) ~ 0.06) is small
-enough that PPI++ shrinks a useless prediction itself; with 60 it can pick lambda ~ 0.3 from noise alone."""
+constant's) set PPI's lambda to 0. lambda-hat = Cov(Y, f) / Var(f) (about) has sampling sd ~ sd(Y) / (sd(f) sqrt(n))
+for an f unrelated to Y: with 60 labels it is ~2.2x what it is with 300, so with few labels PPI++ picks a
+clearly positive lambda from noise alone, and a useless f then only adds variance."""
 
 JUDGE_AGREEMENT_SQL = """
 SELECT j.model, count(*) AS n, avg((j.likert_score - l.label_stars) ^ 2) AS mse,

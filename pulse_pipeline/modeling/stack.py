@@ -32,7 +32,10 @@ The inner cross-fit is as cheap as it can be while exact:
   cross-fit would cost 5 fits on 4/5 of T_k, and with a few families of weak signal the weights need no more).
 
 With the sessions' text the tabular families' rows carry the text score column exactly as in ``crossfit``: fold k's
-outer and inner models see [x, inner text score of T_k] and predict F_k from [x, outer text score]. Nothing fitted
+outer and inner models see [x, inner text score of T_k] and predict F_k from [x, outer text score]. (Those inner
+text scores used labels from all of T_k, so a level-one prediction within T_k may lean, through other rows' text
+scores, on its own row's label: a second-order effect that can favour a family in the weights, never a leak of
+F_k's labels into F_k's predictions.) Nothing fitted
 on F_k's labels reaches a prediction for F_k, and ``StackFit.train_index_by_fold[k]`` records the union of every row
 whose label entered fold k's stack (the weights' rows, every base model's training rows, the text scores' labels),
 so ``crossfit.oof_violations`` checks it like any family's.
