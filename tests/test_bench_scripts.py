@@ -54,3 +54,36 @@ def test_concurrent_fits_bench_times_one_process_alone_and_two_at_once():
     assert f"threads=1 (default): two at once / alone = {total[3]} (" in out
     assert f"(no limit): two at once / alone = {total[6]} (" in out
     assert "one process alone, default / no limit = " in out
+
+
+def test_text_signal_bench_prints_the_baselines_and_true_giveaways(tmp_path):
+    import csv
+    import re
+
+    import numpy as np
+    import orjson
+
+    from pulse_pipeline.synth import write_corpus
+
+    write_corpus(tmp_path, 200, seed=4)
+    out = _run("bench/text_signal.py", "--corpus", str(tmp_path), "--labels", "1000")  # more than 200: every session
+    assert "200 labelled sessions of a 200-session corpus" in out
+    for prefix in ("(a) ridge on TF-IDF", "(b) random forest on 7 VADER", "(c) average of (a) and (b)"):
+        line = next(line for line in out.splitlines() if line.startswith(prefix))
+        assert -1.0 <= float(line.split("r = ")[1]) <= 1.0
+    words = [line.split() for line in out.splitlines() if line.startswith("    ")]
+    assert len(words) == 5
+    # the top word's r and count, recomputed from the files: presence in the user's messages vs the label
+    with open(tmp_path / "_sessions_truth.csv") as fh:
+        label = {r["session_id"]: float(r["label"]) for r in csv.DictReader(fh)}
+    tokens = {}
+    for line in (tmp_path / "sessions-0000.jsonl").read_bytes().splitlines():
+        row = orjson.loads(line)
+        text = " ".join(e["args"]["content"] for e in row["history"] if e["source"] == "user")
+        tokens[row["session_id"]] = set(re.findall(r"\b\w\w+\b", text.lower()))
+    word, r, n = words[0][0], float(words[0][3]), int(words[0][5])
+    ids = sorted(tokens)
+    x = np.array([word in tokens[s] for s in ids], dtype=np.float64)
+    assert n == int(x.sum())
+    assert abs(r - np.corrcoef(x, [label[s] for s in ids])[0, 1]) < 1e-3
+    assert all(abs(float(w[3])) <= abs(r) for w in words)
