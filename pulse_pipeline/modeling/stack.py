@@ -116,12 +116,13 @@ def out_of_bag(model: Pipeline, X_train: np.ndarray) -> np.ndarray | None:
     forest = model[-1]
     if not hasattr(forest, "estimators_samples_"):
         return None
-    Xt = model[:-1].transform(X_train)
+    # the trees split on float32 (as the forest's own predict converts); check_input=False skips 400 validations
+    Xt = np.ascontiguousarray(model[:-1].transform(X_train), dtype=np.float32)
     total, count = np.zeros(Xt.shape[0]), np.zeros(Xt.shape[0])
     for tree, drawn in zip(forest.estimators_, forest.estimators_samples_, strict=True):
         left_out = np.ones(Xt.shape[0], dtype=bool)
         left_out[drawn] = False
-        total[left_out] += tree.predict(Xt[left_out])
+        total[left_out] += tree.predict(Xt[left_out], check_input=False)
         count[left_out] += 1
     oob = np.divide(total, count, out=np.full_like(total, np.nan), where=count > 0)
     return np.where(count > 0, oob, np.nanmean(oob))
