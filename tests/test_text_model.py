@@ -16,7 +16,7 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import Ridge
 from sklearn.model_selection import KFold, cross_val_predict
 
-from pulse_pipeline.modeling.crossfit import cross_validate, crossfit_predict, oof_violations
+from pulse_pipeline.modeling.crossfit import cross_validate, crossfit_predict, insample_predict, oof_violations
 from pulse_pipeline.modeling.data import ModelingData
 from pulse_pipeline.modeling.predictions import audit_out_of_fold, crossfit_tables
 from pulse_pipeline.modeling.text import (
@@ -27,6 +27,7 @@ from pulse_pipeline.modeling.text import (
     text_score_violations,
     top_terms,
     vectorize,
+    vocabulary_rows,
 )
 
 GOOD = ("thanks great", "works perfectly now", "great job thank you", "awesome that fixed it")
@@ -70,7 +71,7 @@ def hand_matrix(ids, messages) -> sp.csr_matrix:
     ]
     opts = {"sublinear_tf": True, "min_df": 2}
     word = TfidfVectorizer(analyzer="word", ngram_range=(1, 2), **opts).fit_transform(joined)
-    char = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), **opts).fit_transform(joined)
+    char = TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5), **opts).fit_transform([t[:1000] for t in joined])
     last_block = TfidfVectorizer(analyzer="word", ngram_range=(1, 2), **opts).fit_transform(last) * 0.5
     return sp.hstack([word, char, last_block], format="csr")
 
@@ -239,3 +240,33 @@ def test_the_text_family_has_no_feature_importance(texts):
     assert result.importance.height == 0 and result.predictions.height == 120
     assert audit_out_of_fold(result.predictions, result.fold_training, result.text_fold_training).passed
     assert result.oof_pearson > 0.8
+
+
+def test_the_vocabulary_sample_and_rated_only_text_give_the_same_columns(texts):
+    ids, messages, y, _, matrix, _ = texts
+    labeled = ~np.isnan(y)
+    assert vocabulary_rows(labeled, max_sessions=1000).tolist() == list(range(120))
+    # 90 rated + 10 of the 30 unrated, evenly spaced: 90, 93, ..., 119 (np.linspace(0, 29, 10) -> 0, 3, ..., 29)
+    rows = vocabulary_rows(labeled, max_sessions=100)
+    assert rows.tolist() == list(range(90)) + [90 + int(i) for i in np.linspace(0, 29, 10)]
+    assert vocabulary_rows(labeled, max_sessions=50).tolist() == list(range(90))
+    texts_ = session_texts(ids, messages)
+    full = vectorize(texts_, labeled)
+    rated = vectorize(texts_, labeled, rated_only=True)
+    assert full.terms == rated.terms and rated.rows.tolist() == list(range(90))
+    assert (full.Z[:90] != rated.Z).nnz == 0
+    data = ModelingData(("a", "b", "c"), np.array(ids), np.zeros((120, 3)), y, rated)
+    feature = data.text_feature()
+    assert feature.labeled.shape[0] == 90 and feature.unlabeled.shape[0] == 0
+
+
+def test_in_sample_text_predictions_are_flagged_as_such(texts):
+    _, _, y, X, _, feature = texts
+    rated = ~np.isnan(y)
+    ridge = Ridge(alpha=1.0).fit(feature.labeled, y[rated])
+    fit = insample_predict(X[rated], y[rated], X[~rated], "text", text=feature)
+    assert np.allclose(fit.oof, ridge.predict(feature.labeled)) and np.allclose(
+        fit.unlabeled, ridge.predict(feature.unlabeled)
+    )
+    tabular = insample_predict(X[rated], y[rated], X[~rated], "hist_gbm", text=feature)
+    assert oof_violations(tabular.fold, tabular.train_index_by_fold) == 90 and tabular.unlabeled.shape == (30,)

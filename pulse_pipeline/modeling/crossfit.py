@@ -41,7 +41,7 @@ from sklearn.model_selection import KFold
 from sklearn.pipeline import Pipeline
 
 from .families import FAMILIES, make_model
-from .text import FoldTextScores, TextFeature
+from .text import FoldTextScores, TextFeature, fit_text_regression
 from .threads import native_threads
 
 METRICS: tuple[str, ...] = ("mse", "mae", "pearson")
@@ -393,20 +393,34 @@ def insample_predict(
     family: str,
     seed: int = 42,
     threads: int | None = None,
+    text: TextFeature | None = None,
 ) -> CrossFit:
     """INVALID BY DESIGN, for the comparison the estimates stage shows: one model fit on all labels predicts
     every session, including the rated ones whose labels it was trained on.
 
     Its residuals y - f on rated sessions are too small, so a PPI interval built on them is too narrow and misses
     the truth (research notes, section 5: coverage 0 of 60). Returned as a one-fold ``CrossFit`` whose only model
-    was trained on every labeled row, so ``oof_violations`` reports all n rows.
+    was trained on every labeled row, so ``oof_violations`` reports all n rows. With ``text``, the text score is
+    that of one ridge fitted on every label too (the family "text" is that ridge).
     """
     X, y, Xu = _checked_inputs(X_labeled, y, X_unlabeled, family)
+    _check_text(family, text)
     if y.shape[0] < 2:
         raise ValueError(f"only {y.shape[0]} labeled sessions: cannot fit a model")
+    models: tuple[Pipeline, ...] = ()
     with native_threads(threads) as n_threads:
-        model = make_model(family, random_state=seed, threads=n_threads).fit(X, y)
-        fitted, unlabeled = model.predict(X), _mean_prediction((model,), Xu)
+        if text is not None:
+            ridge = fit_text_regression(text.labeled, y, text.alpha)
+            s_l = ridge.predict(text.labeled)
+            s_u = ridge.predict(text.unlabeled) if Xu.shape[0] else np.empty(0)
+        if family == TEXT_FAMILY:
+            fitted, unlabeled = s_l, s_u
+        else:
+            if text is not None:
+                X = np.column_stack([X, s_l])
+                Xu = np.column_stack([Xu, s_u]) if Xu.shape[0] else np.empty((0, X.shape[1]))
+            model = make_model(family, random_state=seed, threads=n_threads).fit(X, y)
+            fitted, unlabeled, models = model.predict(X), _mean_prediction((model,), Xu), (model,)
     n = y.shape[0]
     return CrossFit(
         family,
@@ -416,7 +430,7 @@ def insample_predict(
         np.zeros(n, dtype=np.int64),
         unlabeled,
         (np.arange(n),),
-        (model,),
+        models,
         "insample",
         "in-sample predictions: every rated session's prediction saw its rating (invalid for PPI; comparison only)",
     )

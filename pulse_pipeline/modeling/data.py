@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..warehouse import Warehouse
-from .text import TextFeature, TextMatrix, load_session_texts, vectorize
+from .text import TextFeature, TextMatrix, load_session_texts, vectorize, vocabulary_rows
 
 NOT_FEATURES = ("session_id", "annotation_status")
 
@@ -27,14 +27,23 @@ class ModelingData:
     def text_feature(self) -> TextFeature | None:
         """The text split into labeled and unlabeled rows (the row order of ``X[labeled]`` and ``X[~labeled]``),
         for ``crossfit.cross_validate`` / ``crossfit_predict``; None when no session has user text. Make it once
-        and pass the same object to every family, so each seed's text scores are computed once."""
+        and pass the same object to every family, so each seed's text scores are computed once. Text vectorized for
+        the rated sessions only (``load_modeling_data(text_of="rated")``) gives no unlabeled rows: enough to
+        cross-validate, not to predict the unrated sessions."""
         if self.text is None:
             return None
-        return TextFeature(self.text.Z[np.flatnonzero(self.labeled)], self.text.Z[np.flatnonzero(~self.labeled)])
+        position = {int(r): i for i, r in enumerate(self.text.rows)}
+        labeled = [position[int(r)] for r in np.flatnonzero(self.labeled)]
+        unlabeled = [position[int(r)] for r in np.flatnonzero(~self.labeled) if int(r) in position]
+        return TextFeature(self.text.Z[labeled], self.text.Z[unlabeled])
 
 
-def load_modeling_data(wh: Warehouse, with_text: bool = True) -> ModelingData:
-    """Every staged session's features and label; with ``with_text``, the TF-IDF of its users' messages too."""
+def load_modeling_data(wh: Warehouse, text_of: str = "all") -> ModelingData:
+    """Every staged session's features and label, and the TF-IDF of its users' messages (``text.py``) for
+    ``text_of`` = "all" sessions, the "rated" ones (what cross-validation needs: the same columns, a fraction of the
+    cost at paper scale) or "none"."""
+    if text_of not in ("all", "rated", "none"):
+        raise ValueError(f"text_of must be 'all', 'rated' or 'none'; got {text_of!r}")
     frame = wh.frame(
         "SELECT f.*, l.label_stars FROM features.session_features f"
         " LEFT JOIN staging.session_labels l USING (session_id) ORDER BY f.session_id"
@@ -47,5 +56,10 @@ def load_modeling_data(wh: Warehouse, with_text: bool = True) -> ModelingData:
     )
     y = frame["label_stars"].cast(float).fill_null(np.nan).to_numpy()
     session_ids = frame["session_id"].to_numpy()
-    text = vectorize(load_session_texts(wh, [str(s) for s in session_ids])) if with_text else None
+    text = None
+    if text_of != "none":
+        labeled = ~np.isnan(y)
+        needed = vocabulary_rows(labeled) if text_of == "rated" else None
+        texts = load_session_texts(wh, [str(s) for s in session_ids], needed)
+        text = vectorize(texts, labeled, rated_only=text_of == "rated")
     return ModelingData(tuple(names), session_ids, X, y, text)

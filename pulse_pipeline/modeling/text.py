@@ -12,11 +12,15 @@ The design matrix Z is the column-wise concatenation of three row-L2-normalized 
 1 + log tf; idf = 1 + log((1 + N) / (1 + df))):
 
 - ``word``: word 1-2 grams of all user messages (``WORD_FEATURES`` at most, in at least ``MIN_DF`` sessions);
-- ``char``: ``char_wb`` 2-5 grams of all user messages (robust to typos and inflections; ``CHAR_FEATURES``);
+- ``char``: ``char_wb`` 3-5 grams of the first ``CHAR_MAX_CHARS`` characters of all user messages (robust to
+  typos and inflections; ``CHAR_FEATURES``);
 - ``last``: word 1-2 grams of the last user message, times ``LAST_WEIGHT``.
 
-The vocabulary and the idf use no label, so they are fitted once on every session's text, rated or not (an
-unsupervised transform, like a scaler fitted on all rows: it cannot carry a rating into a prediction). The
+The vocabulary and the idf use no label, so they are fitted once on the sessions' text, rated or not (an
+unsupervised transform, like a scaler fitted on all rows: it cannot carry a rating into a prediction): on every
+rated session and evenly spaced unrated ones up to ``VOCAB_SESSIONS`` (``vocabulary_rows``; building a vocabulary
+of 36 000 sessions alone took ~80 s), and the char block reads at most ``CHAR_MAX_CHARS`` characters a session
+(character n-grams are made in Python, ~1 000 a session: the costliest step at paper scale). The
 regression uses labels and is cross-fitted: ``nested_text_scores`` gives, for each outer fold k with training rows
 T_k, an inner cross-fit score for every row of T_k (its own label never used for its own score) and, for the held-out
 rows of fold k and the unrated sessions, the score of a ridge fitted on all of T_k (``crossfit.py`` uses them).
@@ -42,9 +46,14 @@ from ..warehouse import Warehouse
 WORD_FEATURES = 20_000
 """Most word 1-2 grams kept (by corpus frequency): bounds the matrix at paper scale (36 000 sessions)."""
 CHAR_FEATURES = 30_000
-"""Most character 2-5 grams kept."""
+"""Most character 3-5 grams kept."""
 LAST_FEATURES = 10_000
 """Most word 1-2 grams of the last message kept."""
+CHAR_MAX_CHARS = 1_000
+"""Characters of a session's text the char block reads (the start: the task as first stated): character n-grams
+are the costliest block, and a pasted log would otherwise dominate it."""
+VOCAB_SESSIONS = 6_000
+"""Sessions the vocabulary and idf are fitted on (``vocabulary_rows``); the rest are only transformed."""
 MIN_DF = 2
 """A term must occur in at least this many sessions: a term of one session is noise, or a name."""
 LAST_WEIGHT = 0.5
@@ -75,62 +84,110 @@ class SessionTexts:
     last_message: tuple[str, ...]
 
 
-def session_texts(session_ids: Sequence[str], messages: dict[str, Sequence[str]]) -> SessionTexts:
-    """The redacted texts of ``session_ids`` from their user messages (``messages[session_id]``, in order)."""
+def session_texts(
+    session_ids: Sequence[str], messages: dict[str, Sequence[str]], needed: np.ndarray | None = None
+) -> SessionTexts:
+    """The redacted texts of ``session_ids`` from their user messages (``messages[session_id]``, in order); with
+    ``needed`` (indices), the other sessions get "" (they will not be vectorized, so they are not redacted)."""
+    keep = None if needed is None else set(np.asarray(needed).tolist())
     all_text, last = [], []
-    for sid in session_ids:
-        redacted = [redact(m) for m in messages.get(sid, ())]
+    for i, sid in enumerate(session_ids):
+        redacted = [redact(m) for m in messages.get(sid, ())] if keep is None or i in keep else []
         all_text.append("\n".join(redacted))
         last.append(redacted[-1] if redacted else "")
     return SessionTexts(tuple(session_ids), tuple(all_text), tuple(last))
 
 
-def load_session_texts(wh: Warehouse, session_ids: Sequence[str]) -> SessionTexts:
-    """The redacted user text of ``session_ids`` from ``raw.events`` (one query)."""
+def load_session_texts(wh: Warehouse, session_ids: Sequence[str], needed: np.ndarray | None = None) -> SessionTexts:
+    """The redacted user text of ``session_ids`` (of the ``needed`` ones, see ``session_texts``) from
+    ``raw.events`` (one query)."""
     rows = wh.con.execute(USER_TEXT_SQL).fetchall()
-    return session_texts(session_ids, {sid: msgs for sid, msgs in rows})
+    return session_texts(session_ids, {sid: msgs for sid, msgs in rows}, needed)
 
 
 @dataclass(frozen=True, eq=False)
 class TextMatrix:
-    """Z (one row per session of ``texts``, CSR, float32) and each column's ``(block, term)``."""
+    """Z (CSR, float32), a row per session listed in ``rows`` (indices into the sessions the texts came from), and
+    each column's ``(block, term)``."""
 
     Z: sp.csr_matrix
+    rows: np.ndarray
     terms: tuple[tuple[str, str], ...]
 
 
-def _vectorizer(analyzer: str, ngrams: tuple[int, int], max_features: int, min_df: int) -> TfidfVectorizer:
-    return TfidfVectorizer(
-        analyzer=analyzer,
-        ngram_range=ngrams,
-        sublinear_tf=True,
-        min_df=min_df,
-        max_features=max_features,
-        dtype=np.float32,
-    )
+@dataclass(frozen=True, eq=False)
+class TextVectorizers:
+    """The fitted TF-IDF of each block: (block, vectorizer, weight), in column order."""
+
+    blocks: tuple[tuple[str, TfidfVectorizer, float], ...]
+
+    @property
+    def terms(self) -> tuple[tuple[str, str], ...]:
+        return tuple((block, str(t)) for block, v, _ in self.blocks for t in v.get_feature_names_out())
 
 
-def vectorize(texts: SessionTexts, min_df: int = MIN_DF) -> TextMatrix | None:
-    """The TF-IDF blocks of the module docstring, fitted on every session's text (no label is read).
+def _block_docs(texts: SessionTexts, block: str, rows: np.ndarray) -> list[str]:
+    source = texts.last_message if block == "last" else texts.all_messages
+    limit = CHAR_MAX_CHARS if block == "char" else None
+    return [source[i][:limit] for i in rows]
 
-    None when no term occurs in ``min_df`` sessions (no user text to model)."""
-    blocks, terms = [], []
-    specs = (
-        ("word", "word", (1, 2), WORD_FEATURES, texts.all_messages, 1.0),
-        ("char", "char_wb", (2, 5), CHAR_FEATURES, texts.all_messages, 1.0),
-        ("last", "word", (1, 2), LAST_FEATURES, texts.last_message, LAST_WEIGHT),
-    )
-    for block, analyzer, ngrams, max_features, docs, weight in specs:
-        vectorizer = _vectorizer(analyzer, ngrams, max_features, min_df)
+
+BLOCKS = (("word", "word", (1, 2), WORD_FEATURES, 1.0), ("char", "char_wb", (3, 5), CHAR_FEATURES, 1.0))
+BLOCKS += (("last", "word", (1, 2), LAST_FEATURES, LAST_WEIGHT),)
+"""(block, analyzer, n-gram range, most terms kept, weight): the blocks of the module docstring."""
+
+
+def vocabulary_rows(labeled: np.ndarray, max_sessions: int = VOCAB_SESSIONS) -> np.ndarray:
+    """The sessions the vocabulary and idf are fitted on: every rated session and evenly spaced unrated ones, up to
+    ``max_sessions`` in all (sorted indices). Deterministic, and blind to the ratings' values: it bounds the cost of
+    building the vocabulary at paper scale (36 000 sessions) and lets cross-validation vectorize the rated
+    sessions alone with the same columns the cross-fit uses for every session."""
+    labeled = np.asarray(labeled, dtype=bool)
+    rated, unrated = np.flatnonzero(labeled), np.flatnonzero(~labeled)
+    room = max(0, max_sessions - rated.size)
+    if unrated.size > room:
+        unrated = unrated[np.linspace(0, unrated.size - 1, room).astype(np.int64)] if room else unrated[:0]
+    return np.sort(np.concatenate([rated, unrated]))
+
+
+def fit_vectorizers(texts: SessionTexts, rows: np.ndarray, min_df: int = MIN_DF) -> TextVectorizers | None:
+    """The TF-IDF blocks fitted on the sessions ``rows`` of ``texts`` (no label is read); a block without a term in
+    ``min_df`` sessions is left out, and None when every block is (no user text to model)."""
+    fitted = []
+    for block, analyzer, ngrams, max_features, weight in BLOCKS:
+        vectorizer = TfidfVectorizer(
+            analyzer=analyzer,
+            ngram_range=ngrams,
+            sublinear_tf=True,
+            min_df=min_df,
+            max_features=max_features,
+            dtype=np.float32,
+        )
         try:
-            matrix = vectorizer.fit_transform(docs)
+            vectorizer.fit(_block_docs(texts, block, rows))
         except ValueError:  # empty vocabulary: no term in min_df sessions
             continue
-        blocks.append(matrix * np.float32(weight))
-        terms.extend((block, str(t)) for t in vectorizer.get_feature_names_out())
-    if not blocks:
+        fitted.append((block, vectorizer, weight))
+    return TextVectorizers(tuple(fitted)) if fitted else None
+
+
+def transform(vectorizers: TextVectorizers, texts: SessionTexts, rows: np.ndarray) -> TextMatrix:
+    """Z of the sessions ``rows`` of ``texts``: the weighted blocks side by side."""
+    blocks = [v.transform(_block_docs(texts, b, rows)) * np.float32(w) for b, v, w in vectorizers.blocks]
+    return TextMatrix(sp.hstack(blocks, format="csr", dtype=np.float32), np.asarray(rows), vectorizers.terms)
+
+
+def vectorize(
+    texts: SessionTexts, labeled: np.ndarray | None = None, rated_only: bool = False, min_df: int = MIN_DF
+) -> TextMatrix | None:
+    """Z of every session of ``texts`` (or of the rated ones, ``rated_only``), with the vocabulary and idf fitted on
+    ``vocabulary_rows(labeled)`` (every session when ``labeled`` is None). None when there is no user text."""
+    n = len(texts.session_ids)
+    labeled = np.ones(n, dtype=bool) if labeled is None else np.asarray(labeled, dtype=bool)
+    vectorizers = fit_vectorizers(texts, vocabulary_rows(labeled), min_df)
+    if vectorizers is None:
         return None
-    return TextMatrix(sp.hstack(blocks, format="csr", dtype=np.float32), tuple(terms))
+    return transform(vectorizers, texts, np.flatnonzero(labeled) if rated_only else np.arange(n))
 
 
 def fit_text_regression(Z: sp.spmatrix, y: np.ndarray, alpha: float = RIDGE_ALPHA) -> Ridge:

@@ -23,7 +23,7 @@ KINDS = ("duckdb", "scikit-learn")
 def cv_metrics(context: dg.AssetExecutionContext, warehouse: WarehouseResource, modeling: ModelingResource):
     with warehouse.warehouse() as wh:
         comparison = compare_models(
-            load_modeling_data(wh),
+            load_modeling_data(wh, text_of="rated"),  # cross-validation reads the rated sessions only
             load_judge_agreement(wh),
             families=modeling.families,
             seeds=modeling.seeds,
