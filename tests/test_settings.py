@@ -13,7 +13,14 @@ from pulse_pipeline.settings import SettingsError
 def test_defaults_when_nothing_is_set():
     assert settings.ingest_settings({}) == settings.IngestSettings(duckdb_memory="1GB", workers=None)
     assert settings.feature_settings({}) == settings.FeatureSettings("heuristic", None, None, None)
-    assert settings.modeling_settings({}).families == ("ordinal_logit", "random_forest", "hist_gbm", "lightgbm")
+    assert settings.modeling_settings({}).families == (
+        "ordinal_logit",
+        "random_forest",
+        "hist_gbm",
+        "lightgbm",
+        "text",
+        "stack",
+    )
     assert settings.modeling_settings({}).choose_by == "pearson"
     assert settings.estimate_settings({}) == settings.EstimateSettings(0.6, 0.02, 10, 0.05, 35)
 
