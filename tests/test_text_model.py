@@ -270,3 +270,18 @@ def test_in_sample_text_predictions_are_flagged_as_such(texts):
     )
     tabular = insample_predict(X[rated], y[rated], X[~rated], "hist_gbm", text=feature)
     assert oof_violations(tabular.fold, tabular.train_index_by_fold) == 90 and tabular.unlabeled.shape == (30,)
+
+
+def test_the_estimates_in_sample_rows_use_the_text_when_text_is_the_family(texts):
+    """The ``ppi_insample`` rows of the estimates stage fit the chosen family on every label with the same text the
+    model stage used: with family ``text`` they are one ridge's predictions on the 0-1 scale, (stars - 1) / 4."""
+    from pulse_pipeline.estimates.experiment_effects import insample_predictions
+
+    ids, _, y, X, matrix, feature = texts
+    data = ModelingData(("a", "b", "c"), np.array(ids), X, y, matrix)
+    rated = ~np.isnan(y)
+    ridge = Ridge(alpha=1.0).fit(feature.labeled, y[rated])
+    got = insample_predictions(data, "text")
+    assert len(got) == len(ids)
+    assert np.allclose([got[s] for s in np.array(ids)[rated]], (ridge.predict(feature.labeled) - 1) / 4)
+    assert np.allclose([got[s] for s in np.array(ids)[~rated]], (ridge.predict(feature.unlabeled) - 1) / 4)

@@ -67,7 +67,7 @@ def insample_predictions(data: ModelingData, family: str) -> dict[str, float]:
     the labels the cross-fit models saw.
     """
     lab = data.labeled
-    fit = insample_predict(data.X[lab], data.y[lab], data.X[~lab], family)
+    fit = insample_predict(data.X[lab], data.y[lab], data.X[~lab], family, text=data.text_feature())
     predictions = dict(zip(data.session_ids[lab], stars_to_label(fit.oof), strict=True))
     predictions.update(zip(data.session_ids[~lab], stars_to_label(fit.unlabeled), strict=True))
     return predictions
