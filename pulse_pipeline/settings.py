@@ -14,7 +14,7 @@ an optional mapping in place of ``os.environ`` so tests can pass settings withou
 | PULSE_HUMAN_LABELS | none | human annotations to measure annotator agreement against |
 | PULSE_SCORE_FIELDS | none | JSON paths of numeric scores in session metadata, each a ``score_*`` column |
 | PULSE_LLM_* | see ``LLMSettings`` | the LLM annotator and judge |
-| PULSE_MODEL_FAMILIES | all five | comma-separated model families to compare |
+| PULSE_MODEL_FAMILIES | all six | comma-separated model families to compare (four tabular, ``text``, ``stack``) |
 | PULSE_MODEL_CHOICE | pearson | how the family is chosen: pearson, mse or mae |
 | PULSE_CV_SEEDS | 5 | cross-validation repetitions (seeds 42, 43, ...) |
 | PULSE_MODEL_THREADS | 1 | OpenMP, BLAS and LightGBM threads per model fit (``all``: every usable core) |
