@@ -299,28 +299,34 @@ def test_a_run_killed_at_random_points_publishes_only_whole_states(tmp_path):
 
     rng = random.Random(SEED)
     reading, rebuilding, end = phases["ingesting drop"], phases["rebuilding derived tables"], phases["end"]
-    kill_times = [
-        start + (stop - start) * (i + rng.random()) / KILLS_PER_PHASE  # one in each tenth of the phase
-        for start, stop in ((reading, rebuilding), (rebuilding, end))
+    # Each kill is anchored at the start of its phase as the killed run's own log shows it, then waits a seeded
+    # share of that phase's length in the timed run (one kill in each tenth of each phase): a busy machine slows
+    # the runs, and a clock started with the process would then land the rebuild's kills while reading.
+    kills = [
+        (marker, (stop - start) * (i + rng.random()) / KILLS_PER_PHASE)
+        for marker, start, stop in ((READING, reading, rebuilding), (REBUILDING, rebuilding, end))
         for i in range(KILLS_PER_PHASE)
     ]
-    rng.shuffle(kill_times)
+    rng.shuffle(kills)
     outcomes: list[str] = []
     copies: dict[str, Path] = {}  # each distinct published file seen after a kill, compared once S1 is there
-    for i, at in enumerate(kill_times):
+    for i, (marker, after) in enumerate(kills):
         log = tmp_path / f"kill{i}.log"
         run = _pulse(home, "ingest", str(home / "drops" / "B"), log=log)
+        while run.poll() is None and marker not in log.read_text():
+            time.sleep(0.02)
         try:
-            run.wait(timeout=at)
+            run.wait(timeout=after)
             outcome = "finished"
         except subprocess.TimeoutExpired:
             run.send_signal(signal.SIGKILL)
             run.wait()
             outcome = "killed"
+        at = f"{after:.2f} s into {marker!r}"
         digest = _digest(home / "pulse.duckdb")
         if digest not in copies:
             copies[digest] = shutil.copy(home / "pulse.duckdb", tmp_path / f"published-after-kill{i}.duckdb")
-        outcomes.append(f"kill {i} at {at:.2f} s: {outcome} while {_phase(log)}, {copies[digest].name}")
+        outcomes.append(f"kill {i} {at}: {outcome} while {_phase(log)}, {copies[digest].name}")
 
     assert clean.wait(timeout=600) == 0, (tmp_path / "s1.log").read_text()[-3000:]
     s1 = shutil.copy(s1_home / "pulse.duckdb", tmp_path / "S1.duckdb")
