@@ -152,13 +152,13 @@ def test_compare_models_marks_one_family_chosen_and_skips_with_too_few_ratings()
     comparison = compare_models(data, judge, ["hist_gbm", "lightgbm"], seeds=(42,), folds=5, choose_by="mse")
     assert comparison.skipped is None and comparison.chosen is not None
     assert {(r.model, r.metric) for r in comparison.rows} == {
-        (m, k) for m in ("hist_gbm", "lightgbm", "llm_judge:m") for k in ("mse", "mae", "pearson")
-    }
+        (m, k) for m in ("hist_gbm", "lightgbm", "constant", "llm_judge:m") for k in ("mse", "mae", "pearson")
+    }  # the constant (training folds' mean) is Table 2's floor row, never chosen
     assert {r.model for r in comparison.rows if r.chosen} == {comparison.chosen.family}
     wh = Warehouse(duckdb.connect())
     wh.replace(tables.CV_METRICS, comparison.rows, nan_as_null=True)  # one seed: every CV sd is NaN, stored NULL
-    assert wh.count(tables.CV_METRICS, "sd IS NULL") == 9
-    assert table_2(comparison.rows).columns == ["metric", "hist_gbm", "lightgbm", "llm_judge:m"]
+    assert wh.count(tables.CV_METRICS, "sd IS NULL") == 12
+    assert table_2(comparison.rows).columns == ["metric", "hist_gbm", "lightgbm", "constant", "llm_judge:m"]
 
     too_few = synthetic_modeling_data(100, rated_fraction=0.05)
     skipped = compare_models(too_few, judge, ["hist_gbm"], seeds=(42,), folds=5, choose_by="pearson")

@@ -285,3 +285,12 @@ def test_the_estimates_in_sample_rows_use_the_text_when_text_is_the_family(texts
     assert len(got) == len(ids)
     assert np.allclose([got[s] for s in np.array(ids)[rated]], (ridge.predict(feature.labeled) - 1) / 4)
     assert np.allclose([got[s] for s in np.array(ids)[~rated]], (ridge.predict(feature.unlabeled) - 1) / 4)
+
+
+def test_no_rated_session_gives_an_empty_rated_matrix_not_an_error(texts):
+    """A warehouse with user text but no rating yet (a first drop without ratings): the rated-only matrix has no
+    row and every column (scikit-learn refuses to transform zero documents, which failed the cv_metrics asset)."""
+    ids, messages, *_ = texts
+    full = vectorize(session_texts(ids, messages))
+    none_rated = vectorize(session_texts(ids, messages), np.zeros(len(ids), dtype=bool), rated_only=True)
+    assert none_rated.Z.shape == (0, full.Z.shape[1]) and none_rated.rows.size == 0

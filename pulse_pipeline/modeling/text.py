@@ -172,7 +172,11 @@ def fit_vectorizers(texts: SessionTexts, rows: np.ndarray, min_df: int = MIN_DF)
 
 
 def transform(vectorizers: TextVectorizers, texts: SessionTexts, rows: np.ndarray) -> TextMatrix:
-    """Z of the sessions ``rows`` of ``texts``: the weighted blocks side by side."""
+    """Z of the sessions ``rows`` of ``texts``: the weighted blocks side by side (no rows: an empty Z, since
+    scikit-learn refuses to transform nothing; a warehouse with no rated session yet has none to cross-validate)."""
+    if len(rows) == 0:
+        empty = sp.csr_matrix((0, len(vectorizers.terms)), dtype=np.float32)
+        return TextMatrix(empty, np.asarray(rows, dtype=np.int64), vectorizers.terms)
     blocks = [v.transform(_block_docs(texts, b, rows)) * np.float32(w) for b, v, w in vectorizers.blocks]
     return TextMatrix(sp.hstack(blocks, format="csr", dtype=np.float32), np.asarray(rows), vectorizers.terms)
 
