@@ -476,15 +476,17 @@ def test_no_value_is_stored_as_python_text(wh, tmp_path):
 # --- SDK conversation folders read their files the same way -----------------------------------------------------
 
 
+SDK_USER = {
+    "id": "aaaaaaa1",
+    "timestamp": "2026-04-01T08:00:00",
+    "kind": "MessageEvent",
+    "source": "user",
+    "llm_message": {"role": "user", "content": [{"type": "text", "text": "go"}]},
+}
+
+
 def sdk_conversation(tmp_path: Path, base_state: str | bytes, first_event: bytes | None = None) -> Path:
     """A conversation folder conv-9 with ``base_state`` and two events: a user message and a finish action."""
-    user = {
-        "id": "aaaaaaa1",
-        "timestamp": "2026-04-01T08:00:00",
-        "kind": "MessageEvent",
-        "source": "user",
-        "llm_message": {"role": "user", "content": [{"type": "text", "text": "go"}]},
-    }
     finish = {
         "id": "aaaaaaa2",
         "timestamp": "2026-04-01T08:00:05",
@@ -497,7 +499,7 @@ def sdk_conversation(tmp_path: Path, base_state: str | bytes, first_event: bytes
         tmp_path,
         {
             "conv-9/base_state.json": base_state,
-            "conv-9/events/event-00000-aaaaaaa1.json": first_event or json.dumps(user).encode(),
+            "conv-9/events/event-00000-aaaaaaa1.json": first_event or json.dumps(SDK_USER).encode(),
             "conv-9/events/event-00001-aaaaaaa2.json": json.dumps(finish),
         },
     )
@@ -526,13 +528,6 @@ def test_a_base_state_whose_id_is_a_boolean_is_quarantined_and_the_folder_names_
 
 def test_an_event_file_with_a_byte_order_mark_is_read(wh, tmp_path):
     """An SDK event file saved with a UTF-8 BOM is an event like the others (once it was quarantined)."""
-    user = {
-        "id": "aaaaaaa1",
-        "timestamp": "2026-04-01T08:00:00",
-        "kind": "MessageEvent",
-        "source": "user",
-        "llm_message": {"role": "user", "content": [{"type": "text", "text": "go"}]},
-    }
-    folder = sdk_conversation(tmp_path, '{"id": "conv-bom"}', BOM + json.dumps(user).encode())
+    folder = sdk_conversation(tmp_path, '{"id": "conv-bom"}', BOM + json.dumps(SDK_USER).encode())
     assert counts(load(wh, folder)) == (1, 1, 0, 2, 2, 0)
     assert rows(wh, "SELECT event_id FROM raw.events ORDER BY seq") == [("aaaaaaa1",), ("aaaaaaa2",)]
