@@ -24,9 +24,11 @@ def experiment_effects(context: dg.AssetExecutionContext, warehouse: WarehouseRe
         floor = load_floor(wh)
         settings = Settings(auc_threshold=estimates.auc_threshold, tolerance=estimates.tolerance, floor=floor)
         sessions = assigned_sessions(wh)
-        modeling_data = load_modeling_data(wh)  # the in-sample model (ppi_insample) fits what the model stage fit
         family = chosen_family(wh)
         family = None if family == STACK else family  # a blend has no single in-sample model: no ppi_insample row
+        # the in-sample model (ppi_insample) fits what the model stage fit; with none, nothing is loaded (the text
+        # of every session is vectorized there, ~40 s at paper scale)
+        modeling_data = load_modeling_data(wh) if family is not None else None
         rows = experiment_effect_rows(
             sessions, estimates.controls(), settings, modeling_data, family, progress=context.log.info
         )
