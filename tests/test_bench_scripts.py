@@ -33,19 +33,21 @@ def test_modeling_bench_runs_one_family():
 QUICK_MODELS = {"PULSE_MODEL_FAMILIES": "ordinal_logit", "PULSE_CV_SEEDS": "1"}
 
 
-@pytest.mark.slow
-def test_ingest_bench_reads_and_rebuilds(tmp_path, monkeypatch):
+@pytest.fixture
+def quick_models(monkeypatch):
     for name, value in QUICK_MODELS.items():
         monkeypatch.setenv(name, value)
+
+
+@pytest.mark.slow
+def test_ingest_bench_reads_and_rebuilds(tmp_path, quick_models):
     out = _run("bench/ingest.py", "--sessions", "300", "--drops", "2", "--workdir", str(tmp_path))
     assert "pulse ingest      :" in out and "then every derived table rebuilt" in out
     assert "drop 2/2:" in out
 
 
 @pytest.mark.slow
-def test_ingest_bench_compares_small_files_with_one_jsonl_file(tmp_path, monkeypatch):
-    for name, value in QUICK_MODELS.items():
-        monkeypatch.setenv(name, value)
+def test_ingest_bench_compares_small_files_with_one_jsonl_file(tmp_path, quick_models):
     out = _run("bench/ingest.py", "--sessions", "300", "--layout", "both", "--workdir", str(tmp_path))
     # 300 session files, ratings.csv and assignments.csv; or sessions.jsonl and the same two
     assert "files layout (302 files" in out and "jsonl layout (3 files" in out
