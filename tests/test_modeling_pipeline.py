@@ -79,7 +79,7 @@ def test_modeling_stage_on_a_synthetic_corpus(pulse_home, tmp_path, monkeypatch)
         n_importance = con.execute(  # the text score, when there is text, is one more column than the table's
             "SELECT count(*) FROM modeling.feature_importance WHERE feature != 'text_score'"
         ).fetchone()[0]
-        assert n_importance == (0 if chosen <= {"stack", "text"} else n_features)  # a blend has no single model
+        assert n_importance == (0 if chosen == {"text"} else n_features)  # the text model reads no column
     latest = dg.DagsterInstance.get().event_log_storage.get_latest_asset_check_execution_by_key(
         [dg.AssetCheckKey(dg.AssetKey(["modeling", "predictions"]), "predictions_are_out_of_fold")]
     )

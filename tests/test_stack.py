@@ -224,3 +224,24 @@ def test_with_the_text_the_families_numbers_are_cross_validates_and_the_stack_st
         assert not np.isin(fold.test, stack.train_index_by_fold[k]).any()
         assert np.isin(fold.text.labels_used, stack.train_index_by_fold[k]).all()  # the text's labels are recorded
     assert fit.unlabeled.shape == (60,) and np.all(np.isfinite(fit.unlabeled))
+    # each fold's blend, as one model of [features, text score], gives the stack's out-of-fold prediction
+    for k, fold in enumerate(outer_folds(y[:200], 5, 42, text)):
+        A = np.column_stack([X[:200][fold.test], fold.text.held_out_scores])
+        assert np.allclose(fit.models[k].predict(A), fit.oof[fold.test])
+    assert fit.text_score.shape == (200,) and np.isfinite(fit.text_score).all()
+
+
+def test_the_chosen_stacks_importance_ranks_the_columns_its_families_read(stacked):
+    from pulse_pipeline.modeling.importance import permutation_importance_oof
+
+    X, y, fit, stack = stacked
+    # by hand, fold 0's blend: b + sum_f w_f * (family f's fold-0 model)
+    blend0 = fit.models[0]
+    held = np.flatnonzero(fit.fold == 0)
+    by_hand = stack.intercepts[0] + sum(
+        w * m.predict(X[held]) for w, m in zip(stack.weights[0], blend0.models, strict=True)
+    )
+    assert np.allclose(blend0.predict(X[held]), by_hand) and np.allclose(by_hand, fit.oof[held])
+    ranked = permutation_importance_oof(fit, X[:200], y[:200], [f"x{j}" for j in range(10)])
+    # the XOR pair (x8, x9) moves the rating by 1.2 stars, each smooth column by 0.45: the pair ranks first
+    assert {ranked[0].feature, ranked[1].feature} == {"x8", "x9"}

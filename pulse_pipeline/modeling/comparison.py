@@ -151,7 +151,8 @@ def compare_models(
     if TEXT_FAMILY in base and text is None:
         say("skipping the text family: no session has user text")
         base.remove(TEXT_FAMILY)
-    say(f"cross-validating {', '.join(base)} and their stack on {n_rated} rated sessions ({len(seeds)} seeds)")
+    stacked = " and their stack" if STACK in families and len(base) >= 2 else ""
+    say(f"cross-validating {', '.join(base)}{stacked} on {n_rated} rated sessions ({len(seeds)} seeds)")
     results = cross_validate_all(X, y, base, k=folds, seeds=seeds, stack=STACK in families, text=text)
     chosen = choose_family([r for r in results if r.family != CONSTANT], by=choose_by)
     rows = [

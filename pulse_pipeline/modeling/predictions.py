@@ -139,9 +139,9 @@ def crossfit_tables(
 
 
 def _importance(fit: CrossFit, X: np.ndarray, y: np.ndarray, feature_names: tuple[str, ...]) -> pl.DataFrame:
-    """Permutation importance of the fold models; with the text, each held-out row carries its text score as the
-    last column, as when it was predicted. The family "text" has no feature columns and the stack no single fold
-    model (its folds blend several): no rows."""
+    """Permutation importance of the fold models (the stack's: each fold's blend of its families, ``FoldBlend``);
+    with the text, each held-out row carries its text score as the last column, as when it was predicted. The
+    family "text" has no feature columns: no rows."""
     schema = {
         "model": pl.String,
         "feature": pl.String,
@@ -149,7 +149,7 @@ def _importance(fit: CrossFit, X: np.ndarray, y: np.ndarray, feature_names: tupl
         "importance_sd": pl.Float64,
         "rank": pl.Int64,
     }
-    if fit.family in (TEXT_FAMILY, STACK):
+    if fit.family == TEXT_FAMILY:
         return pl.DataFrame(schema=schema)
     names = list(feature_names)
     if fit.text_score is not None:

@@ -196,6 +196,25 @@ class StackFit:
 
 
 @dataclass(frozen=True, eq=False)
+class FoldBlend:
+    """Fold k's stack as one model of a row's feature columns (with the text, its text score last):
+    b_k + sum_f w_{k,f} M_{k,f}(x), where the text family's M is the text-score column itself. It is what the
+    chosen stack's permutation importance (``importance.py``) predicts with; ``models[f]`` is None for "text"."""
+
+    intercept: float
+    weights: np.ndarray
+    families: tuple[str, ...]
+    models: tuple
+
+    def predict(self, A: np.ndarray) -> np.ndarray:
+        out = np.full(A.shape[0], self.intercept)
+        for w, family, model in zip(self.weights, self.families, self.models, strict=True):
+            if w != 0.0:
+                out += w * (A[:, -1] if family == TEXT_FAMILY else model.predict(A))
+        return out
+
+
+@dataclass(frozen=True, eq=False)
 class Fold:
     """One outer fold: its training rows T_k, held-out rows F_k and, with the text, its nested text scores."""
 
@@ -309,7 +328,8 @@ def stack_crossfit_predict(
     """The stack's cross-fit predictions for every session (what ``crossfit.crossfit_predict`` gives a family):
     the rated rows' out-of-fold stack and the unrated rows' mean over the K outer stacks,
     (1/K) sum_k (b_k + sum_f w_{k,f} M_{k,f}(x)). The ``CrossFit``'s ``train_index_by_fold`` is the stack's
-    recorded training rows; its ``models`` are empty (a fold's stack is several models, some fed text scores)."""
+    recorded training rows; its ``models`` are the folds' ``FoldBlend``s (each several models, some fed text
+    scores), and with the text its ``text_score`` is each rated row's held-out text score."""
     X, y = _as_xy(X_labeled, y)
     Xu = _as_unlabeled(X_unlabeled, X.shape[1])
     _check_families(families, text)
@@ -326,5 +346,19 @@ def stack_crossfit_predict(
     for k in range(k_used):
         unlabeled += stack.intercepts[k] + np.column_stack([f.unlabeled[k] for f in fits]) @ stack.weights[k]
     text_folds = tuple(f.text for f in folds if f.text is not None)  # the text scores' own record, for the audit
-    fit = CrossFit(STACK, k_used, seed, stack.oof, stack.fold, unlabeled / k_used, stack.train_index_by_fold, ())
-    return replace(fit, note=note, text_folds=text_folds), stack
+    text_score = None
+    if text_folds:  # each held-out row's text score, the last column its fold's blend reads
+        text_score = np.empty(y.shape[0])
+        for fold in folds:
+            text_score[fold.test] = fold.text.held_out_scores
+    models = tuple(
+        FoldBlend(
+            float(stack.intercepts[k]),
+            stack.weights[k],
+            stack.families,
+            tuple(None if f.family == TEXT_FAMILY else f.models[k] for f in fits),
+        )
+        for k in range(k_used)
+    )
+    fit = CrossFit(STACK, k_used, seed, stack.oof, stack.fold, unlabeled / k_used, stack.train_index_by_fold, models)
+    return replace(fit, note=note, text_folds=text_folds, text_score=text_score), stack
