@@ -29,6 +29,7 @@ from sklearn.model_selection import StratifiedKFold
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
+from pulse_pipeline.stats.cluster import clustered_variance
 from pulse_pipeline.stats.naive import _join
 from pulse_pipeline.stats.ppi import ArmMean, _vector, _z
 
@@ -42,6 +43,7 @@ def aipw_mean(
     propensity,
     clip: tuple[float, float] = (0.01, 1.0),
     alpha: float = 0.05,
+    clusters=None,
 ) -> ArmMean:
     """Augmented inverse-propensity-weighted (doubly robust) mean of one arm over all its sessions.
 
@@ -53,6 +55,11 @@ def aipw_mean(
         psi_i  = f_i + r + R_i w_i (Y_i - f_i - r) / W,   W = sum_rated w_i / N_total
         se^2   = Var(psi) / N_total        (sample variance, ddof = 1: the influence-function variance)
         CI     = mu -/+ z_{1 - alpha/2} se
+
+    Clustered by user (``clusters`` given: sessions of one user share dependence), the centred contributions
+    (psi_i - mu) / N_total are summed per user u and se^2 = G / (G - 1) sum_u (sum_{i in u} (psi_i - mu) / N_total)^2
+    over the arm's G users (``stats.cluster.clustered_variance``); with one session per user this is exactly the
+    formula above (mean(psi) = mu, since the weighted residuals about r sum to 0).
 
     The residuals are averaged with normalized weights (the Hajek form) rather than summed over N_total (the
     Horvitz-Thompson form): estimated propensities are noisy, and E[1 / pi_hat] > 1 / pi inflates the
@@ -68,6 +75,8 @@ def aipw_mean(
         clip: (clip_low, clip_high); propensities are clipped to this range before use, 0 < clip_low <= clip_high
             <= 1. Clipping bounds the weights (at most 1 / clip_low) at the price of some bias.
         alpha: error level; the interval targets coverage 1 - alpha. Must be in (0, 1).
+        clusters: None (independent sessions) or each session's cluster code, shape (N_total,): the
+            cluster-robust se above.
 
     Returns:
         ArmMean with method "aipw", lam 1 (the residual term enters with weight 1), n = rated, N = unrated, and
@@ -109,7 +118,13 @@ def aipw_mean(
         return ArmMean(est, inf, -inf, inf, 1.0, n, total - n, "aipw", note=note, n_clipped=n_clipped)
     psi = f + r
     psi[rated] += w * (resid - r) / (w.sum() / total)
-    se = math.sqrt(float(psi.var(ddof=1)) / total)
+    if clusters is None:
+        se = math.sqrt(float(psi.var(ddof=1)) / total)
+    else:
+        var, n_clusters = clustered_variance((psi - est) / total, clusters)
+        se = math.sqrt(var) if n_clusters >= 2 else float("inf")
+        if n_clusters < 2:
+            note = _join(note, "a single user: no variance estimate, interval unbounded")
     if se == 0.0:
         note = _join(note, "standard error is 0 (all psi equal): zero-width interval")
     return ArmMean(est, se, est - z * se, est + z * se, 1.0, n, total - n, "aipw", note=note, n_clipped=n_clipped)
