@@ -76,6 +76,7 @@ def test_families_follow_the_paper_set_up():
     assert isinstance(imputer, SimpleImputer) and imputer.strategy == "constant" and imputer.fill_value == 0
     assert isinstance(rf[-1], RandomForestRegressor)
     assert (rf[-1].n_estimators, rf[-1].n_jobs, rf[-1].random_state) == (400, usable_cores(), 3)
+    assert (rf[-1].max_features, rf[-1].min_samples_leaf) == (1 / 3, 5)
     hgb = make_model("hist_gbm", random_state=5)
     assert isinstance(hgb[-1], HistGradientBoostingRegressor) and hgb[-1].random_state == 5
     lgbm = make_model("lightgbm", random_state=9)[-1].get_params()

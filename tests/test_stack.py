@@ -91,7 +91,9 @@ def test_out_of_bag_predictions_match_scikit_learns():
 
     X, y = two_signals(n=150)
     model = make_model("random_forest", random_state=1).fit(X, y)
-    reference = RandomForestRegressor(n_estimators=400, oob_score=True, random_state=1).fit(X, y)
+    reference = RandomForestRegressor(
+        n_estimators=400, max_features=1 / 3, min_samples_leaf=5, oob_score=True, random_state=1
+    ).fit(X, y)
     assert np.allclose(out_of_bag(model, X), reference.oob_prediction_)
 
 

@@ -5,7 +5,13 @@ The paper's set-up ("ML Model set-up and parameters"), one scikit-learn ``Pipeli
 - ``ordinal_logit``: StandardScaler(with_mean=True) -> OrdinalLogitRegressor(C=2.0, class_weight="balanced"),
   an ordinal logistic model whose ``predict`` is the expected rating sum_k k * P(stars = k | x); the L2 penalty
   (C=2.0) is the paper's explicit regularization against outliers;
-- ``random_forest``: RandomForestRegressor(n_estimators=400) (the paper's best model, Table 2: r = 0.29);
+- ``random_forest``: RandomForestRegressor(n_estimators=400, max_features=1/3, min_samples_leaf=5) (the
+  paper's best model, Table 2: r = 0.29). The paper gives only the 400 trees; the other two are the classic
+  regression-forest defaults (Breiman's p/3 candidate columns per split, leaves of at least 5 rows: R's
+  randomForest for regression) instead of scikit-learn's (every column, leaves of 1 row), which grow each tree
+  to fit its bootstrap sample's labels exactly. With ~70 mostly weak columns and noisy 1-5 star labels the
+  classic ones predict better out of fold (r +0.02 on a paper-scale synthetic warehouse, every seed) and fit
+  2.4x faster, which the modeling stage's time budget needs once the stack fits every family;
 - ``hist_gbm``: HistGradientBoostingRegressor() with scikit-learn's defaults;
 - ``lightgbm``: LGBMRegressor(n_estimators=300, learning_rate=0.05, num_leaves=15, min_child_samples=20), not in
   the paper: a second boosted-tree family, small and shallow because the labeled set is small (~1 750 rows).
@@ -54,12 +60,15 @@ def _imputer() -> SimpleImputer:
     return SimpleImputer(strategy="constant", fill_value=0.0, keep_empty_features=True)
 
 
-def make_model(family: str, random_state: int = 0, threads: int | None = None) -> Pipeline:
+def make_model(
+    family: str, random_state: int = 0, threads: int | None = None, forest_jobs: int | None = None
+) -> Pipeline:
     """A fresh, unfitted pipeline ``impute -> [scale ->] model`` for ``family`` (one of ``FAMILIES``).
 
     ``random_state`` seeds the randomized families (random_forest, hist_gbm, lightgbm); the ordinal logit is
     deterministic. ``threads`` (None: the PULSE_MODEL_THREADS setting) is lightgbm's ``n_jobs``; hist_gbm and the
-    ordinal logit take theirs from ``threads.native_threads``, and random_forest uses every usable core.
+    ordinal logit take theirs from ``threads.native_threads``, and random_forest uses ``forest_jobs`` threads
+    (None: every usable core; ``workers.py`` gives it 1 in a worker process, where the cores are shared out).
     """
     if family == "ordinal_logit":
         from .ordinal import OrdinalLogitRegressor  # lazy: written in a separate module
@@ -72,7 +81,13 @@ def make_model(family: str, random_state: int = 0, threads: int | None = None) -
             ]
         )
     if family == "random_forest":
-        model = RandomForestRegressor(n_estimators=400, n_jobs=usable_cores(), random_state=random_state)
+        model = RandomForestRegressor(
+            n_estimators=400,
+            max_features=1 / 3,
+            min_samples_leaf=5,
+            n_jobs=forest_jobs or usable_cores(),
+            random_state=random_state,
+        )
     elif family == "hist_gbm":
         model = HistGradientBoostingRegressor(random_state=random_state)
     elif family == "lightgbm":

@@ -13,7 +13,9 @@ permuted among themselves (a random permutation per fold, repeat and feature)::
 
 Cost: one ``predict`` per chunk of (repeat, feature) pairs, the permuted copies stacked into one matrix, so a
 fold costs about n_repeats * n_features * |H_f| predicted rows in a handful of calls, all inside
-``threads.native_threads`` like every fit (the fold models keep the ``n_jobs`` they were built with).
+``threads.native_threads`` like every fit (the fold models keep the ``n_jobs`` they were built with). Folds run
+in worker processes (``workers.py``) from ``workers.MIN_ROWS`` labeled rows; the permutations are drawn here
+first, fold by fold, so the result does not depend on where a fold ran.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import numpy as np
 
 from .crossfit import CrossFit
 from .threads import native_threads
+from .workers import map_jobs, workers_for
 
 MAX_ROWS_PER_PREDICT = 250_000
 """Rows per stacked ``predict`` call: bounds memory at ~rows x features x 8 bytes (60 features: 120 MB)."""
@@ -39,6 +42,28 @@ class Importance:
     mean: float
     sd: float
     rank: int
+
+
+def _fold_rise(model, Xh: np.ndarray, yh: np.ndarray, perms: np.ndarray) -> np.ndarray:
+    """d_{f,r,j} of one fold model on its held-out rows ``Xh``, ``yh`` (``perms[r, j]``: the permutation of the rows
+    for repeat r and feature j), as an (n_repeats, p) array."""
+    h, p = Xh.shape
+    n_repeats = perms.shape[0]
+    base = float(np.mean((yh - model.predict(Xh)) ** 2))
+    pairs = [(r, j) for r in range(n_repeats) for j in range(p)]
+    step = max(1, MAX_ROWS_PER_PREDICT // h)
+    rise = np.empty((n_repeats, p))
+    for start in range(0, len(pairs), step):
+        chunk = pairs[start : start + step]
+        rs = np.array([r for r, _ in chunk])
+        js = np.array([j for _, j in chunk])
+        stacked = np.broadcast_to(Xh, (len(chunk), h, p)).copy()
+        # copy c gets column js[c] replaced by its permuted values
+        copies, rows = np.arange(len(chunk))[:, None], np.arange(h)[None, :]
+        stacked[copies, rows, js[:, None]] = Xh[perms[rs, js], js[:, None]]
+        pred = model.predict(stacked.reshape(-1, p)).reshape(len(chunk), h)
+        rise[rs, js] = np.mean((yh[None, :] - pred) ** 2, axis=1) - base
+    return rise
 
 
 def permutation_importance_oof(
@@ -76,31 +101,16 @@ def permutation_importance_oof(
 
     p = X.shape[1]
     rng = np.random.default_rng(seed)
-    drops: list[np.ndarray] = []  # one (n_repeats, p) block per fold
+    jobs = []  # one per fold with two or more held-out rows: its model, rows, labels and permutations
+    for f, model in enumerate(crossfit.models):
+        held = np.flatnonzero(crossfit.fold == f)
+        if held.size < 2:
+            continue
+        # perms[r, j] is the permutation of the held-out rows for repeat r, feature j
+        perms = rng.permuted(np.broadcast_to(np.arange(held.size), (n_repeats, p, held.size)), axis=-1)
+        jobs.append((model, X[held], y[held], perms))
     with native_threads(threads):
-        for f, model in enumerate(crossfit.models):
-            held = np.flatnonzero(crossfit.fold == f)
-            if held.size < 2:
-                continue
-            Xh, yh = X[held], y[held]
-            h = held.size
-            base = float(np.mean((yh - model.predict(Xh)) ** 2))
-            # perms[r, j] is the permutation of the held-out rows for repeat r, feature j
-            perms = rng.permuted(np.broadcast_to(np.arange(h), (n_repeats, p, h)), axis=-1)
-            pairs = [(r, j) for r in range(n_repeats) for j in range(p)]
-            step = max(1, MAX_ROWS_PER_PREDICT // h)
-            rise = np.empty((n_repeats, p))
-            for start in range(0, len(pairs), step):
-                chunk = pairs[start : start + step]
-                rs = np.array([r for r, _ in chunk])
-                js = np.array([j for _, j in chunk])
-                stacked = np.broadcast_to(Xh, (len(chunk), h, p)).copy()
-                # copy c gets column js[c] replaced by its permuted values
-                copies, rows = np.arange(len(chunk))[:, None], np.arange(h)[None, :]
-                stacked[copies, rows, js[:, None]] = Xh[perms[rs, js], js[:, None]]
-                pred = model.predict(stacked.reshape(-1, p)).reshape(len(chunk), h)
-                rise[rs, js] = np.mean((yh[None, :] - pred) ** 2, axis=1) - base
-            drops.append(rise)
+        drops = map_jobs(_fold_rise, jobs, workers_for(len(jobs), X.shape[0]))  # one (n_repeats, p) block per fold
     if not drops:
         raise ValueError("no fold has two or more held-out rows: nothing to measure importance on")
 

@@ -71,6 +71,7 @@ from .crossfit import (
 from .families import FAMILIES, make_model
 from .text import FoldTextScores, TextFeature
 from .threads import native_threads
+from .workers import map_jobs, workers_for
 
 STACK = "stack"
 """The stack's family name (in ``settings.MODEL_FAMILIES``, last: a tie goes to a single family)."""
@@ -146,9 +147,11 @@ def _fit_family(
     threads: int,
     inner: bool,
     keep: bool,
+    forest_jobs: int | None = None,
 ) -> FoldPredictions:
     """``FoldPredictions`` of ``family``: the K outer fits of ``crossfit`` (same folds, features and seeds) and,
-    with ``inner``, the level-one predictions inside each T_k (the module docstring says how)."""
+    with ``inner``, the level-one predictions inside each T_k (the module docstring says how). ``forest_jobs``:
+    the random forest's threads (``families.make_model``)."""
     n, K = y.shape[0], len(folds)
     oof = np.empty(n)
     level_one = np.full((K, n), np.nan)
@@ -164,7 +167,8 @@ def _fit_family(
         if text is not None:
             A_train = np.column_stack([A_train, text.train_scores])
             A_test = np.column_stack([A_test, text.held_out_scores])
-        model = make_model(family, random_state=seed, threads=threads).fit(A_train, y[train])
+        model = make_model(family, random_state=seed, threads=threads, forest_jobs=forest_jobs)
+        model.fit(A_train, y[train])
         oof[test] = model.predict(A_test)
         if keep and Xu.shape[0]:
             unlabeled.append(model.predict(Xu if text is None else np.column_stack([Xu, text.unlabeled_scores])))
@@ -176,6 +180,11 @@ def _fit_family(
         if keep:
             models.append(model)
     return FoldPredictions(family, oof, level_one, tuple(unlabeled), tuple(models))
+
+
+def _longest_first(families: Sequence[str]) -> list[str]:
+    """The families in the order their fits are handed to workers: the forest (the longest) first."""
+    return sorted(families, key=lambda f: f != "random_forest")
 
 
 @dataclass(frozen=True, eq=False)
@@ -287,6 +296,7 @@ def cross_validate_all(
 
     The stack needs at least two families (otherwise it is left out); the constant
     is always there. Results come in the order families, stack, constant. ``text``: as in ``cross_validate``.
+    The text scores of each seed, then each (family, seed)'s fits, run in worker processes (``workers.py``).
     """
     X, y = _as_xy(X, y)
     _check_families(families, text)
@@ -298,19 +308,26 @@ def cross_validate_all(
     per_seed: dict[str, list[SeedMetrics]] = {name: [] for name in (*families, STACK, CONSTANT)}
     first_oof: dict[str, np.ndarray] = {}
     no_rows = np.empty((0, X.shape[1]))
+    workers = workers_for(len(seeds) * len(families), y.shape[0])
     with native_threads(threads) as n_threads:
-        for seed in seeds:
-            folds = outer_folds(y, k_used, seed, text)
-            fits = [_fit_family(X, y, no_rows, f, folds, seed, n_threads, with_stack, False) for f in families]
-            constant = np.empty(y.shape[0])
-            for fold in folds:
-                constant[fold.test] = y[fold.train].mean()
-            named = [(f.family, f.oof) for f in fits] + [(CONSTANT, constant)]
-            if with_stack:
-                named.append((STACK, blend(fits, y, folds).oof))
-            for name, oof in named:
-                per_seed[name].append(_seed_metrics(seed, y, oof))
-                first_oof.setdefault(name, oof)
+        folds_of = dict(zip(seeds, map_jobs(outer_folds, [(y, k_used, s, text) for s in seeds], workers), strict=True))
+        jobs = [
+            (X, y, no_rows, f, folds_of[s], s, n_threads, with_stack, False, 1 if workers > 1 else None)
+            for f in _longest_first(families)
+            for s in seeds
+        ]
+        fitted = {(job[3], job[5]): fit for job, fit in zip(jobs, map_jobs(_fit_family, jobs, workers), strict=True)}
+    for seed in seeds:
+        folds, fits = folds_of[seed], [fitted[f, seed] for f in families]
+        constant = np.empty(y.shape[0])
+        for fold in folds:
+            constant[fold.test] = y[fold.train].mean()
+        named = [(f.family, f.oof) for f in fits] + [(CONSTANT, constant)]
+        if with_stack:
+            named.append((STACK, blend(fits, y, folds).oof))
+        for name, oof in named:
+            per_seed[name].append(_seed_metrics(seed, y, oof))
+            first_oof.setdefault(name, oof)
     order = [*families, *([STACK] if with_stack else []), CONSTANT]
     return [_result(name, y, per_seed[name], first_oof[name], k_used, note) for name in order]
 
@@ -339,8 +356,12 @@ def stack_crossfit_predict(
     if text is not None and text.unlabeled.shape[0] != Xu.shape[0]:
         raise ValueError(f"the text has {text.unlabeled.shape[0]} unlabeled rows but X_unlabeled has {Xu.shape[0]}")
     folds = outer_folds(y, k_used, seed, text)
+    workers = workers_for(len(families), y.shape[0])
     with native_threads(threads) as n_threads:
-        fits = [_fit_family(X, y, Xu, f, folds, seed, n_threads, True, True) for f in families]
+        order = _longest_first(families)
+        jobs = [(X, y, Xu, f, folds, seed, n_threads, True, True, 1 if workers > 1 else None) for f in order]
+        by_family = dict(zip(order, map_jobs(_fit_family, jobs, workers), strict=True))
+        fits = [by_family[f] for f in families]
     stack = blend(fits, y, folds)
     unlabeled = np.zeros(Xu.shape[0])
     for k in range(k_used):
