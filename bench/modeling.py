@@ -8,6 +8,14 @@ numbers measure the models, not the warehouse.
     .venv/bin/python bench/modeling.py                          # the paper's scale, the four tabular families
     .venv/bin/python bench/modeling.py --seeds 2 --families hist_gbm,lightgbm
     .venv/bin/python bench/modeling.py --pad-features 40     # 60 columns, like a wide table with a rubric
+    .venv/bin/python bench/modeling.py --stage               # the stage itself, text and stack, on a warehouse
+
+``--stage`` measures what the pipeline's two modeling assets run, on a warehouse built from a synthetic corpus of
+``--sessions`` sessions (written and ingested once with ``pulse ingest``, kept under --workdir): ``cv_metrics``
+(load the features and vectorize the rated sessions' text, cross-validate every configured family, the text model
+and the stack) and ``crossfit`` (load every session's features and text, cross-fit the chosen family, predict
+every unrated session, importance and top terms). The session-level table above has no text, so only this mode
+measures the text model.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -37,6 +46,9 @@ from pulse_pipeline.modeling.importance import permutation_importance_oof  # noq
 from pulse_pipeline.synth import FEATURE_NAMES, feature_matrix, simulate_sessions  # noqa: E402
 
 TARGET_SECONDS = 60.0
+STAGE_TARGET_SECONDS = 90.0
+"""The modeling stage with the text model and the stack at paper scale (issue 13), and its memory target."""
+STAGE_TARGET_MB = 2048.0
 
 
 def peak_rss_mb() -> float:
@@ -63,7 +75,12 @@ def main() -> None:
         help="append this many irrelevant columns (Poisson(1) counts and 0/1 flags, half each): the real "
         "features.session_features has ~60 columns once the rubric's one-hot options are added",
     )
+    parser.add_argument("--stage", action="store_true", help="time the two modeling assets on a warehouse (see above)")
+    parser.add_argument("--workdir", type=Path, default=ROOT / "bench" / "out")
     args = parser.parse_args()
+    if args.stage:
+        run_stage(args.sessions, args.seed, args.seeds, args.folds, args.workdir)
+        return
     families = [f.strip() for f in args.families.split(",") if f.strip()]
     seeds = tuple(42 + i for i in range(args.seeds))
 
@@ -141,6 +158,80 @@ def main() -> None:
     slowest = max(timings, key=lambda f: sum(timings[f]))
     share = sum(timings[slowest]) / modeling
     print(f"slowest family: {slowest} ({sum(timings[slowest]):.2f} s, {share:.0%} of the modeling time)")
+
+
+def stage_home(sessions: int, seed: int, workdir: Path) -> Path:
+    """A PULSE_HOME holding a synthetic corpus of ``sessions`` sessions, ingested once (with one cheap family and
+    one seed: the models it fits are not the ones measured) and reused."""
+    home = workdir / f"modeling-home-{sessions}-seed{seed}"
+    if not (home / "pulse.duckdb").exists():
+        from pulse_pipeline.synth import write_corpus
+
+        corpus = workdir / f"corpus-{sessions}-seed{seed}"
+        if not (corpus / "_truth.json").exists():
+            print(f"writing {sessions} synthetic sessions to {corpus}", flush=True)
+            write_corpus(corpus, sessions, seed=seed)
+        print(f"ingesting them into {home} (once)", flush=True)
+        env = {**os.environ, "PULSE_HOME": str(home), "PULSE_MODEL_FAMILIES": "ordinal_logit", "PULSE_CV_SEEDS": "1"}
+        subprocess.run([sys.executable, "-m", "pulse_pipeline.cli", "ingest", str(corpus)], env=env, check=True)
+    return home
+
+
+def run_stage(sessions: int, seed: int, n_seeds: int, folds: int, workdir: Path) -> None:
+    """Time ``cv_metrics`` and ``crossfit`` as the assets run them, with every family (text and stack included)."""
+    import polars as pl
+
+    from pulse_pipeline.modeling.comparison import compare_models
+    from pulse_pipeline.modeling.data import load_modeling_data
+    from pulse_pipeline.modeling.predictions import crossfit_tables
+    from pulse_pipeline.paths import PulseHome
+    from pulse_pipeline.settings import MODEL_FAMILIES
+    from pulse_pipeline.warehouse import Warehouse, connect
+
+    home = stage_home(sessions, seed, workdir)
+    wh = Warehouse(connect(PulseHome(home).warehouse, read_only=True))
+    seeds = tuple(42 + i for i in range(n_seeds))
+    print(f"load average before start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
+    steps: list[tuple[str, float]] = []
+
+    def timed(label: str, fn):
+        t0 = time.perf_counter()
+        out = fn()
+        steps.append((label, time.perf_counter() - t0))
+        print(f"  {label:<58} {steps[-1][1]:7.1f} s   peak RSS {peak_rss_mb():5.0f} MB", flush=True)
+        return out
+
+    print("cv_metrics:")
+    rated = timed("load features, vectorize the rated sessions' text", lambda: load_modeling_data(wh, "rated"))
+    n_rated = int(rated.labeled.sum())
+    print(
+        f"  ({len(rated.y)} sessions, {n_rated} rated, {rated.X.shape[1]} feature columns, "
+        f"{rated.text.Z.shape[1] if rated.text is not None else 0} text terms)"
+    )
+    comparison = timed(
+        f"cross-validate {len(MODEL_FAMILIES)} families, {folds} folds x {len(seeds)} seeds",
+        lambda: compare_models(rated, pl.DataFrame(), MODEL_FAMILIES, seeds, folds, "pearson"),
+    )
+    rated = None  # the stage frees it too: the asset returns
+    print("crossfit:")
+    data = timed("load features, vectorize every session's text", lambda: load_modeling_data(wh, "all"))
+    chosen = comparison.chosen.family
+    result = timed(
+        f"cross-fit {chosen}, predict the unrated, importance, terms",
+        lambda: crossfit_tables(data, chosen, folds, families=MODEL_FAMILIES),
+    )
+    total = sum(s for _, s in steps)
+    print("\nTable 2 (out-of-fold, mean over seeds):")
+    for model in dict.fromkeys(r.model for r in comparison.rows):
+        cells = {r.metric: r.mean for r in comparison.rows if r.model == model}
+        print(f"  {model:<14} MSE {cells['mse']:.3f}  MAE {cells['mae']:.3f}  r {cells['pearson']:.3f}")
+    print(f"chosen: {chosen}; cross-fit out-of-fold r (seed 42) {result.oof_pearson:.3f}")
+    peak = peak_rss_mb()
+    print(
+        f"\nstage: {total:.1f} s (target under {STAGE_TARGET_SECONDS:.0f} s: "
+        f"{'met' if total < STAGE_TARGET_SECONDS else 'NOT met'}); peak RSS {peak:.0f} MB "
+        f"(target under {STAGE_TARGET_MB:.0f} MB: {'met' if peak < STAGE_TARGET_MB else 'NOT met'})"
+    )
 
 
 if __name__ == "__main__":
