@@ -1,0 +1,132 @@
+"""The ask policy: the budget's multiplier by hand, the error model against a known truth, the exported file
+evaluated without PULSE, and the known-probability propensity AIPW uses."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from pulse_pipeline.estimates.ask_policy import (
+    MIN_RATINGS,
+    fit_error_model,
+    fit_policy,
+    multiplier_for_budget,
+    probabilities,
+    write_policy,
+)
+from pulse_pipeline.stats.asking import known_ask_propensity
+
+
+def test_multiplier_meets_the_budget_worked_by_hand():
+    s = np.array([1.0, 2.0, 3.0, 4.0])
+    # no clipping: 0.1 <= m s <= 1, sum = 10 m = 1.5 -> m = 0.15
+    assert multiplier_for_budget(s, 1.5, 0.1) == pytest.approx(0.15, rel=1e-9)
+    # two capped at 1: m + 2m + 1 + 1 = 3.2 -> m = 0.4 (3m = 1.2 >= 1, 2m = 0.8 < 1)
+    assert multiplier_for_budget(s, 3.2, 0.1) == pytest.approx(0.4, rel=1e-9)
+    # the floor alone asks 0.4 > 0.3: everyone at the floor
+    assert multiplier_for_budget(s, 0.3, 0.1) == 0.0
+    # weights: a budget per day over 2 days: sum (m s) / 2 = 0.75 -> m = 0.15
+    assert multiplier_for_budget(s, 0.75, 0.1, np.full(4, 0.5)) == pytest.approx(0.15, rel=1e-9)
+
+
+def _sessions(n: int, seed: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Counts and |error| with E|e| = exp(-2 + 0.5 z_messages - 0.3 z_edits) (z of log1p counts)."""
+    rng = np.random.default_rng(seed)
+    features = {
+        "user_message_count": rng.poisson(4.0, n).astype(float) + 1,
+        "file_edits": rng.poisson(6.0, n).astype(float),
+        "duration_seconds": rng.exponential(300.0, n),
+    }
+
+    def z(x: np.ndarray) -> np.ndarray:
+        t = np.log1p(x)
+        return (t - t.mean()) / t.std()
+
+    mean_error = np.exp(-2.0 + 0.5 * z(features["user_message_count"]) - 0.3 * z(features["file_edits"]))
+    return features, rng.exponential(mean_error)
+
+
+def test_error_model_recovers_the_known_log_linear_truth():
+    features, error = _sessions(40_000, seed=1)
+    intercept, terms, note = fit_error_model(features, error)
+    assert note is None
+    by_name = {t.feature: t for t in terms}
+    assert all(t.transform == "log1p" for t in terms)
+    assert intercept == pytest.approx(-2.0, abs=0.03)
+    assert by_name["user_message_count"].coefficient == pytest.approx(0.5, abs=0.03)
+    assert by_name["file_edits"].coefficient == pytest.approx(-0.3, abs=0.03)
+    assert by_name["duration_seconds"].coefficient == pytest.approx(0.0, abs=0.03)
+
+
+def test_too_few_ratings_ask_uniformly():
+    features, error = _sessions(200, seed=2)
+    rated = np.zeros(200, dtype=bool)
+    rated[: MIN_RATINGS - 1] = True
+    policy = fit_policy(features, rated, error[rated], days=2.0, budget_per_day=20.0)
+    assert all(t.coefficient == 0.0 for t in policy.terms)
+    assert "asking uniformly" in policy.note
+    assert np.allclose(probabilities(policy, features), 40.0 / 200)  # 20 a day over 2 days of 200 sessions
+
+
+_EVALUATE = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import ask_policy
+print(json.dumps([ask_policy.ask_probability(f) for f in json.load(sys.stdin)]))
+assert not any(m.startswith("pulse_pipeline") or m in ("numpy", "sklearn") for m in sys.modules)
+"""
+
+
+def test_policy_round_trips_through_its_file_without_pulse(tmp_path):
+    features, error = _sessions(3000, seed=3)
+    rated = np.random.default_rng(4).random(3000) < 0.1
+    policy = fit_policy(features, rated, error[rated], days=3.0, budget_per_day=300.0)
+    assert policy.note is None
+    q = probabilities(policy, features)
+    assert q.sum() / 3.0 == pytest.approx(300.0, rel=1e-9)  # expected asks per day = the budget
+    assert q.min() >= 0.01 and q.max() <= 1.0 and q.std() > 0.02
+
+    out = tmp_path / "policy"
+    write_policy(policy, out)
+    rows = [{k: float(v[i]) for k, v in features.items()} for i in range(200)]
+    rows[0]["file_edits"] = None  # missing values count as the mean: z = 0
+    rows[1]["duration_seconds"] = "n/a"
+    del rows[2]["user_message_count"]
+    expected = probabilities(
+        policy,
+        {k: np.array([np.nan if not isinstance(r.get(k), float) else r[k] for r in rows]) for k in features},
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", _EVALUATE, str(out)],
+        input=json.dumps(rows),
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=True,
+    )
+    assert np.allclose(json.loads(done.stdout), expected, rtol=1e-12, atol=0)
+    assert json.loads((out / "ask_policy.json").read_text())["multiplier"] == policy.multiplier
+
+
+def test_known_ask_propensity():
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(400, 2))
+    q = rng.uniform(0.05, 1.0, 400)
+    asked = rng.random(400) < q
+    q_logged = np.where(asked, q, np.nan)
+    # everyone asked answers: P(rated | x) is exactly the known q
+    assert np.array_equal(known_ask_propensity(X, q_logged, asked, asked)[asked], q[asked])
+    # half answer at random and the features say nothing (all 0): each asked session gets q times the answer rate
+    # of the other folds' asked sessions (a logistic regression with an intercept alone), near the overall rate
+    answered = asked & (rng.random(400) < 0.5)
+    pi = known_ask_propensity(np.zeros((400, 1)), q_logged, asked, answered)
+    assert np.allclose(pi[asked] / q[asked], answered[asked].mean(), atol=0.03)
+    assert np.allclose(pi[~asked], 0.0 * pi[~asked], equal_nan=True)  # never asked: q is NaN, so is the value
+    with pytest.raises(ValueError, match="never asked"):
+        known_ask_propensity(X, q_logged, asked, answered | ~asked)
+    with pytest.raises(ValueError, match=r"\(0, 1\]"):
+        known_ask_propensity(X, np.where(asked, 0.0, np.nan), asked, answered)
