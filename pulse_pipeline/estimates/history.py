@@ -1,0 +1,234 @@
+"""The rows of ``estimates.effect_history``: every comparison's effect as it stood at the end of each day.
+
+A team watching an experiment looks at its estimate every day. For every treatment-vs-control comparison and
+method (``METHODS``), and for every look day d (below), :func:`effects.compare` runs on the sessions that STARTED
+on or before d (``staging.sessions.started_at``, its UTC date), exactly as ``estimates.experiment_effects`` runs
+it on all of them. Each row holds that day's estimate with two intervals:
+
+- ``ci_low``/``ci_high``: the fixed-horizon 95 % interval, valid for ONE look decided in advance. Acting on the
+  first day it excludes zero makes false positives far likelier than 5 % (the ``peeking`` validation scenario
+  measures how much: ``estimates/peeking.py``);
+- ``cs_low``/``cs_high``: the always-valid confidence sequence (``stats/sequential.py``): effect -/+
+  ``cs_radius(se, n_sessions, planned_n)``. It covers the truth on every day at once with probability >= 95 %, so
+  a team may stop the first day it excludes zero (``excludes_zero_cs``).
+
+Choices:
+
+- The sequence's clock t counts the comparison's sessions to date (both arms): the units every method's estimate
+  averages over (naive's difference of rated means is, to first order, a mean over sessions of
+  rated * (Y - mean) / P(rated)). ``planned_n`` (default ``sequential.DEFAULT_PLANNED_N``, GrowthBook's 5 000)
+  is the number of sessions where the sequence is tightest; it costs width, never validity, when far off.
+- Methods: ``naive_welch``, ``ppi``, ``crossppi``, ``aipw``. The resampling method ``naive_bootstrap`` is left
+  out (compare runs it with ``RESAMPLES`` resamples here, only because it always runs; its row is dropped), and
+  ``ppi_insample`` (never valid) is not computed.
+- Predictions are the stored cross-fit predictions (``modeling.predictions``), fit on every label known when
+  the model stage last ran, and so are the propensity fits of ``aipw``: a re-run's history is a retrospective
+  on today's model, not what the pipeline showed on day d.
+- Looks. One per day with at least one session of the experiment. An experiment whose sessions span more than
+  ``max_looks`` such days is looked at once per period of k = ceil(span / max_looks) calendar days instead (the
+  period's last day with data; the row's note says so), so hundreds of days cost at most ``max_looks`` compares
+  per comparison. Looking less often keeps the sequence valid (it holds at every day, so at any subset).
+- A look where an arm has fewer than two ratings gets compare's rows (NaN numbers, its note); a look with no new
+  rating since the previous look says so in the note. Sessions without a start time cannot be placed on a day:
+  they are left out and every row of their experiment counts them in its note. A single-arm experiment, or a
+  comparison with no dated session, gets one row (method ``none``, no day) saying why.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import date
+
+import polars as pl
+
+from ..stats.sequential import DEFAULT_PLANNED_N, confidence_sequence
+from ..warehouse import Warehouse
+from .effects import Settings, arm_data, compare
+from .experiments import experiments_of
+from .sessions import feature_names
+
+METHODS: tuple[str, ...] = ("naive_welch", "ppi", "crossppi", "aipw")
+MAX_LOOKS = 100
+RESAMPLES = 100  # compare always runs the bootstrap and the permutation test; their rows/p-values are unused here
+
+
+@dataclass(frozen=True, kw_only=True)
+class HistoryRow:
+    """One row of ``estimates.effect_history``: one method's estimate of one comparison as of one look day."""
+
+    experiment: str
+    treatment: str | None
+    control: str
+    method: str  # a METHODS entry, or "none" (nothing to compare; see note)
+    day: date | None = None
+    n_rated: int | None = None  # rated sessions of both arms started on or before day
+    n_sessions: int | None = None  # all sessions of both arms started on or before day (the sequence's clock)
+    effect: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    cs_low: float | None = None
+    cs_high: float | None = None
+    excludes_zero_fixed: bool | None = None
+    excludes_zero_cs: bool | None = None
+    note: str | None = None
+
+
+def session_days(wh: Warehouse) -> pl.DataFrame:
+    """session_id -> ``day``, the UTC date its session started (null when ``staging.sessions`` has no start)."""
+    return wh.frame("SELECT session_id, CAST(started_at AS DATE) AS day FROM staging.sessions")
+
+
+def with_days(sessions: pl.DataFrame, days: pl.DataFrame) -> pl.DataFrame:
+    """An ``assigned_sessions`` frame with each session's start ``day`` (a date, null when unknown) as a last
+    column (not numeric, so never taken for a feature)."""
+    return sessions.join(days.select("session_id", "day"), on="session_id", how="left", maintain_order="left")
+
+
+def look_days(days: Sequence[date], max_looks: int = MAX_LOOKS) -> tuple[list[date], int]:
+    """(the look days, the period in days) for sessions starting on ``days``.
+
+    Every distinct day when there are at most ``max_looks`` of them (period 1); else periods of
+    k = ceil((last - first + 1) / max_looks) calendar days from the first day, each looked at on its last day with
+    data (period k), so at most ``max_looks`` looks.
+    """
+    distinct = sorted(set(days))
+    if len(distinct) <= max_looks:
+        return distinct, 1
+    first = distinct[0]
+    period = math.ceil(((distinct[-1] - first).days + 1) / max_looks)
+    last_of_period: dict[int, date] = {}
+    for d in distinct:
+        last_of_period[(d - first).days // period] = d
+    return sorted(last_of_period.values()), period
+
+
+def expected_looks(
+    sessions: pl.DataFrame, controls: Mapping[str, str], max_looks: int = MAX_LOOKS
+) -> dict[tuple[str, str], list[date]]:
+    """(experiment, treatment) -> its look days, for a :func:`with_days` frame (what the asset check expects)."""
+    predicted = sessions.filter(pl.col("prediction").is_not_null())
+    out: dict[tuple[str, str], list[date]] = {}
+    for exp in experiments_of(predicted, dict(controls)) if not predicted.is_empty() else []:
+        in_exp = predicted.filter((pl.col("experiment") == exp.name) & pl.col("day").is_not_null())
+        for treatment in exp.treatments:
+            arms = in_exp.filter(pl.col("variant").is_in([treatment, exp.control]))
+            out[(exp.name, treatment)] = look_days(arms["day"].to_list(), max_looks)[0]
+    return out
+
+
+def _look_rows(
+    exp_name: str, treatment: str, control: str, upto: pl.DataFrame, features: list[str], s: Settings, planned_n: float
+) -> list[HistoryRow]:
+    """The METHODS rows of one comparison on the sessions ``upto`` (both arms, started on or before the look)."""
+    treat = arm_data(treatment, upto.filter(pl.col("variant") == treatment), features)
+    ctrl = arm_data(control, upto.filter(pl.col("variant") == control), features)
+    estimates, _ = compare(treat, ctrl, s)
+    n_sessions = upto.height
+    n_rated = int(upto["labeled"].sum())
+    rows = []
+    for e in estimates:
+        if e.method not in METHODS:
+            continue
+        cs_low, cs_high = confidence_sequence(e.effect, e.se, n_sessions, planned_n, s.alpha)
+        defined = not math.isnan(e.effect)
+        rows.append(
+            HistoryRow(
+                experiment=exp_name,
+                treatment=treatment,
+                control=control,
+                method=e.method,
+                n_rated=n_rated,
+                n_sessions=n_sessions,
+                effect=e.effect,
+                ci_low=e.ci_low,
+                ci_high=e.ci_high,
+                cs_low=cs_low,
+                cs_high=cs_high,
+                excludes_zero_fixed=(e.ci_low > 0 or e.ci_high < 0) if defined else None,
+                excludes_zero_cs=(cs_low > 0 or cs_high < 0) if defined and not math.isnan(cs_low) else None,
+                note=e.note,
+            )
+        )
+    return rows
+
+
+def _join_notes(*notes: str | None) -> str | None:
+    return "; ".join(n for n in notes if n) or None
+
+
+def history_rows(
+    sessions: pl.DataFrame,
+    controls: Mapping[str, str],
+    settings: Settings | None = None,
+    planned_n: float = DEFAULT_PLANNED_N,
+    max_looks: int = MAX_LOOKS,
+    progress: Callable[[str], None] | None = None,
+) -> list[HistoryRow]:
+    """Rows of ``estimates.effect_history`` (module docstring); [] when no assigned session has a prediction.
+
+    ``sessions``: a :func:`with_days` frame (sessions without a prediction are left out, as in
+    ``experiment_effects``); ``controls``: experiment -> control arm; ``settings``: as ``experiment_effects``
+    uses them (None: the defaults; the resample counts are lowered to ``RESAMPLES``); ``progress`` hears of each
+    comparison.
+    """
+    predicted = sessions.filter(pl.col("prediction").is_not_null())
+    if predicted.is_empty():
+        return []
+    s = replace(settings or Settings(), n_resamples=RESAMPLES, n_permutations=RESAMPLES)
+    features = feature_names(predicted)
+    rows: list[HistoryRow] = []
+    for exp in experiments_of(predicted, dict(controls)):
+        in_exp = predicted.filter(pl.col("experiment") == exp.name)
+        undated = in_exp["day"].null_count()
+        undated_note = f"sessions without a start time left out: {undated}" if undated else None
+        if not exp.treatments:
+            rows.append(
+                HistoryRow(experiment=exp.name, treatment=None, control=exp.control, method="none",
+                           note=_join_notes(exp.nothing_to_compare, undated_note))
+            )  # fmt: skip
+            continue
+        dated = in_exp.filter(pl.col("day").is_not_null())
+        for treatment in exp.treatments:
+            if progress is not None:
+                progress(f"history {exp.name}: {treatment} vs {exp.control}")
+            arms = dated.filter(pl.col("variant").is_in([treatment, exp.control]))
+            if arms.is_empty():
+                rows.append(
+                    HistoryRow(experiment=exp.name, treatment=treatment, control=exp.control, method="none",
+                               note=_join_notes("no session of this comparison has a start time", undated_note))
+                )  # fmt: skip
+                continue
+            looks, period = look_days(arms["day"].to_list(), max_looks)
+            period_note = f"one look per {period} days (history capped at {max_looks} looks)" if period > 1 else None
+            rated_before = -1
+            for day in looks:
+                upto = arms.filter(pl.col("day") <= day)
+                n_rated = int(upto["labeled"].sum())
+                new_ratings = "no new rating since the previous look" if n_rated == rated_before else None
+                rated_before = n_rated
+                for r in _look_rows(exp.name, treatment, exp.control, upto, features, s, planned_n):
+                    note = _join_notes(r.note, new_ratings, period_note, exp.note, undated_note)
+                    rows.append(replace(r, day=day, note=note))
+    return rows
+
+
+def missing_looks(table: pl.DataFrame, expected: Mapping[tuple[str, str], Sequence[date]]) -> list[str]:
+    """What the rows ``table`` (of ``estimates.effect_history``) lack against ``expected`` (:func:`expected_looks`).
+
+    One entry per comparison and look day without a row for every METHODS entry, and per (comparison, day) row
+    that is not an expected look; [] when the rows reconcile.
+    """
+    have: dict[tuple[str, str, date], set[str]] = {}
+    for experiment, treatment, day, method in table.select("experiment", "treatment", "day", "method").iter_rows():
+        if day is not None:
+            have.setdefault((experiment, treatment, day), set()).add(method)
+    problems = []
+    wanted = {(e, t, d) for (e, t), days in expected.items() for d in days}
+    for key in sorted(wanted):
+        lacking = [m for m in METHODS if m not in have.get(key, set())]
+        if lacking:
+            problems.append(f"{key[0]}/{key[1]} on {key[2]}: no {', '.join(lacking)} row")
+    problems += [f"{e}/{t} on {d}: a row for a day that is not a look" for e, t, d in sorted(set(have) - wanted)]
+    return problems
