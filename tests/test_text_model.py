@@ -23,7 +23,6 @@ from pulse_pipeline.modeling.text import (
     FoldTextScores,
     TextFeature,
     nested_text_scores,
-    session_texts,
     text_score_violations,
     top_terms,
     vectorize,
@@ -52,7 +51,7 @@ def corpus(n: int = 120, n_rated: int = 90, seed: int = 0):
 @pytest.fixture(scope="module")
 def texts():
     ids, messages, y, X = corpus()
-    matrix = vectorize(session_texts(ids, messages))
+    matrix = vectorize(ids, messages)
     rated = ~np.isnan(y)
     feature = TextFeature(matrix.Z[rated], matrix.Z[~rated])
     return ids, messages, y, X, matrix, feature
@@ -89,7 +88,7 @@ def test_secrets_are_redacted_before_vectorizing(texts):
     # the secret occurs in one session only, so min_df=2 alone would drop its words: repeat it to make sure
     # redaction, not pruning, keeps it out
     twice = {**messages, "s001": [*messages["s001"], f"again {SECRET} jane.doe@example.com"]}
-    m2 = vectorize(session_texts(ids, twice))
+    m2 = vectorize(ids, twice)
     for m in (matrix, m2):
         assert not any("zq9" in t or "jane" in t or "example.com" in t for _, t in m.terms)
     assert any(t == "redacted" for b, t in m2.terms if b == "word")
@@ -250,9 +249,8 @@ def test_the_vocabulary_sample_and_rated_only_text_give_the_same_columns(texts):
     rows = vocabulary_rows(labeled, max_sessions=100)
     assert rows.tolist() == list(range(90)) + [90 + int(i) for i in np.linspace(0, 29, 10)]
     assert vocabulary_rows(labeled, max_sessions=50).tolist() == list(range(90))
-    texts_ = session_texts(ids, messages)
-    full = vectorize(texts_, labeled)
-    rated = vectorize(texts_, labeled, rated_only=True)
+    full = vectorize(ids, messages, labeled)
+    rated = vectorize(ids, messages, labeled, rated_only=True)
     assert full.terms == rated.terms and rated.rows.tolist() == list(range(90))
     assert (full.Z[:90] != rated.Z).nnz == 0
     data = ModelingData(("a", "b", "c"), np.array(ids), np.zeros((120, 3)), y, rated)
@@ -291,6 +289,6 @@ def test_no_rated_session_gives_an_empty_rated_matrix_not_an_error(texts):
     """A warehouse with user text but no rating yet (a first drop without ratings): the rated-only matrix has no
     row and every column (scikit-learn refuses to transform zero documents, which failed the cv_metrics asset)."""
     ids, messages, *_ = texts
-    full = vectorize(session_texts(ids, messages))
-    none_rated = vectorize(session_texts(ids, messages), np.zeros(len(ids), dtype=bool), rated_only=True)
+    full = vectorize(ids, messages)
+    none_rated = vectorize(ids, messages, np.zeros(len(ids), dtype=bool), rated_only=True)
     assert none_rated.Z.shape == (0, full.Z.shape[1]) and none_rated.rows.size == 0

@@ -11,7 +11,7 @@ from pulse_pipeline.modeling import text as text_module
 from pulse_pipeline.modeling import workers
 from pulse_pipeline.modeling.importance import permutation_importance_oof
 from pulse_pipeline.modeling.stack import cross_validate_all, stack_crossfit_predict
-from pulse_pipeline.modeling.text import session_texts, vectorize
+from pulse_pipeline.modeling.text import vectorize
 from pulse_pipeline.settings import usable_cores
 
 pytestmark = pytest.mark.skipif(usable_cores() < 2, reason="one usable core: map_jobs never starts workers")
@@ -62,11 +62,10 @@ def test_text_is_vectorized_the_same_in_chunks(monkeypatch):
     words = ["thanks", "great", "broken", "again", "why", "works", "fix", "test", "nope", "merci"]
     ids = [f"s{i:03d}" for i in range(90)]
     messages = {s: [" ".join(rng.choice(words, 6)) for _ in range(1 + i % 3)] for i, s in enumerate(ids)}
-    texts = session_texts(ids, messages)
     monkeypatch.setattr(text_module, "TRANSFORM_MIN_ROWS", 10**9)
-    whole = vectorize(texts)
+    whole = vectorize(ids, messages)
     monkeypatch.setattr(text_module, "TRANSFORM_MIN_ROWS", 0)
     monkeypatch.setattr(workers, "MIN_ROWS", 0)
-    chunked = vectorize(texts)
+    chunked = vectorize(ids, messages)
     assert whole.terms == chunked.terms and np.array_equal(whole.rows, chunked.rows)
     assert (whole.Z != chunked.Z).nnz == 0 and whole.Z.shape == (90, len(whole.terms))

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..warehouse import Warehouse
-from .text import TextFeature, TextMatrix, load_session_texts, vectorize, vocabulary_rows
+from .text import TextFeature, TextMatrix, load_user_messages, vectorize
 
 NOT_FEATURES = ("session_id", "annotation_status")
 
@@ -58,8 +58,6 @@ def load_modeling_data(wh: Warehouse, text_of: str = "all") -> ModelingData:
     session_ids = frame["session_id"].to_numpy()
     text = None
     if text_of != "none":
-        labeled = ~np.isnan(y)
-        needed = vocabulary_rows(labeled) if text_of == "rated" else None
-        texts = load_session_texts(wh, [str(s) for s in session_ids], needed)
-        text = vectorize(texts, labeled, rated_only=text_of == "rated")
+        ids = [str(s) for s in session_ids]
+        text = vectorize(ids, load_user_messages(wh), ~np.isnan(y), rated_only=text_of == "rated")
     return ModelingData(tuple(names), session_ids, X, y, text)
