@@ -189,7 +189,7 @@ def run_stage(sessions: int, seed: int, n_seeds: int, folds: int, workdir: Path)
     from pulse_pipeline.warehouse import Warehouse, connect
 
     home = stage_home(sessions, seed, workdir)
-    wh = Warehouse(connect(PulseHome(home).warehouse, read_only=True))
+    wh = Warehouse(connect(PulseHome(home).work_db))  # the bench's own home: tables a newer PULSE adds get created
     seeds = tuple(42 + i for i in range(n_seeds))
     print(f"load average before start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
     steps: list[tuple[str, float]] = []
