@@ -365,7 +365,8 @@ FEATURE_IMPORTANCE = _t(
 EXPERIMENT_EFFECTS = _t(
     "estimates.experiment_effects",
     "One row per experiment, treatment-vs-control comparison and method: the effect on the normalized label"
-    " (and in stars), its interval, p-value, the data behind it and the honesty diagnostics.",
+    " (and in stars), its interval, p-value, the data behind it and the honesty diagnostics; the randomization"
+    " unit (session or user: intervals clustered by user), where it came from, and the sessions it left out.",
     ("experiment", VARCHAR),
     ("treatment", VARCHAR),
     ("control", VARCHAR),
@@ -392,6 +393,9 @@ EXPERIMENT_EFFECTS = _t(
     ("valid", BOOLEAN),
     ("flags", VARCHAR),
     ("note", VARCHAR),
+    ("unit", VARCHAR),
+    ("unit_source", VARCHAR),
+    ("sessions_excluded", INTEGER),
 )
 
 RAW_TABLES = (DROPS, SESSIONS, EVENTS, RATINGS, ASSIGNMENTS, QUARANTINE)
@@ -436,8 +440,9 @@ COVERAGE_VALIDATION = _t(
 
 SRM_CHECK = _t(
     "estimates.srm_check",
-    "One row per experiment and arm: assigned sessions against the intended split, and the experiment's chi-squared"
-    " sample-ratio test (a mismatch at p < 0.001 means the split itself is broken).",
+    "One row per experiment and arm: assigned sessions and randomized units (users when the unit is user) against the"
+    " intended split, and the experiment's chi-squared sample-ratio test on the units (a mismatch at p < 0.001 means"
+    " the split itself is broken).",
     ("experiment", VARCHAR),
     ("arm", VARCHAR),
     ("sessions", INTEGER),
@@ -448,6 +453,10 @@ SRM_CHECK = _t(
     ("p_value", DOUBLE),
     ("mismatch", BOOLEAN),
     ("note", VARCHAR),
+    ("unit", VARCHAR),
+    ("unit_source", VARCHAR),
+    ("units", INTEGER),
+    ("expected_units", DOUBLE),
 )
 
 FEATURE_COMPARISONS = _t(

@@ -38,8 +38,16 @@ from scipy.stats import norm
 
 from ..modeling.threads import native_threads
 from ..stats.aipw import aipw_mean, crossfit_propensity, propensity_auc
+from ..stats.cluster import (
+    cluster_bootstrap_difference,
+    cluster_codes,
+    cluster_permutation_pvalue,
+    clustered_crossppi_mean,
+    clustered_ppi_mean,
+    clustered_welch_difference,
+)
 from ..stats.naive import bootstrap_difference, permutation_pvalue, welch_difference
-from ..stats.ppi import best_width_ratio, crossppi_mean, difference, ppi_mean, wald_p_value
+from ..stats.ppi import ArmMean, best_width_ratio, crossppi_mean, difference, ppi_mean, wald_p_value
 
 PPI_METHODS = ("ppi", "crossppi", "ppi_insample")
 SEEN_LABELS = "predictions may have seen the labels"
@@ -58,20 +66,38 @@ class ArmData:
     X_unlabeled: np.ndarray
     f_insample_labeled: np.ndarray | None = None  # predictions of one model fit on all labels (ppi_insample only)
     f_insample_unlabeled: np.ndarray | None = None
+    g_labeled: np.ndarray | None = None  # cluster (user) codes of the rated sessions; None: sessions independent
+    g_unlabeled: np.ndarray | None = None  # ... and of the unrated ones (one coding for the whole arm)
+
+    @property
+    def clustered(self) -> bool:
+        """True when the arm's sessions carry user codes (the experiment randomizes users)."""
+        return self.g_labeled is not None and self.g_unlabeled is not None
 
 
 def arm_data(
-    name: str, sessions: pl.DataFrame, features: Sequence[str] = (), insample: Mapping[str, float] | None = None
+    name: str,
+    sessions: pl.DataFrame,
+    features: Sequence[str] = (),
+    insample: Mapping[str, float] | None = None,
+    *,
+    by_user: bool = False,
 ) -> ArmData:
     """One arm from its rows of an ``estimates.sessions.assigned_sessions`` frame.
 
     ``sessions``: the arm's sessions with ``session_id``, ``labeled``, ``label`` and ``prediction`` (normalized);
     ``features``: the columns that make X (the propensity model's inputs; none: X has no columns);
     ``insample``: session id -> normalized prediction of the model fit on every label (``ppi_insample``; None:
-    no such row).
+    no such row); ``by_user``: the experiment randomizes users: every method's interval is clustered by
+    ``user_id`` (``stats.cluster.cluster_codes``: a session without a user id is its own cluster).
     """
     rated = sessions.filter(pl.col("labeled"))
     unrated = sessions.filter(~pl.col("labeled"))
+    g_rated = g_unrated = None
+    if by_user:
+        codes = cluster_codes(sessions["user_id"].to_list())
+        mask = sessions["labeled"].to_numpy().astype(bool)
+        g_rated, g_unrated = codes[mask], codes[~mask]
 
     def matrix(frame: pl.DataFrame) -> np.ndarray:
         if not features:
@@ -90,6 +116,8 @@ def arm_data(
         matrix(unrated),
         insample_of(rated),
         insample_of(unrated),
+        g_rated,
+        g_unrated,
     )
 
 
@@ -135,13 +163,35 @@ def _selection(arm: ArmData, s: Settings) -> tuple[np.ndarray, np.ndarray, float
 
 def _aipw_arm(arm: ArmData, rated: np.ndarray, propensity: np.ndarray, s: Settings):
     f_all = np.r_[arm.f_labeled, arm.f_unlabeled]
-    return aipw_mean(arm.y, f_all, rated, propensity, alpha=s.alpha)
+    clusters = np.r_[arm.g_labeled, arm.g_unlabeled] if arm.clustered else None
+    return aipw_mean(arm.y, f_all, rated, propensity, alpha=s.alpha, clusters=clusters)
+
+
+def _ppi_arm(arm: ArmData, lam: float | None, s: Settings, clustered: bool, cross: bool = False) -> ArmMean:
+    """One arm's PPI++ (``cross``: cross-PPI, lam = 1) mean, cluster-robust by user when ``clustered``."""
+    if clustered:
+        if cross:
+            return clustered_crossppi_mean(
+                arm.y, arm.f_labeled, arm.g_labeled, arm.f_unlabeled, arm.g_unlabeled, s.alpha
+            )
+        return clustered_ppi_mean(arm.y, arm.f_labeled, arm.g_labeled, arm.f_unlabeled, arm.g_unlabeled, lam, s.alpha)
+    if cross:
+        return crossppi_mean(arm.y, arm.f_labeled, arm.f_unlabeled, alpha=s.alpha)
+    return ppi_mean(arm.y, arm.f_labeled, arm.f_unlabeled, lam=lam, alpha=s.alpha)
 
 
 def compare(
     treat: ArmData, control: ArmData, s: Settings = Settings()
 ) -> tuple[list[MethodEstimate], dict[str, float]]:
-    """Every method's estimate, and the comparison's diagnostics (oof_rho, auc, best_width_theory)."""
+    """Every method's estimate, and the comparison's diagnostics (oof_rho, auc, best_width_theory).
+
+    When both arms carry user codes (``ArmData.clustered``: the experiment randomizes users) every interval,
+    p-value and the naive width the flags compare with are cluster-robust by user (``stats.cluster``): Welch by
+    the delta method on per-user totals, the bootstrap and the permutation test over users, PPI, cross-PPI and
+    AIPW from per-user sums of their influence functions. ``ppi_insample`` stays session-level (it is never
+    valid anyway).
+    """
+    clustered = treat.clustered and control.clustered
     too_few = [a.name for a in (treat, control) if len(a.y) < 2]
     if too_few:
         note = f"arm {', '.join(too_few)} has fewer than 2 ratings: no effect can be estimated"
@@ -162,9 +212,15 @@ def compare(
     aucs = [sel_t[2], sel_c[2]]
     auc = float(np.nanmax(aucs)) if not all(math.isnan(a) for a in aucs) else float("nan")
 
-    welch = welch_difference(treat.y, control.y, alpha=s.alpha)
-    boot = bootstrap_difference(treat.y, control.y, n_resamples=s.n_resamples, seed=s.seed, alpha=s.alpha)
-    p_perm = permutation_pvalue(treat.y, control.y, n_permutations=s.n_permutations, seed=s.seed)
+    if clustered:
+        groups = (treat.y, treat.g_labeled, control.y, control.g_labeled)
+        welch = clustered_welch_difference(*groups, alpha=s.alpha)
+        boot = cluster_bootstrap_difference(*groups, n_resamples=s.n_resamples, seed=s.seed, alpha=s.alpha)
+        p_perm = cluster_permutation_pvalue(*groups, n_permutations=s.n_permutations, seed=s.seed)
+    else:
+        welch = welch_difference(treat.y, control.y, alpha=s.alpha)
+        boot = bootstrap_difference(treat.y, control.y, n_resamples=s.n_resamples, seed=s.seed, alpha=s.alpha)
+        p_perm = permutation_pvalue(treat.y, control.y, n_permutations=s.n_permutations, seed=s.seed)
     naive_width = 2 * norm.ppf(1 - s.alpha / 2) * welch.se
     slack = s.tolerance + 1 / math.sqrt(2 * n)
 
@@ -196,7 +252,7 @@ def compare(
 
     rows = [row("naive_welch", welch), row("naive_bootstrap", boot)]
     lam = 0.0 if s.floor else None
-    pt, pc = (ppi_mean(a.y, a.f_labeled, a.f_unlabeled, lam=lam, alpha=s.alpha) for a in (treat, control))
+    pt, pc = (_ppi_arm(a, lam, s, clustered) for a in (treat, control))
     rows.append(
         row(
             "ppi",
@@ -206,7 +262,7 @@ def compare(
             notes=[x for x in (getattr(pt, "note", None), getattr(pc, "note", None), s.floor) if x],
         )
     )
-    ct, cc = (crossppi_mean(a.y, a.f_labeled, a.f_unlabeled, alpha=s.alpha) for a in (treat, control))
+    ct, cc = (_ppi_arm(a, None, s, clustered, cross=True) for a in (treat, control))
     rows.append(row("crossppi", difference(ct, cc, alpha=s.alpha), 1.0, 1.0))
     at, ac = _aipw_arm(treat, *sel_t[:2], s), _aipw_arm(control, *sel_c[:2], s)
     rows.append(

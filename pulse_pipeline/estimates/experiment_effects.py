@@ -5,6 +5,11 @@ Each experiment's arms come from the sessions that have a cross-fit prediction; 
 estimate per method; each becomes a row with the effect also in stars, the arms' sizes and the comparison's
 diagnostics. A single-arm experiment gets one row saying there is nothing to compare. Finally every method's
 p-values are Holm-adjusted across all comparisons of the run (:func:`with_holm`).
+
+Every row records the experiment's randomization unit (``experiments.resolve_unit``: configured in
+``experiments.toml`` or detected from all its assignments) and its source. When the unit is ``user`` the arms'
+sessions carry their user codes, so every interval is clustered by user, and the sessions of users seen in
+several arms are left out (``sessions_excluded`` and the note say how many).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from ..modeling.data import ModelingData
 from ..stars import label_difference_in_stars, stars_to_label
 from ..stats.multitest import holm
 from .effects import ArmData, MethodEstimate, Settings, arm_data, compare
-from .experiments import Experiment, experiments_of
+from .experiments import Experiment, Unit, experiments_of, for_unit, units_of
 from .sessions import feature_names
 
 
@@ -57,6 +62,9 @@ class EffectRow:
     valid: bool
     flags: str | None = None
     note: str | None = None
+    unit: str = "session"  # the randomization unit: "session" or "user" (intervals clustered by user)
+    unit_source: str | None = None  # "configured", or "detected: <evidence>"
+    sessions_excluded: int = 0  # sessions of users seen in several arms, left out under unit = "user"
 
 
 def insample_predictions(data: ModelingData, family: str) -> dict[str, float]:
@@ -79,8 +87,11 @@ def comparison_rows(
     control: ArmData,
     estimates: Sequence[MethodEstimate],
     diagnostics: Mapping[str, float],
+    unit: Unit | None = None,
 ) -> list[EffectRow]:
-    """The rows of one comparison: one per method of ``effects.compare`` (``estimates``, ``diagnostics``)."""
+    """The rows of one comparison: one per method of ``effects.compare`` (``estimates``, ``diagnostics``);
+    ``unit``: the experiment's randomization unit (None: sessions, source not recorded)."""
+    unit = unit or Unit("session", "not given")
     return [
         EffectRow(
             experiment=exp.name,
@@ -107,7 +118,10 @@ def comparison_rows(
             best_width_theory=diagnostics["best_width_theory"],
             valid=e.valid,
             flags=e.flags,
-            note="; ".join(x for x in (exp.note, e.note) if x) or None,
+            note="; ".join(x for x in (exp.note, unit.note, e.note) if x) or None,
+            unit=unit.unit,
+            unit_source=unit.source,
+            sessions_excluded=unit.excluded_sessions,
         )
         for e in estimates
     ]
@@ -135,24 +149,29 @@ def experiment_effect_rows(
     modeling_data: ModelingData | None = None,
     insample_family: str | None = None,
     progress: Callable[[str], None] | None = None,
+    units: Mapping[str, str] | None = None,
 ) -> list[EffectRow]:
     """Rows of ``estimates.experiment_effects``, Holm-adjusted; [] when no assigned session has a prediction.
 
     ``sessions``: an ``estimates.sessions.assigned_sessions`` frame (sessions without a cross-fit prediction are
     left out); ``controls``: experiment -> control arm (``experiments.read_controls``); ``modeling_data`` and
     ``insample_family``: with both, the ``ppi_insample`` rows (:func:`insample_predictions`); ``progress`` (e.g. a
-    logger) hears of each comparison as it starts.
+    logger) hears of each comparison as it starts; ``units``: experiment -> configured unit
+    (``experiments.read_units``; absent: detected from ``sessions``, which must hold ``user_id``).
     """
     predicted = sessions.filter(pl.col("prediction").is_not_null())
     if predicted.is_empty():
         return []
+    unit_of = units_of(sessions, units or {})
     insample = None
     if modeling_data is not None and insample_family is not None:
         insample = insample_predictions(modeling_data, insample_family)
     features = feature_names(predicted)
     rows: list[EffectRow] = []
     for exp in experiments_of(predicted, controls):
-        in_experiment = predicted.filter(pl.col("experiment") == exp.name)
+        unit = unit_of[exp.name]
+        in_experiment = for_unit(predicted.filter(pl.col("experiment") == exp.name), unit)
+        by_user = unit.unit == "user"
         if not exp.treatments:
             rows.append(
                 EffectRow(
@@ -162,14 +181,20 @@ def experiment_effect_rows(
                     method="none",
                     valid=False,
                     note=exp.nothing_to_compare,
+                    unit=unit.unit,
+                    unit_source=unit.source,
+                    sessions_excluded=unit.excluded_sessions,
                 )
             )
             continue
-        control = arm_data(exp.control, in_experiment.filter(pl.col("variant") == exp.control), features, insample)
+        control = arm_data(
+            exp.control, in_experiment.filter(pl.col("variant") == exp.control), features, insample, by_user=by_user
+        )
         for treatment in exp.treatments:
             if progress is not None:
                 progress(f"{exp.name}: {treatment} vs {exp.control}")
-            treat = arm_data(treatment, in_experiment.filter(pl.col("variant") == treatment), features, insample)
+            arm = in_experiment.filter(pl.col("variant") == treatment)
+            treat = arm_data(treatment, arm, features, insample, by_user=by_user)
             estimates, diagnostics = compare(treat, control, settings)
-            rows.extend(comparison_rows(exp, treat, control, estimates, diagnostics))
+            rows.extend(comparison_rows(exp, treat, control, estimates, diagnostics, unit))
     return with_holm(rows)

@@ -5,15 +5,28 @@
     [experiments.llm-backbone]
     control = "claude-4-sonnet"
     split = { "claude-4-sonnet" = 1, "gpt-5" = 1 }   # optional: the intended traffic split (relative weights)
+    unit = "user"                                     # optional: what was randomized, "session" or "user"
 
 An experiment the file does not name, or a control the data do not have, falls back to the first arm
 alphabetically (the reason is kept). Every other arm is a treatment compared with the control. Without a
 ``split`` the arms are meant to get equal traffic (what the sample-ratio check tests against).
+
+The randomization unit (:func:`resolve_unit`). ``unit = "user"`` means a user's sessions all get the user's arm
+and are not independent: every interval is then clustered by user and the sample-ratio check counts users.
+Without ``unit`` (or with a value other than "session" / "user", which the source notes) the unit is detected
+from ``staging.assignments``: ``user`` when at least one user has several sessions in the experiment and every
+such user always got the same arm, else ``session``. Detection cannot tell sticky assignment from chance in an
+experiment where users rarely return, and the rule errs towards ``session`` only when the data contradict
+``user``. Users who switch arms under ``unit = "user"`` (a broken sticky assignment, a shared account) are left
+out of the comparison, not quarantined: their sessions are well-formed, only unusable as user-level evidence,
+and the user belongs to no single arm; every row of the experiment records how many sessions and users were
+left out. Sessions without a user id are their own cluster (nothing ties them to other sessions).
 """
 
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +54,11 @@ def _specs(path: Path) -> dict[str, dict]:
 
 def read_controls(path: Path) -> dict[str, str]:
     return {name: str(spec["control"]) for name, spec in _specs(path).items() if "control" in spec}
+
+
+def read_units(path: Path) -> dict[str, str]:
+    """experiment -> the ``unit`` the file configures (as written; :func:`resolve_unit` judges the value)."""
+    return {name: str(spec["unit"]) for name, spec in _specs(path).items() if "unit" in spec}
 
 
 def read_splits(path: Path) -> dict[str, dict[str, float]]:
@@ -83,3 +101,86 @@ def experiments_of(sessions: pl.DataFrame, controls: dict[str, str]) -> list[Exp
     """The experiments whose arms ``sessions`` (columns ``experiment``, ``variant``) hold; see :func:`experiments`."""
     arms = {name: group["variant"].unique().to_list() for (name,), group in sessions.group_by("experiment")}
     return experiments(arms, controls)
+
+
+UNITS = ("session", "user")
+
+
+@dataclass(frozen=True)
+class Unit:
+    """An experiment's randomization unit, where it came from, and what it leaves out of the comparison.
+
+    ``source``: "configured" or "detected: <the evidence>"; ``switcher_ids``: users seen in more than one arm;
+    ``excluded_sessions``: their sessions, left out when ``unit`` is "user" (0 otherwise).
+    """
+
+    unit: str
+    source: str
+    switcher_ids: frozenset[str] = frozenset()
+    excluded_sessions: int = 0
+
+    @property
+    def switchers(self) -> int:
+        return len(self.switcher_ids)
+
+    @property
+    def note(self) -> str | None:
+        """What every row of the experiment says about sessions left out, or None."""
+        if not self.excluded_sessions:
+            return None
+        return (
+            f"unit user: {self.excluded_sessions} session(s) of {self.switchers} user(s) seen in several arms"
+            " left out (such a user belongs to no single arm)"
+        )
+
+
+def switching_users(sessions: pl.DataFrame) -> set[str]:
+    """User ids (non-null) that appear in more than one arm of ``sessions`` (one experiment's rows, columns
+    ``user_id`` and ``variant``)."""
+    arms = sessions.filter(pl.col("user_id").is_not_null()).group_by("user_id").agg(pl.col("variant").n_unique())
+    return set(arms.filter(pl.col("variant") > 1)["user_id"].to_list())
+
+
+def detect_unit(sessions: pl.DataFrame) -> tuple[str, str]:
+    """(unit, source) from one experiment's assignments (``user_id``, ``variant``): see the module docstring."""
+    known = sessions.filter(pl.col("user_id").is_not_null())
+    per_user = known.group_by("user_id").agg(pl.len().alias("n"), pl.col("variant").n_unique().alias("arms"))
+    repeat = per_user.filter(pl.col("n") > 1)
+    if repeat.is_empty():
+        return "session", "detected: no user has several sessions in the experiment"
+    mixed = repeat.filter(pl.col("arms") > 1).height
+    if mixed:
+        return "session", f"detected: {mixed} of {repeat.height} users with several sessions saw several arms"
+    return "user", f"detected: each of {repeat.height} users with several sessions always got the same arm"
+
+
+def resolve_unit(sessions: pl.DataFrame, configured: str | None) -> Unit:
+    """The :class:`Unit` of one experiment (``sessions``: its rows of ``staging.assignments``, with ``user_id``
+    and ``variant``), from ``configured`` (``experiments.toml``'s ``unit``, or None) or detected."""
+    if configured in UNITS:
+        unit, source = configured, "configured"
+    else:
+        unit, source = detect_unit(sessions)
+        if configured is not None:
+            source = f"{source} (configured unit {configured!r} is not one of {', '.join(UNITS)})"
+    switchers = switching_users(sessions)
+    excluded = 0
+    if unit == "user" and switchers:
+        excluded = sessions.filter(pl.col("user_id").is_in(list(switchers))).height
+    return Unit(unit, source, frozenset(switchers), excluded)
+
+
+def units_of(sessions: pl.DataFrame, configured: Mapping[str, str]) -> dict[str, Unit]:
+    """experiment -> :class:`Unit` for every experiment of ``sessions`` (``experiment``, ``variant``,
+    ``user_id``); ``configured``: :func:`read_units`."""
+    return {
+        name: resolve_unit(group, configured.get(name))
+        for (name,), group in sessions.group_by("experiment", maintain_order=True)
+    }
+
+
+def for_unit(sessions: pl.DataFrame, unit: Unit) -> pl.DataFrame:
+    """``sessions`` (one experiment's) without the switching users' sessions when the unit is "user"."""
+    if unit.unit != "user" or not unit.switcher_ids:
+        return sessions
+    return sessions.filter(pl.col("user_id").is_null() | ~pl.col("user_id").is_in(sorted(unit.switcher_ids)))

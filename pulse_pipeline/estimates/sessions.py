@@ -8,7 +8,7 @@ import polars as pl
 
 from ..warehouse import Warehouse
 
-KEYS = ("session_id", "experiment", "variant", "labeled", "label", "prediction")
+KEYS = ("session_id", "experiment", "variant", "user_id", "labeled", "label", "prediction")
 
 
 def assigned_sessions(wh: Warehouse) -> pl.DataFrame:
@@ -24,7 +24,7 @@ def assigned_sessions(wh: Warehouse) -> pl.DataFrame:
     features = ", f.* EXCLUDE (session_id, annotation_status)" if has_features else ""
     join = "LEFT JOIN features.session_features f USING (session_id)" if has_features else ""
     return wh.frame(f"""
-        SELECT a.session_id, a.experiment, a.variant, l.label IS NOT NULL AS labeled, l.label, p.prediction
+        SELECT a.session_id, a.experiment, a.variant, a.user_id, l.label IS NOT NULL AS labeled, l.label, p.prediction
                {features}
         FROM staging.assignments a
         LEFT JOIN staging.session_labels l USING (session_id)
@@ -36,6 +36,12 @@ def assigned_sessions(wh: Warehouse) -> pl.DataFrame:
 def feature_names(frame: pl.DataFrame) -> list[str]:
     """The numeric feature columns of an ``assigned_sessions`` frame."""
     return [c for c, t in frame.schema.items() if c not in KEYS and t.is_numeric()]
+
+
+def assignments(wh: Warehouse) -> pl.DataFrame:
+    """``staging.assignments`` as a frame (session_id, experiment, variant, user_id): what the unit is detected
+    from and what the sample-ratio check counts."""
+    return wh.frame("SELECT session_id, experiment, variant, user_id FROM staging.assignments ORDER BY session_id")
 
 
 def arm_sizes(wh: Warehouse) -> dict[str, dict[str, int]]:

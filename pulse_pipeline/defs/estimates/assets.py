@@ -30,7 +30,13 @@ def experiment_effects(context: dg.AssetExecutionContext, warehouse: WarehouseRe
         # of every session is vectorized there, ~40 s at paper scale)
         modeling_data = load_modeling_data(wh) if family is not None else None
         rows = experiment_effect_rows(
-            sessions, estimates.controls(), settings, modeling_data, family, progress=context.log.info
+            sessions,
+            estimates.controls(),
+            settings,
+            modeling_data,
+            family,
+            progress=context.log.info,
+            units=estimates.units(),
         )
         wh.replace(tables.EXPERIMENT_EFFECTS, rows, nan_as_null=True)  # undefined statistics as NULL, the note says why
         if not rows:

@@ -9,8 +9,8 @@ from ...estimates.experiments import experiments_of
 from ...estimates.feature_comparisons import feature_comparison_rows
 from ...estimates.label_shift import WARN_ABOVE, label_shift_rows
 from ...estimates.power import power_rows
-from ...estimates.sessions import arm_sizes, assigned_sessions, feature_names, oof_rho_by_comparison
-from ...estimates.srm import ALARM_P, intended_splits, srm_rows
+from ...estimates.sessions import arm_sizes, assigned_sessions, assignments, feature_names, oof_rho_by_comparison
+from ...estimates.srm import ALARM_P, intended_splits, srm_rows, unit_counts
 from ...estimates.subgroups import subgroup_effect_rows
 from ..markdown import markdown_table
 from ..resources import WarehouseResource
@@ -29,7 +29,9 @@ def srm_check(context: dg.AssetExecutionContext, warehouse: WarehouseResource, e
     if problem:
         context.log.warning(problem)
     with warehouse.warehouse() as wh:
-        rows = srm_rows(arm_sizes(wh), splits, problem)
+        # counted in the randomized unit: users when experiments.toml says so or the assignments show it
+        units = unit_counts(assignments(wh), estimates.units())
+        rows = srm_rows(arm_sizes(wh), splits, problem, units)
         wh.replace(tables.SRM_CHECK, rows, nan_as_null=True)
         shown = wh.frame("SELECT * EXCLUDE (note) FROM estimates.srm_check ORDER BY experiment, arm")
     return dg.MaterializeResult(

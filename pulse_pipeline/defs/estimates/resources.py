@@ -4,7 +4,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from ...estimates.experiments import read_controls
+from ...estimates.experiments import read_controls, read_units
 from ...settings import EstimateSettings, estimate_settings
 
 
@@ -26,6 +26,10 @@ class EstimatesResource(dg.ConfigurableResource):
     def controls(self) -> dict[str, str]:
         """experiment -> control arm, as ``experiments.toml`` names them."""
         return read_controls(Path(self.experiments_path))
+
+    def units(self) -> dict[str, str]:
+        """experiment -> randomization unit, as ``experiments.toml`` names it (absent: detected)."""
+        return read_units(Path(self.experiments_path))
 
 
 def estimates_resource(home_root: Path) -> EstimatesResource:
