@@ -425,6 +425,28 @@ TEXT_TERMS = _t(
 )
 
 MODELING_TABLES = (CV_METRICS, PREDICTIONS, FOLD_TRAINING, FEATURE_IMPORTANCE, TEXT_FOLD_TRAINING, TEXT_TERMS)
+EFFECT_HISTORY = _t(
+    "estimates.effect_history",
+    "One row per comparison, method and look day (each day with data, by session start): the estimate on the"
+    " sessions started up to that day, its fixed-horizon 95 % interval (valid for one look) and the always-valid"
+    " confidence sequence (valid at every look at once: stop the first day it excludes zero).",
+    ("experiment", VARCHAR),
+    ("treatment", VARCHAR),
+    ("control", VARCHAR),
+    ("method", VARCHAR),
+    ("day", TIMESTAMP),  # the look's date at 00:00 (the contract has no DATE): sessions started on or before it
+    ("n_rated", INTEGER),
+    ("n_sessions", INTEGER),
+    ("effect", DOUBLE),
+    ("ci_low", DOUBLE),
+    ("ci_high", DOUBLE),
+    ("cs_low", DOUBLE),
+    ("cs_high", DOUBLE),
+    ("excludes_zero_fixed", BOOLEAN),
+    ("excludes_zero_cs", BOOLEAN),
+    ("note", VARCHAR),
+)
+
 COVERAGE_VALIDATION = _t(
     "estimates.coverage_validation",
     "Replications of the generator with a known effect: each method's empirical coverage of its 95 % interval,"
@@ -573,6 +595,7 @@ BENCHMARK_CORRELATION = _t(
 
 ESTIMATE_TABLES = (
     EXPERIMENT_EFFECTS,
+    EFFECT_HISTORY,
     COVERAGE_VALIDATION,
     SRM_CHECK,
     FEATURE_COMPARISONS,

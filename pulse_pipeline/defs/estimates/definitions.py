@@ -4,10 +4,10 @@ differences, label shift, subgroups, power, benchmarks) and the on-demand covera
 import dagster as dg
 
 from ...paths import PulseHome
-from . import assets, benchmarks, diagnostics
+from . import assets, benchmarks, diagnostics, history
 from .resources import estimates_resource
 
-MODULES = [assets, benchmarks, diagnostics]
+MODULES = [assets, benchmarks, diagnostics, history]
 
 
 def definitions(home: PulseHome) -> dg.Definitions:

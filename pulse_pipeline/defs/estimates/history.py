@@ -1,0 +1,65 @@
+"""Always-valid monitoring: every comparison's effect as of each look day, with the confidence sequence."""
+
+import dagster as dg
+
+from ... import tables
+from ...estimates.effects import Settings
+from ...estimates.history import MAX_LOOKS, expected_looks, history_rows, missing_looks, session_days, with_days
+from ...estimates.sessions import assigned_sessions
+from ...modeling.comparison import load_floor
+from ..markdown import markdown_table
+from ..resources import WarehouseResource
+from ..specs import SESSION_FEATURES_KEY, key, table_spec
+from .assets import SESSIONS_DEPS
+from .resources import EstimatesResource
+
+FIRST_EXCLUSIONS = """
+    SELECT experiment, treatment, method, count(*) AS looks,
+           CAST(min(day) FILTER (WHERE excludes_zero_fixed) AS DATE) AS first_day_fixed_excludes_0,
+           CAST(min(day) FILTER (WHERE excludes_zero_cs) AS DATE) AS first_day_cs_excludes_0
+    FROM estimates.effect_history WHERE day IS NOT NULL
+    GROUP BY ALL ORDER BY experiment, treatment, method"""
+"""Per comparison and method: the first look whose fixed interval, and whose confidence sequence, excludes 0."""
+
+
+@dg.asset(
+    **table_spec(tables.EFFECT_HISTORY, [*SESSIONS_DEPS, SESSION_FEATURES_KEY, tables.STAGING_SESSIONS], "estimates")
+)
+def effect_history(context: dg.AssetExecutionContext, warehouse: WarehouseResource, estimates: EstimatesResource):
+    with warehouse.warehouse() as wh:
+        # the same settings as experiment_effects, the honest floor included, so the last look is its estimate
+        settings = Settings(auc_threshold=estimates.auc_threshold, tolerance=estimates.tolerance, floor=load_floor(wh))
+        sessions = with_days(assigned_sessions(wh), session_days(wh))
+        rows = history_rows(sessions, estimates.controls(), settings, progress=context.log.info)
+        wh.replace(tables.EFFECT_HISTORY, rows, nan_as_null=True)  # undefined statistics as NULL, the note says why
+        if not rows:
+            reason = "skipped: no cross-fit predictions for assigned sessions (see modeling/predictions)"
+            context.log.warning(reason)
+            return dg.MaterializeResult(metadata={"skipped": reason})
+        first = wh.frame(FIRST_EXCLUSIONS)
+    return dg.MaterializeResult(
+        metadata={
+            "dagster/row_count": len(rows),
+            "looks": len({(r.experiment, r.treatment, r.day) for r in rows if r.day is not None}),
+            "max_looks_per_comparison": MAX_LOOKS,
+            "first_exclusions": dg.MetadataValue.md(markdown_table(first, max_rows=60)),
+        }
+    )
+
+
+@dg.asset_check(
+    asset=key(tables.EFFECT_HISTORY),
+    blocking=False,
+    description="Every comparison has a row per method for each look day (each day with data, or per period past"
+    f" {MAX_LOOKS} days), and no other days.",
+)
+def history_reconciles(warehouse: WarehouseResource, estimates: EstimatesResource) -> dg.AssetCheckResult:
+    with warehouse.warehouse() as wh:
+        expected = expected_looks(with_days(assigned_sessions(wh), session_days(wh)), estimates.controls())
+        table = wh.frame("SELECT experiment, treatment, CAST(day AS DATE) AS day, method FROM estimates.effect_history")
+    problems = missing_looks(table, expected)
+    return dg.AssetCheckResult(
+        passed=not problems,
+        description="; ".join(problems[:20]) if problems else None,
+        metadata={"comparisons": len(expected), "problems": len(problems)},
+    )

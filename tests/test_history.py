@@ -1,0 +1,229 @@
+"""estimates.effect_history (estimates/history.py): the estimate as of each look day, against hand computations;
+and the peeking validation scenario (estimates/peeking.py), a smoke run and its summary."""
+
+from __future__ import annotations
+
+import math
+from datetime import date, timedelta
+
+import duckdb
+import numpy as np
+import polars as pl
+import pytest
+from scipy import stats
+
+from pulse_pipeline import tables
+from pulse_pipeline.estimates.history import (
+    METHODS,
+    expected_looks,
+    history_rows,
+    look_days,
+    missing_looks,
+    session_days,
+    with_days,
+)
+from pulse_pipeline.estimates.peeking import METHODS as PEEKING_METHODS
+from pulse_pipeline.estimates.peeking import (
+    NULL_PARAMS,
+    check_peeking,
+    replicate_peeking,
+    summarize_peeking,
+    validate_peeking,
+)
+from pulse_pipeline.synth.model import ArmEffect, simulate_sessions
+from pulse_pipeline.warehouse import Warehouse
+
+D1, D2, D3 = date(2025, 6, 1), date(2025, 6, 2), date(2025, 6, 3)
+CONTROLS = {"e": "a", "thin": "a"}
+
+
+def _sessions() -> pl.DataFrame:
+    """Experiment e: per day and arm 40 sessions, 10 of them rated on D1 and D3, none on D2; one session of arm a
+    without a start day. Experiment thin: arm b has one rating on D1, three by D2. Experiment solo: one arm."""
+    rng = np.random.default_rng(11)
+    rows = []
+
+    def add(experiment, arm, day, n, n_rated, shift=0.0):
+        for i in range(n):
+            rated = i < n_rated
+            label = float(np.clip(0.7 + shift + rng.normal(0, 0.2), 0, 1)) if rated else None
+            prediction = (label if rated else 0.7 + shift) + float(rng.normal(0, 0.1))
+            rows.append(
+                dict(
+                    session_id=f"{experiment}-{arm}-{day}-{i}",
+                    user_id=f"u-{experiment}-{arm}-{day}-{i}",  # every session its own user
+                    experiment=experiment,
+                    variant=arm,
+                    labeled=rated,
+                    label=label,
+                    prediction=prediction,
+                    day=day,
+                    user_messages=float(rng.integers(1, 20)),
+                )
+            )
+
+    for day, n_rated in ((D1, 10), (D2, 0), (D3, 10)):
+        add("e", "a", day, 40, n_rated)
+        add("e", "b", day, 40, n_rated, shift=0.05)
+    add("e", "a", None, 1, 1)
+    add("thin", "a", D1, 20, 5)
+    add("thin", "b", D1, 20, 1)
+    add("thin", "b", D2, 20, 2)
+    add("solo", "x", D1, 10, 3)
+    return pl.DataFrame(rows)
+
+
+@pytest.fixture(scope="module")
+def history():
+    frame = _sessions()
+    return frame, history_rows(frame, CONTROLS)
+
+
+def _by(rows, experiment, method, day):
+    hits = [r for r in rows if r.experiment == experiment and r.method == method and r.day == day]
+    assert len(hits) == 1
+    return hits[0]
+
+
+def test_one_row_per_method_and_day_with_cumulative_counts(history):
+    _, rows = history
+    e = [r for r in rows if r.experiment == "e"]
+    assert sorted({(r.day, r.method) for r in e}) == sorted((d, m) for d in (D1, D2, D3) for m in METHODS)
+    assert len(e) == 12
+    counts = {r.day: (r.n_sessions, r.n_rated) for r in e}
+    assert counts == {D1: (80, 20), D2: (160, 20), D3: (240, 40)}  # the undated session is left out
+    assert all("sessions without a start time left out: 1" in r.note for r in e)
+    assert all("no new rating since the previous look" in (r.note or "") for r in e if r.day == D2)
+    assert not any("no new rating" in (r.note or "") for r in e if r.day != D2)
+
+
+def test_naive_row_and_its_sequence_match_a_hand_computation(history):
+    frame, rows = history
+    for day in (D1, D3):
+        upto = frame.filter((pl.col("experiment") == "e") & pl.col("day").is_not_null() & (pl.col("day") <= day))
+        yb = upto.filter(pl.col("labeled") & (pl.col("variant") == "b"))["label"].to_numpy()
+        ya = upto.filter(pl.col("labeled") & (pl.col("variant") == "a"))["label"].to_numpy()
+        va, vb = ya.var(ddof=1) / ya.size, yb.var(ddof=1) / yb.size
+        se = math.sqrt(va + vb)
+        df = (va + vb) ** 2 / (va**2 / (ya.size - 1) + vb**2 / (yb.size - 1))  # Welch-Satterthwaite
+        effect = yb.mean() - ya.mean()
+        half = stats.t.ppf(0.975, df) * se
+        # the sequence, by hand: x = n rho^2, rho^2 = (-2 ln .05 + ln(1 - 2 ln .05)) / 5000, n = sessions to date
+        x = upto.height * (-2 * math.log(0.05) + math.log(1 - 2 * math.log(0.05))) / 5000
+        radius = se * math.sqrt((x + 1) / x * math.log((x + 1) / 0.05**2))
+        row = _by(rows, "e", "naive_welch", day)
+        assert row.effect == pytest.approx(effect, abs=1e-12)
+        assert (row.ci_low, row.ci_high) == pytest.approx((effect - half, effect + half), abs=1e-10)
+        assert (row.cs_low, row.cs_high) == pytest.approx((effect - radius, effect + radius), abs=1e-12)
+        assert row.cs_high - row.cs_low > row.ci_high - row.ci_low
+        assert row.excludes_zero_fixed == (row.ci_low > 0 or row.ci_high < 0)
+        assert row.excludes_zero_cs == (row.cs_low > 0 or row.cs_high < 0)
+
+
+def test_crossppi_row_uses_only_sessions_started_by_the_look(history):
+    frame, rows = history
+
+    def crossppi(arm, day):
+        s = frame.filter(
+            (pl.col("experiment") == "e") & (pl.col("variant") == arm) & pl.col("day").is_not_null()
+            & (pl.col("day") <= day)
+        )  # fmt: skip
+        rated, unrated = s.filter(pl.col("labeled")), s.filter(~pl.col("labeled"))
+        return unrated["prediction"].mean() + (rated["label"] - rated["prediction"]).mean()
+
+    for day in (D1, D2, D3):
+        expected = crossppi("b", day) - crossppi("a", day)
+        assert _by(rows, "e", "crossppi", day).effect == pytest.approx(expected, abs=1e-12)
+
+
+def test_too_few_ratings_and_a_single_arm_give_rows_that_say_why(history):
+    _, rows = history
+    first = _by(rows, "thin", "ppi", D1)
+    assert math.isnan(first.effect) and first.excludes_zero_fixed is None and first.excludes_zero_cs is None
+    assert "fewer than 2 ratings" in first.note
+    assert not math.isnan(_by(rows, "thin", "ppi", D2).effect)
+    (solo,) = [r for r in rows if r.experiment == "solo"]
+    assert (solo.method, solo.day) == ("none", None) and "nothing to compare" in solo.note
+
+
+def test_rows_reconcile_with_the_expected_looks_and_a_missing_one_is_named(history):
+    frame, rows = history
+    expected = expected_looks(frame, CONTROLS)
+    assert expected == {("e", "b"): [D1, D2, D3], ("thin", "b"): [D1, D2]}
+    table = pl.DataFrame(rows)
+    assert missing_looks(table, expected) == []
+    lacking = table.filter(~((pl.col("experiment") == "e") & (pl.col("day") == D2) & (pl.col("method") == "aipw")))
+    assert missing_looks(lacking, expected) == ["e/b on 2025-06-02: no aipw row"]
+
+
+def test_many_days_are_looked_at_once_per_period():
+    days = [date(2025, 1, 1) + timedelta(days=k) for k in range(365)]
+    july = [d for d in days if d.month == 7]
+    looks, period = look_days([d for d in days if d.month != 7], max_looks=100)
+    # period ceil(365 / 100) = 4 days; 92 periods, 7 of them (Jul 4-7 .. Jul 28-31) inside July: 85 looks
+    assert period == 4 and len(looks) == 85
+    assert looks[0] == date(2025, 1, 4) and looks[45] == date(2025, 6, 30) and looks[-1] == date(2025, 12, 31)
+    assert not set(looks) & set(july)
+    assert look_days([D3, D1, D1], max_looks=100) == ([D1, D3], 1)
+
+
+def test_days_come_from_staging_and_rows_round_trip_through_the_warehouse(history):
+    _, rows = history
+    wh = Warehouse(duckdb.connect())
+    wh.con.execute(
+        "INSERT INTO staging.sessions (session_id, started_at) VALUES"
+        " ('s1', TIMESTAMP '2025-06-01 23:59:59'), ('s2', TIMESTAMP '2025-06-02 00:00:00'), ('s3', NULL)"
+    )
+    days = session_days(wh)
+    assert dict(days.iter_rows()) == {"s1": D1, "s2": D2, "s3": None}
+    assigned = pl.DataFrame({"session_id": ["s1", "s9"], "experiment": ["e", "e"], "variant": ["a", "b"],
+                             "labeled": [True, False], "label": [0.5, None], "prediction": [0.4, 0.6],
+                             "n": [1.0, 2.0]})  # fmt: skip
+    joined = with_days(assigned, days)
+    assert joined.columns == [*assigned.columns, "day"] and joined["day"].to_list() == [D1, None]
+    assert wh.replace(tables.EFFECT_HISTORY, rows, nan_as_null=True) == len(rows)
+    first = wh.con.execute(
+        "SELECT CAST(day AS DATE), n_sessions FROM estimates.effect_history"
+        " WHERE experiment = 'e' AND method = 'ppi' ORDER BY day LIMIT 1"
+    ).fetchone()
+    assert first == (D1, 80)
+
+
+def test_peeking_replication_has_one_row_per_method_and_the_sequence_is_wider_by_the_hand_ratio():
+    n_per_arm, looks = 400, 5
+    rows = replicate_peeking(3, n_per_arm=n_per_arm, looks=looks)
+    assert [r["method"] for r in rows] == list(PEEKING_METHODS)
+    assert all(isinstance(r[k], bool) for r in rows for k in ("fixed_any_look", "cs_any_look", "fixed_last_look"))
+    assert all(r["fixed_any_look"] or not r["fixed_last_look"] for r in rows)  # the last look is one of the looks
+    # PPI's fixed interval is z * se: the ratio at the last look is the CS's radius factor over z, by hand, with
+    # n = every llm-backbone session of the draw (all have started by the last day)
+    table = simulate_sessions(6 * n_per_arm, seed=3, scenario="random", params=NULL_PARAMS)
+    n = int((np.asarray(table.experiment) == "llm-backbone").sum())
+    x = n * (-2 * math.log(0.05) + math.log(1 - 2 * math.log(0.05))) / 5000
+    factor = math.sqrt((x + 1) / x * math.log((x + 1) / 0.05**2)) / stats.norm.ppf(0.975)
+    assert rows[1]["cs_width_vs_fixed"] == pytest.approx(factor, rel=1e-9)
+    assert all(e == ArmEffect() for _, e in NULL_PARAMS.arm_effects)  # no arm differs: the truth is exactly 0
+
+
+def test_peeking_summary_and_targets():
+    rows = [
+        dict(scenario="peeking", method=m, fixed_any_look=f, cs_any_look=c, fixed_last_look=last, cs_width_vs_fixed=w)
+        for m, f, c, last, w in [
+            ("naive_welch", True, False, False, 1.5),
+            ("naive_welch", True, True, True, 1.7),
+            ("naive_welch", False, False, False, 1.6),
+            ("ppi", False, False, False, 1.5),
+            ("ppi", True, False, False, 1.5),
+        ]
+    ]
+    frame = summarize_peeking(rows, looks=30)
+    assert frame["method"].to_list() == ["naive_welch", "ppi"]
+    naive = frame.row(0, named=True)
+    assert (naive["replications"], naive["looks"]) == (3, 30)
+    assert naive["share_fixed_any_look"] == pytest.approx(2 / 3) and naive["share_cs_any_look"] == pytest.approx(1 / 3)
+    assert naive["share_fixed_last_look"] == pytest.approx(1 / 3)
+    assert naive["cs_width_vs_fixed_last_look"] == pytest.approx(1.6)
+    assert check_peeking(frame) == ["peeking naive_welch confidence sequences exclude 0 at some look <= 5%: got 33.3%"]
+    assert check_peeking(frame.filter(pl.col("method") == "ppi")) == ["peeking naive_welch: no row"]
+    smoke = validate_peeking(2, seed=1, workers=1, n_per_arm=300, looks=3)
+    assert smoke["replications"].to_list() == [2, 2] and smoke["looks"].to_list() == [3, 3]
