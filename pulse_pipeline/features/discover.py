@@ -228,10 +228,13 @@ def _rho(X: np.ndarray, y: np.ndarray, family: str, seeds: tuple[int, ...], text
 
 
 def text_rows(data: ModelingData, rows: np.ndarray) -> TextFeature | None:
-    """The users' text of the measured rated ``rows`` (and of the unrated sessions), for ``cross_validate``."""
+    """The users' text of the measured rated ``rows``, for ``cross_validate`` (which reads no unrated text; ``data``
+    may hold the rated sessions' text only, ``load_modeling_data(text_of="rated")``)."""
     if data.text is None:
         return None
-    return TextFeature(data.text.Z[np.flatnonzero(rows)], data.text.Z[np.flatnonzero(~data.labeled)])
+    position = {int(r): i for i, r in enumerate(data.text.rows)}
+    Z = data.text.Z[[position[int(r)] for r in np.flatnonzero(rows)]]
+    return TextFeature(Z, Z[:0])
 
 
 def discover(
@@ -267,7 +270,7 @@ def discover(
 
     annotator = LLMAnnotator(settings, cache, progress=say, progress_every=100)
     annotations = _annotate(wh, annotator, cand_rubric)
-    data = load_modeling_data(wh)
+    data = load_modeling_data(wh, text_of="rated")  # only rated sessions are cross-validated
     shown = set(high_ids) | set(low_ids)
     rows = data.labeled & ~np.isin(data.session_ids, list(shown))
     X, y = data.X[rows], data.y[rows]
