@@ -429,11 +429,13 @@ EFFECT_HISTORY = _t(
     "estimates.effect_history",
     "One row per comparison, method and look day (each day with data, by session start): the estimate on the"
     " sessions started up to that day, its fixed-horizon 95 % interval (valid for one look) and the always-valid"
-    " confidence sequence (valid at every look at once: stop the first day it excludes zero).",
+    " confidence sequence (valid at every look at once: stop the first day it excludes zero); the unit (session or"
+    " user) whose count to date is the sequence's clock.",
     ("experiment", VARCHAR),
     ("treatment", VARCHAR),
     ("control", VARCHAR),
     ("method", VARCHAR),
+    ("unit", VARCHAR),
     ("day", TIMESTAMP),  # the look's date at 00:00 (the contract has no DATE): sessions started on or before it
     ("n_rated", INTEGER),
     ("n_sessions", INTEGER),

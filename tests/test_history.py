@@ -89,7 +89,7 @@ def test_one_row_per_method_and_day_with_cumulative_counts(history):
     _, rows = history
     e = [r for r in rows if r.experiment == "e"]
     assert sorted({(r.day, r.method) for r in e}) == sorted((d, m) for d in (D1, D2, D3) for m in METHODS)
-    assert len(e) == 12
+    assert len(e) == 12 and {r.unit for r in e} == {"session"}  # each session its own user: detected session
     counts = {r.day: (r.n_sessions, r.n_rated) for r in e}
     assert counts == {D1: (80, 20), D2: (160, 20), D3: (240, 40)}  # the undated session is left out
     assert all("sessions without a start time left out: 1" in r.note for r in e)
@@ -227,3 +227,47 @@ def test_peeking_summary_and_targets():
     assert check_peeking(frame.filter(pl.col("method") == "ppi")) == ["peeking naive_welch: no row"]
     smoke = validate_peeking(2, seed=1, workers=1, n_per_arm=300, looks=3)
     assert smoke["replications"].to_list() == [2, 2] and smoke["looks"].to_list() == [3, 3]
+
+
+def _user_sessions() -> pl.DataFrame:
+    """Experiment u: 60 users per arm, each with 3 sessions on days D1..D3 in their one arm, half of them rated;
+    user "both" has a session in each arm on D1 (a switcher)."""
+    rng = np.random.default_rng(5)
+    rows = []
+    for arm, shift in (("a", 0.0), ("b", 0.05)):
+        for k in range(60):
+            taste = float(rng.normal(0, 0.1))
+            for j, day in enumerate((D1, D2, D3)):
+                rated = (k + j) % 2 == 0
+                label = float(np.clip(0.7 + shift + taste + rng.normal(0, 0.15), 0, 1)) if rated else None
+                rows.append(dict(session_id=f"{arm}{k}-{j}", experiment="u", variant=arm, user_id=f"{arm}{k}",
+                                 labeled=rated, label=label, prediction=0.7 + shift + taste + float(rng.normal(0, 0.1)),
+                                 day=day, user_messages=float(rng.integers(1, 20))))  # fmt: skip
+    for arm in ("a", "b"):
+        rows.append(dict(session_id=f"both-{arm}", experiment="u", variant=arm, user_id="both", labeled=True,
+                         label=0.5, prediction=0.6, day=D1, user_messages=3.0))  # fmt: skip
+    return pl.DataFrame(rows)
+
+
+def test_under_the_user_unit_the_clock_counts_users_and_switchers_are_left_out():
+    frame = _user_sessions()
+    z = stats.norm.ppf(0.975)
+
+    def factor(n):  # the sequence's radius over se, by hand
+        x = n * (-2 * math.log(0.05) + math.log(1 - 2 * math.log(0.05))) / 5000
+        return math.sqrt((x + 1) / x * math.log((x + 1) / 0.05**2))
+
+    rows = history_rows(frame, {"u": "a"}, units={"u": "user"})
+    assert {r.unit for r in rows} == {"user"}
+    for day, sessions in ((D1, 120), (D3, 360)):  # the switcher's two sessions are left out
+        ppi = _by(rows, "u", "ppi", day)
+        assert ppi.n_sessions == sessions
+        assert "2 session(s) of 1 user(s) seen in several arms left out" in ppi.note
+        # 120 users (not sessions) on every day: PPI's interval is z * se, so the width ratio is factor(120) / z
+        ratio = (ppi.cs_high - ppi.cs_low) / (ppi.ci_high - ppi.ci_low)
+        assert ratio == pytest.approx(factor(120) / z, rel=1e-9)
+    assert expected_looks(frame, {"u": "a"}, units={"u": "user"}) == {("u", "b"): [D1, D2, D3]}
+    by_session = history_rows(frame, {"u": "a"}, units={"u": "session"})
+    last = _by(by_session, "u", "ppi", D3)
+    assert last.unit == "session" and last.n_sessions == 362
+    assert (last.cs_high - last.cs_low) / (last.ci_high - last.ci_low) == pytest.approx(factor(362) / z, rel=1e-9)

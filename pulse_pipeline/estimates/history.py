@@ -14,10 +14,13 @@ it on all of them. Each row holds that day's estimate with two intervals:
 
 Choices:
 
-- The sequence's clock t counts the comparison's sessions to date (both arms): the units every method's estimate
-  averages over (naive's difference of rated means is, to first order, a mean over sessions of
+- The randomization unit is ``experiment_effects``'s (``experiments.units_of``: configured or detected): under
+  ``user`` the arms carry user codes, so compare's intervals are clustered by user, and the sessions of users seen
+  in several arms are left out (the note says how many). The sequence's clock t counts the comparison's
+  independent units to date, both arms: sessions, or users under ``user`` (column ``unit``). They are what every
+  method's estimate averages over (naive's difference of rated means is, to first order, a mean over sessions of
   rated * (Y - mean) / P(rated)). ``planned_n`` (default ``sequential.DEFAULT_PLANNED_N``, GrowthBook's 5 000)
-  is the number of sessions where the sequence is tightest; it costs width, never validity, when far off.
+  is the number of units where the sequence is tightest; it costs width, never validity, when far off.
 - Methods: ``naive_welch``, ``ppi``, ``crossppi``, ``aipw``. The resampling method ``naive_bootstrap`` is left
   out (compare runs it with ``RESAMPLES`` resamples here, only because it always runs; its row is dropped), and
   ``ppi_insample`` (never valid) is not computed.
@@ -46,7 +49,7 @@ import polars as pl
 from ..stats.sequential import DEFAULT_PLANNED_N, confidence_sequence
 from ..warehouse import Warehouse
 from .effects import Settings, arm_data, compare
-from .experiments import experiments_of
+from .experiments import experiments_of, for_unit, units_of
 from .sessions import feature_names
 
 METHODS: tuple[str, ...] = ("naive_welch", "ppi", "crossppi", "aipw")
@@ -62,6 +65,7 @@ class HistoryRow:
     treatment: str | None
     control: str
     method: str  # a METHODS entry, or "none" (nothing to compare; see note)
+    unit: str = "session"  # the randomization unit, whose count to date is the sequence's clock
     day: date | None = None
     n_rated: int | None = None  # rated sessions of both arms started on or before day
     n_sessions: int | None = None  # all sessions of both arms started on or before day (the sequence's clock)
@@ -105,13 +109,21 @@ def look_days(days: Sequence[date], max_looks: int = MAX_LOOKS) -> tuple[list[da
 
 
 def expected_looks(
-    sessions: pl.DataFrame, controls: Mapping[str, str], max_looks: int = MAX_LOOKS
+    sessions: pl.DataFrame,
+    controls: Mapping[str, str],
+    max_looks: int = MAX_LOOKS,
+    units: Mapping[str, str] | None = None,
 ) -> dict[tuple[str, str], list[date]]:
-    """(experiment, treatment) -> its look days, for a :func:`with_days` frame (what the asset check expects)."""
+    """(experiment, treatment) -> its look days, for a :func:`with_days` frame (what the asset check expects);
+    ``units`` as :func:`history_rows` takes them."""
     predicted = sessions.filter(pl.col("prediction").is_not_null())
+    if predicted.is_empty():
+        return {}
+    unit_of = units_of(sessions, units or {})
     out: dict[tuple[str, str], list[date]] = {}
-    for exp in experiments_of(predicted, dict(controls)) if not predicted.is_empty() else []:
-        in_exp = predicted.filter((pl.col("experiment") == exp.name) & pl.col("day").is_not_null())
+    for exp in experiments_of(predicted, dict(controls)):
+        in_exp = for_unit(predicted.filter(pl.col("experiment") == exp.name), unit_of[exp.name])
+        in_exp = in_exp.filter(pl.col("day").is_not_null())
         for treatment in exp.treatments:
             arms = in_exp.filter(pl.col("variant").is_in([treatment, exp.control]))
             out[(exp.name, treatment)] = look_days(arms["day"].to_list(), max_looks)[0]
@@ -119,19 +131,29 @@ def expected_looks(
 
 
 def _look_rows(
-    exp_name: str, treatment: str, control: str, upto: pl.DataFrame, features: list[str], s: Settings, planned_n: float
+    exp_name: str,
+    treatment: str,
+    control: str,
+    upto: pl.DataFrame,
+    features: list[str],
+    s: Settings,
+    planned_n: float,
+    by_user: bool,
 ) -> list[HistoryRow]:
-    """The METHODS rows of one comparison on the sessions ``upto`` (both arms, started on or before the look)."""
-    treat = arm_data(treatment, upto.filter(pl.col("variant") == treatment), features)
-    ctrl = arm_data(control, upto.filter(pl.col("variant") == control), features)
+    """The METHODS rows of one comparison on the sessions ``upto`` (both arms, started on or before the look);
+    ``by_user``: the unit is the user (clustered intervals; the clock counts users)."""
+    treat = arm_data(treatment, upto.filter(pl.col("variant") == treatment), features, by_user=by_user)
+    ctrl = arm_data(control, upto.filter(pl.col("variant") == control), features, by_user=by_user)
     estimates, _ = compare(treat, ctrl, s)
     n_sessions = upto.height
+    # a session without a user id is its own cluster (effects.arm_data), so it counts as one unit
+    n_units = upto["user_id"].n_unique() + max(upto["user_id"].null_count() - 1, 0) if by_user else n_sessions
     n_rated = int(upto["labeled"].sum())
     rows = []
     for e in estimates:
         if e.method not in METHODS:
             continue
-        cs_low, cs_high = confidence_sequence(e.effect, e.se, n_sessions, planned_n, s.alpha)
+        cs_low, cs_high = confidence_sequence(e.effect, e.se, n_units, planned_n, s.alpha)
         defined = not math.isnan(e.effect)
         rows.append(
             HistoryRow(
@@ -139,6 +161,7 @@ def _look_rows(
                 treatment=treatment,
                 control=control,
                 method=e.method,
+                unit="user" if by_user else "session",
                 n_rated=n_rated,
                 n_sessions=n_sessions,
                 effect=e.effect,
@@ -165,27 +188,32 @@ def history_rows(
     planned_n: float = DEFAULT_PLANNED_N,
     max_looks: int = MAX_LOOKS,
     progress: Callable[[str], None] | None = None,
+    units: Mapping[str, str] | None = None,
 ) -> list[HistoryRow]:
     """Rows of ``estimates.effect_history`` (module docstring); [] when no assigned session has a prediction.
 
     ``sessions``: a :func:`with_days` frame (sessions without a prediction are left out, as in
     ``experiment_effects``); ``controls``: experiment -> control arm; ``settings``: as ``experiment_effects``
     uses them (None: the defaults; the resample counts are lowered to ``RESAMPLES``); ``progress`` hears of each
-    comparison.
+    comparison; ``units``: experiment -> configured unit (``experiments.read_units``; absent: detected from
+    ``sessions``, which must hold ``user_id``).
     """
     predicted = sessions.filter(pl.col("prediction").is_not_null())
     if predicted.is_empty():
         return []
     s = replace(settings or Settings(), n_resamples=RESAMPLES, n_permutations=RESAMPLES)
     features = feature_names(predicted)
+    unit_of = units_of(sessions, units or {})
     rows: list[HistoryRow] = []
     for exp in experiments_of(predicted, dict(controls)):
-        in_exp = predicted.filter(pl.col("experiment") == exp.name)
+        unit = unit_of[exp.name]
+        by_user = unit.unit == "user"
+        in_exp = for_unit(predicted.filter(pl.col("experiment") == exp.name), unit)
         undated = in_exp["day"].null_count()
         undated_note = f"sessions without a start time left out: {undated}" if undated else None
         if not exp.treatments:
             rows.append(
-                HistoryRow(experiment=exp.name, treatment=None, control=exp.control, method="none",
+                HistoryRow(experiment=exp.name, treatment=None, control=exp.control, method="none", unit=unit.unit,
                            note=_join_notes(exp.nothing_to_compare, undated_note))
             )  # fmt: skip
             continue
@@ -197,6 +225,7 @@ def history_rows(
             if arms.is_empty():
                 rows.append(
                     HistoryRow(experiment=exp.name, treatment=treatment, control=exp.control, method="none",
+                               unit=unit.unit,
                                note=_join_notes("no session of this comparison has a start time", undated_note))
                 )  # fmt: skip
                 continue
@@ -208,8 +237,8 @@ def history_rows(
                 n_rated = int(upto["labeled"].sum())
                 new_ratings = "no new rating since the previous look" if n_rated == rated_before else None
                 rated_before = n_rated
-                for r in _look_rows(exp.name, treatment, exp.control, upto, features, s, planned_n):
-                    note = _join_notes(r.note, new_ratings, period_note, exp.note, undated_note)
+                for r in _look_rows(exp.name, treatment, exp.control, upto, features, s, planned_n, by_user):
+                    note = _join_notes(r.note, new_ratings, period_note, exp.note, unit.note, undated_note)
                     rows.append(replace(r, day=day, note=note))
     return rows
 

@@ -30,7 +30,9 @@ def effect_history(context: dg.AssetExecutionContext, warehouse: WarehouseResour
         # the same settings as experiment_effects, the honest floor included, so the last look is its estimate
         settings = Settings(auc_threshold=estimates.auc_threshold, tolerance=estimates.tolerance, floor=load_floor(wh))
         sessions = with_days(assigned_sessions(wh), session_days(wh))
-        rows = history_rows(sessions, estimates.controls(), settings, progress=context.log.info)
+        rows = history_rows(
+            sessions, estimates.controls(), settings, progress=context.log.info, units=estimates.units()
+        )
         wh.replace(tables.EFFECT_HISTORY, rows, nan_as_null=True)  # undefined statistics as NULL, the note says why
         if not rows:
             reason = "skipped: no cross-fit predictions for assigned sessions (see modeling/predictions)"
@@ -55,7 +57,8 @@ def effect_history(context: dg.AssetExecutionContext, warehouse: WarehouseResour
 )
 def history_reconciles(warehouse: WarehouseResource, estimates: EstimatesResource) -> dg.AssetCheckResult:
     with warehouse.warehouse() as wh:
-        expected = expected_looks(with_days(assigned_sessions(wh), session_days(wh)), estimates.controls())
+        sessions = with_days(assigned_sessions(wh), session_days(wh))
+        expected = expected_looks(sessions, estimates.controls(), units=estimates.units())
         table = wh.frame("SELECT experiment, treatment, CAST(day AS DATE) AS day, method FROM estimates.effect_history")
     problems = missing_looks(table, expected)
     return dg.AssetCheckResult(
