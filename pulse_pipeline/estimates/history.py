@@ -9,8 +9,8 @@ it on all of them. Each row holds that day's estimate with two intervals:
   first day it excludes zero makes false positives far likelier than 5 % (the ``peeking`` validation scenario
   measures how much: ``estimates/peeking.py``);
 - ``cs_low``/``cs_high``: the always-valid confidence sequence (``stats/sequential.py``): effect -/+
-  ``cs_radius(se, n_sessions, planned_n)``. It covers the truth on every day at once with probability >= 95 %, so
-  a team may stop the first day it excludes zero (``excludes_zero_cs``).
+  ``cs_radius(se, t, planned_n)``, t the units to date (below). It covers the truth on every day at once with
+  probability >= 95 %, so a team may stop the first day it excludes zero (``excludes_zero_cs``).
 
 Choices:
 
