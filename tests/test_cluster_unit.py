@@ -122,3 +122,25 @@ def test_switching_users_under_unit_user_are_left_out_never_a_crash():
     # detection sees the switchers and falls back to sessions, excluding nothing
     detected = experiment_effect_rows(frame, {"e": "c"}, FAST)
     assert {r.unit for r in detected} == {"session"} and {r.sessions_excluded for r in detected} == {0}
+
+
+def test_generator_user_options():
+    from pulse_pipeline.synth.model import GeneratorParams, simulate_sessions
+
+    base = simulate_sessions(4000, seed=2, scenario="random")
+    sticky = simulate_sessions(4000, seed=2, scenario="random", params=GeneratorParams(user_assignment=True))
+    # sticky assignment: one arm per (user, experiment); users, experiments and tasks drawn exactly as before
+    arms = pl.DataFrame({"u": sticky.user_id, "e": sticky.experiment, "v": sticky.variant})
+    assert arms.group_by("u", "e").agg(pl.col("v").n_unique())["v"].max() == 1
+    assert (sticky.user_id == base.user_id).all() and (sticky.experiment == base.experiment).all()
+    assert (sticky.task_type == base.task_type).all()
+    assert (base.variant != sticky.variant).any()
+    share = (sticky.variant[sticky.experiment == "planning"] == "show-plan").mean()
+    assert 0.4 < share < 0.6
+    # the user intercept: q moves by one constant per user, with the configured sd
+    shifted = simulate_sessions(4000, seed=2, scenario="random", params=GeneratorParams(user_effect_sd=0.8))
+    diff = pl.DataFrame({"u": base.user_id, "d": shifted.quality - base.quality})
+    per_user = diff.group_by("u").agg(pl.col("d").min().alias("lo"), pl.col("d").max().alias("hi"))
+    assert (per_user["hi"] - per_user["lo"]).abs().max() < 1e-9
+    assert per_user["lo"].std() == pytest.approx(0.8, rel=0.1)
+    assert (shifted.task_type == base.task_type).all() and (shifted.variant == base.variant).all()

@@ -14,7 +14,7 @@ The causal chain for session ``i`` of user ``u`` in arm ``a`` with task type ``t
 ``GeneratorParams``)::
 
     w_i      = work_a + difficulty_t + N(0, work_noise_sd)                  work quality: every feature sees it
-    q_i      = w_i + direct_a * h_u + generosity_u + N(0, quality_noise_sd)   latent session quality (stars)
+    q_i      = w_i + direct_a * h_u + generosity_u + b_u + N(0, quality_noise_sd)  latent quality (stars)
     M_i      = 1 + NegBin(mean = messages_base * chattiness_u * exp(-messages_work * w_i))     user messages
     S_i      = 1 + Binomial(M_i - 1, segment_prob)                                             work segments
     features = counts whose rates depend on w_i, the task, and the arm's feature shifts (logit/log-rate)
@@ -34,6 +34,13 @@ the rating and nothing recorded: that is the part of an arm effect no feature se
 
 (``a`` is solved on a fixed-seed reference draw of the population, so ``p_rated`` is a fixed function of M_i,
 not of the sample at hand: ratings are missing at random given the recorded user-message count).
+
+Two options, both off by default (defaults draw exactly what they drew before), make users, not sessions, the
+unit of an experiment: ``user_assignment`` gives each user one arm per experiment (sticky assignment: a user's
+sessions in an experiment all get that arm; which experiment a session belongs to is still drawn per session),
+and ``user_effect_sd`` adds a persistent user intercept b_u ~ N(0, user_effect_sd) to q (stars), on top of
+``generosity_u``: the taste one user carries into every session, which no feature records. Each draws from its
+own random stream, so turning one on leaves every other quantity of the draw unchanged.
 """
 
 from __future__ import annotations
@@ -115,6 +122,10 @@ _DEFAULT_ARM_EFFECTS: tuple[tuple[str, ArmEffect], ...] = (
 )
 
 
+_OPTIONS_OFF: dict[str, object] = {"user_effect_sd": 0.0, "user_assignment": False}
+"""Options added after corpora were published, with their off values (``GeneratorParams.as_dict`` omits them)."""
+
+
 @dataclass(frozen=True)
 class GeneratorParams:
     """Every coefficient of the generator, in one place (tuples, not dicts, so the params are hashable).
@@ -134,7 +145,9 @@ class GeneratorParams:
     generosity_sd: float = 0.35  # sd of a user's baseline generosity (stars, added to q, not to w)
     direct_chattiness: float = 0.0  # elasticity k of an arm's direct effect in the user's chattiness (see _draw)
     non_english_share: float = 0.08  # share of users writing in a language other than English
+    user_effect_sd: float = 0.0  # sd of a persistent user intercept b_u on q (stars); 0: none (see module docstring)
     # --- assignment ---------------------------------------------------------------------------------------
+    user_assignment: bool = False  # True: each user gets one arm per experiment (sticky), not each session
     experiment_weights: tuple[float, ...] = (1.0, 1.0, 1.0)  # relative, in EXPERIMENTS order
     arm_weights: tuple[tuple[float, ...], ...] = ((1.0, 1.0), (1.0, 1.0), (1.0, 1.0, 1.0))  # within experiment
     arm_effects: tuple[tuple[str, ArmEffect], ...] = _DEFAULT_ARM_EFFECTS
@@ -205,10 +218,16 @@ class GeneratorParams:
         raise KeyError(f"no arm effect for variant {variant!r}")
 
     def as_dict(self) -> dict[str, object]:
-        """JSON-ready view (arm effects as a dict of dicts) for the truth sidecar."""
+        """JSON-ready view (arm effects as a dict of dicts) for the truth sidecar.
+
+        The user-unit options (``user_effect_sd``, ``user_assignment``) appear only when turned on, so a corpus
+        drawn with the defaults has the same sidecar, byte for byte, as before the options existed.
+        """
         out: dict[str, object] = {}
         for f in fields(self):
             value = getattr(self, f.name)
+            if f.name in _OPTIONS_OFF and value == _OPTIONS_OFF[f.name]:
+                continue
             if f.name == "arm_effects":
                 value = {name: {g.name: getattr(e, g.name) for g in fields(e)} for name, e in value}
             elif isinstance(value, tuple):
@@ -300,7 +319,21 @@ def default_n_users(n_sessions: int, params: GeneratorParams | None = None) -> i
 # --------------------------------------------------------------------------------------------------------
 # the core draw
 
-_STREAMS = ("users", "assign", "task", "quality", "messages", "features", "sentiment", "ratings", "rate", "work")
+# spawned children are fixed by their index: streams added at the end leave the earlier ones' draws unchanged
+_STREAMS = (
+    "users",
+    "assign",
+    "task",
+    "quality",
+    "messages",
+    "features",
+    "sentiment",
+    "ratings",
+    "rate",
+    "work",
+    "user_assign",
+    "user_effect",
+)
 
 
 def _arm_tables(params: GeneratorParams) -> dict[str, np.ndarray]:
@@ -308,17 +341,31 @@ def _arm_tables(params: GeneratorParams) -> dict[str, np.ndarray]:
     return {f.name: np.array([getattr(e, f.name) for e in effects]) for f in fields(ArmEffect)}
 
 
-def _assign(params: GeneratorParams, n: int, rng: np.random.Generator) -> np.ndarray:
-    """Arm codes (indexes into ALL_ARMS): experiment by experiment_weights, then arm by arm_weights."""
+def _assign(
+    params: GeneratorParams,
+    n: int,
+    rng: np.random.Generator,
+    user: np.ndarray | None = None,
+    user_rng: np.random.Generator | None = None,
+) -> np.ndarray:
+    """Arm codes (indexes into ALL_ARMS): experiment by experiment_weights, then arm by arm_weights.
+
+    With ``params.user_assignment`` the arm's uniform draw belongs to the (user, experiment) pair, drawn from
+    ``user_rng``: every session of a user in an experiment gets the same arm (``user``: each session's user).
+    """
     w = np.array(params.experiment_weights, dtype=np.float64)
     exp_idx = rng.choice(len(EXPERIMENTS), size=n, p=w / w.sum())
     arm = np.empty(n, dtype=np.int64)
     offset = 0
     u = rng.random(n)
+    per_user = None
+    if params.user_assignment and user is not None and user_rng is not None:
+        per_user = user_rng.random((int(user.max()) + 1 if user.size else 0, len(EXPERIMENTS)))
     for k, arms in enumerate(EXPERIMENTS.values()):
         aw = np.array(params.arm_weights[k], dtype=np.float64)
         cum = np.cumsum(aw / aw.sum())
-        within = np.minimum(np.searchsorted(cum, u, side="right"), len(arms) - 1)
+        draw = u if per_user is None else per_user[user, k]
+        within = np.minimum(np.searchsorted(cum, draw, side="right"), len(arms) - 1)
         mask = exp_idx == k
         arm[mask] = offset + within[mask]
         offset += len(arms)
@@ -350,7 +397,7 @@ def _draw(
         user = ru.choice(n_users, size=n, p=activity / activity.sum())
 
     if forced is None:
-        arm, eff = _assign(p, n, g["assign"]), _arm_tables(p)
+        arm, eff = _assign(p, n, g["assign"], user, g["user_assign"]), _arm_tables(p)
     else:
         arm = np.zeros(n, dtype=np.int64)
         eff = {f.name: np.array([getattr(forced, f.name)]) for f in fields(ArmEffect)}
@@ -364,6 +411,8 @@ def _draw(
     k = p.direct_chattiness
     scale = chat_u[user] ** k / math.exp(0.5 * (k * p.chattiness_sigma) ** 2) if k else 1.0
     q = w + eff["direct"][arm] * scale + gen_u[user] + p.quality_noise_sd * g["quality"].standard_normal(n)
+    if p.user_effect_sd:
+        q = q + p.user_effect_sd * g["user_effect"].standard_normal(n_users)[user]
 
     rm = g["messages"]
     mean_extra = p.messages_base * chat_u[user] * np.exp(-p.messages_work * w)
