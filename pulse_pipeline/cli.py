@@ -97,6 +97,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
     )
     _show(
         home,
+        "Looking every day: the first day each interval excluded 0 (fixed: valid for one look; sequence: any day):",
+        """
+        SELECT experiment, treatment || ' vs ' || control AS comparison, method, count(*) AS looks,
+               coalesce(CAST(CAST(min(day) FILTER (WHERE excludes_zero_fixed) AS DATE) AS VARCHAR), '-') AS fixed,
+               coalesce(CAST(CAST(min(day) FILTER (WHERE excludes_zero_cs) AS DATE) AS VARCHAR), '-') AS sequence
+        FROM estimates.effect_history WHERE day IS NOT NULL GROUP BY ALL ORDER BY ALL""",
+    )
+    _show(
+        home,
         "Could each test have seen an effect? Split check and minimum detectable effect (80 % power):",
         """
         SELECT p.experiment, p.treatment || ' vs ' || p.control AS comparison,
