@@ -5,7 +5,17 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from pulse_pipeline.estimates.validation import COLUMNS, METHODS, check_targets, replicate, validate
+from pulse_pipeline.estimates.validation import (
+    COLUMNS,
+    METHODS,
+    SESSION_SUFFIX,
+    USER_PARAMS,
+    check_targets,
+    replicate,
+    replicate_user_assigned,
+    truth,
+    validate,
+)
 
 SCENARIOS = ("random", "self_selected")
 
@@ -54,6 +64,25 @@ def test_replicate_rows() -> None:
 def test_check_targets_reports_missing_rows() -> None:
     empty = pl.DataFrame(schema={c: pl.Float64 for c in COLUMNS} | {"scenario": pl.Utf8, "method": pl.Utf8})
     assert len(check_targets(empty)) >= 7
+    assert len(check_targets(empty, ["user_assigned"])) == 6  # 4 clustered methods, 2 session-level shortfalls
+
+
+def test_user_assigned_smoke() -> None:
+    """Few replications of user_assigned: every method clustered and unclustered, scored against the truth of
+    the user-randomized generator; the clustered intervals are wider than the session-level ones."""
+    frame = validate(4, ["user_assigned"], seed=3, workers=1)
+    session = [m + SESSION_SUFFIX for m in METHODS if m != "ppi_insample"]
+    assert frame["method"].to_list() == [*METHODS, *session]
+    width = dict(zip(frame["method"], frame["mean_width"], strict=True))
+    for method in ("naive_welch", "ppi", "crossppi", "aipw"):
+        # strong persistent user effects, ~1.3 ratings per user per arm on average, heavy users: design effect > 1.3
+        assert width[method] > 1.15 * width[method + SESSION_SUFFIX], method
+    rows = replicate_user_assigned(5)
+    theta = truth(USER_PARAMS)
+    assert -0.09 < theta < -0.05  # gpt-5's effect, ~-0.07 normalized, unchanged by who is randomized
+    welch = next(r for r in rows if r.method == "naive_welch")
+    same = next(r for r in rows if r.method == "naive_welch" + SESSION_SUFFIX)
+    assert welch.error == same.error and welch.width > same.width  # one estimate, two intervals
 
 
 def test_pulse_validate_writes_the_table_and_reports_unmet_targets(pulse_home, capsys) -> None:
@@ -67,4 +96,5 @@ def test_pulse_validate_writes_the_table_and_reports_unmet_targets(pulse_home, c
 
     with duckdb.connect(str(pulse_home.warehouse), read_only=True) as con:
         rows = con.execute("SELECT scenario, method, replications FROM estimates.coverage_validation").fetchall()
-    assert len(rows) == 2 * len(METHODS) and {r[2] for r in rows} == {3}
+    # random and self_selected: every method; user_assigned: every method clustered and, but ppi_insample, unclustered
+    assert len(rows) == 4 * len(METHODS) - 1 and {r[2] for r in rows} == {3}

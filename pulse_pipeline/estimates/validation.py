@@ -53,7 +53,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from multiprocessing import get_context
 
 import numpy as np
@@ -62,8 +62,9 @@ from threadpoolctl import threadpool_limits
 
 from ..modeling.crossfit import crossfit_predict, insample_predict
 from ..stars import stars_to_label
-from ..synth.model import GeneratorParams, feature_matrix, simulate_sessions, true_effects
-from .effects import ArmData, Settings, compare
+from ..stats.cluster import cluster_codes
+from ..synth.model import GeneratorParams, SessionTable, feature_matrix, simulate_sessions, true_effects
+from .effects import ArmData, MethodEstimate, Settings, compare
 
 EXPERIMENT = "llm-backbone"
 CONTROL = "claude-4-sonnet"
@@ -76,6 +77,18 @@ self_selected scenario who rates follows the user-message count more steeply tha
 instead of 0.8 on log M), so a shortfall PPI would show in production shows plainly in 500 replications."""
 SETTINGS = Settings(n_resamples=1000, n_permutations=200, threads=1)  # one replication per core
 METHODS: tuple[str, ...] = ("naive_welch", "naive_bootstrap", "ppi", "crossppi", "aipw", "ppi_insample")
+SESSION_SUFFIX = "_session"
+"""``user_assigned`` reports each method twice: clustered by user (its plain name) and as if sessions were
+independent (the name with this suffix), to show what ignoring the unit costs."""
+USER_PARAMS = replace(PARAMS, user_assignment=True, user_effect_sd=0.6, users_per_session=0.05)
+"""The generator of ``user_assigned``: ``PARAMS`` with sticky user-level assignment, a persistent user intercept
+(sd 0.6 stars, on top of the default generosity sd 0.35) and heavy users (one user per 20 sessions on average,
+the lognormal activity spreads them from 1 to a few hundred sessions)."""
+USER_N_PER_ARM = 1000
+USER_RATED_FRACTION = 0.2
+"""``user_assigned`` draws 6 x 1 000 sessions, ~300 users, rates 20 % of sessions at random (~400 ratings in
+llm-backbone): enough ratings per user that the clustering matters, few enough sessions to run 500
+replications in a few minutes."""
 COLUMNS: tuple[str, ...] = ("scenario", "method", "coverage", "mean_width", "bias", "replications", "share_flagged")
 PROGRESS_EVERY = 25
 
@@ -85,6 +98,8 @@ AIPW_MIN_COVERAGE = 0.93
 PPI_SELECTED_MAX_COVERAGE = 0.93
 INSAMPLE_MAX_COVERAGE = 0.93  # below the band every valid method reaches
 PPI_MIN_SHARE_FLAGGED = 0.80
+USER_COVERAGE = (0.93, 0.97)  # user_assigned: clustered naive_welch, ppi, crossppi, aipw
+USER_SESSION_MAX_COVERAGE = 0.93  # user_assigned: the session-level naive_welch and ppi fall short (shown)
 
 
 @dataclass(frozen=True)
@@ -99,20 +114,14 @@ class ReplicationRow:
     flagged: bool  # flags say "not representative" or "seen the labels"
 
 
-def truth() -> float:
-    """The true normalized effect of gpt-5 vs claude-4-sonnet under ``PARAMS`` (cached by the generator)."""
-    return float(true_effects(PARAMS, experiment=EXPERIMENT, normalized=True)[TREATMENT])
+def truth(params: GeneratorParams = PARAMS) -> float:
+    """The true normalized effect of gpt-5 vs claude-4-sonnet under ``params`` (cached by the generator)."""
+    return float(true_effects(params, experiment=EXPERIMENT, normalized=True)[TREATMENT])
 
 
-def replicate(
-    seed: int,
-    scenario: str,
-    n_per_arm: int = DEFAULT_N_PER_ARM,
-    rated_fraction: float = 0.05,
-    family: str = DEFAULT_FAMILY,
-) -> list[ReplicationRow]:
-    """One simulated llm-backbone experiment, every method of ``compare`` scored against the truth."""
-    table = simulate_sessions(6 * n_per_arm, seed=seed, scenario=scenario, rated_fraction=rated_fraction, params=PARAMS)
+def _arms(table: SessionTable, seed: int, family: str, by_user: bool) -> tuple[ArmData, ArmData]:
+    """llm-backbone's treatment and control arms of ``table``, with cross-fit and in-sample predictions of one
+    ``family`` model fit across both arms; ``by_user``: the arms carry user codes (clustered intervals)."""
     in_exp = np.asarray(table.experiment) == EXPERIMENT
     variant = np.asarray(table.variant)
     rated = np.asarray(table.rated, dtype=bool)
@@ -127,6 +136,7 @@ def replicate(
     ins = insample_predict(X_lab, y_lab, X_unl, family, seed=seed % (2**31), threads=1)
 
     arm_lab, arm_unl = variant[lab], variant[unl]
+    codes = cluster_codes(np.asarray(table.user_id).tolist()) if by_user else None
 
     def arm(name: str) -> ArmData:
         a, b = arm_lab == name, arm_unl == name
@@ -139,10 +149,15 @@ def replicate(
             X_unl[b],
             ins.oof[a],
             ins.unlabeled[b],
+            None if codes is None else codes[lab][a],
+            None if codes is None else codes[unl][b],
         )
 
-    rows, _ = compare(arm(TREATMENT), arm(CONTROL), SETTINGS)
-    theta = truth()
+    return arm(TREATMENT), arm(CONTROL)
+
+
+def _scored(scenario: str, rows: Sequence[MethodEstimate], theta: float, suffix: str = "") -> list[ReplicationRow]:
+    """Each method's row scored against the truth ``theta`` (method names get ``suffix``)."""
     out = []
     for r in rows:
         ok = not (math.isnan(r.ci_low) or math.isnan(r.ci_high))
@@ -150,7 +165,7 @@ def replicate(
         out.append(
             ReplicationRow(
                 scenario,
-                r.method,
+                r.method + suffix,
                 bool(ok and r.ci_low <= theta <= r.ci_high),
                 float(r.ci_high - r.ci_low) if ok else float("nan"),
                 float(r.effect - theta),
@@ -158,6 +173,57 @@ def replicate(
             )
         )
     return out
+
+
+def replicate(
+    seed: int,
+    scenario: str,
+    n_per_arm: int = DEFAULT_N_PER_ARM,
+    rated_fraction: float = 0.05,
+    family: str = DEFAULT_FAMILY,
+) -> list[ReplicationRow]:
+    """One simulated llm-backbone experiment, every method of ``compare`` scored against the truth.
+
+    ``scenario`` is who rates: "random" or "self_selected" (sessions randomized, as the generator's default).
+    """
+    table = simulate_sessions(6 * n_per_arm, seed=seed, scenario=scenario, rated_fraction=rated_fraction, params=PARAMS)
+    rows, _ = compare(*_arms(table, seed, family, by_user=False), SETTINGS)
+    return _scored(scenario, rows, truth())
+
+
+def replicate_user_assigned(
+    seed: int,
+    scenario: str = "user_assigned",
+    n_per_arm: int = USER_N_PER_ARM,
+    rated_fraction: float = USER_RATED_FRACTION,
+    family: str = DEFAULT_FAMILY,
+) -> list[ReplicationRow]:
+    """One llm-backbone experiment that randomizes users (``USER_PARAMS``; ratings missing at random), every
+    method of ``compare`` twice: clustered by user (plain names) and session-level (``SESSION_SUFFIX``; not
+    ``ppi_insample``, which is session-level in both)."""
+    table = simulate_sessions(
+        6 * n_per_arm, seed=seed, scenario="random", rated_fraction=rated_fraction, params=USER_PARAMS
+    )
+    clustered = _arms(table, seed, family, by_user=True)
+    plain = tuple(replace(a, g_labeled=None, g_unlabeled=None) for a in clustered)
+    theta = truth(USER_PARAMS)
+    rows = _scored(scenario, compare(*clustered, SETTINGS)[0], theta)
+    # ppi_insample is session-level in both runs (never valid anyway): reported once
+    session = [r for r in compare(*plain, SETTINGS)[0] if r.method != "ppi_insample"]
+    return rows + _scored(scenario, session, theta, SESSION_SUFFIX)
+
+
+Replicate = Callable[..., list[ReplicationRow]]
+SCENARIOS: dict[str, Replicate] = {
+    "random": replicate,
+    "self_selected": replicate,
+    "user_assigned": replicate_user_assigned,
+}
+"""Scenario name -> its replication: ``fn(seed, scenario, **options) -> rows`` (``ReplicationRow`` or dicts
+with its fields), ``options`` being what ``validate`` was given (``n_per_arm``, ``rated_fraction``, ``family``;
+unset ones keep the function's defaults). A scenario added here runs under ``pulse validate --scenarios``; the
+function must be importable at module level (spawned workers receive it by reference)."""
+DEFAULT_SCENARIOS: tuple[str, ...] = ("random", "self_selected", "user_assigned")
 
 
 def _replication_seed(seed: int, scenario: str, i: int) -> int:
@@ -173,15 +239,16 @@ def _init_worker() -> None:
     truth()  # warm the generator's truth cache once per process
 
 
-def _run(args: tuple[int, str, int, float, str]) -> list[dict]:
-    seed, scenario, n_per_arm, rated_fraction, family = args
-    return [asdict(r) for r in replicate(seed, scenario, n_per_arm, rated_fraction, family)]
+def _run(args: tuple[Replicate, int, str, dict]) -> list[dict]:
+    fn, seed, scenario, options = args
+    return [r if isinstance(r, dict) else asdict(r) for r in fn(seed, scenario, **options)]
 
 
 def summarize(rows: Sequence[dict]) -> pl.DataFrame:
     """One row per scenario x method: coverage, mean_width, bias, replications, share_flagged."""
     frame = pl.DataFrame(list(rows))
-    order = {m: i for i, m in enumerate(METHODS)}
+    names = [*METHODS, *(m + SESSION_SUFFIX for m in METHODS)]
+    order = {m: i for i, m in enumerate(names)}
     return (
         frame.group_by("scenario", "method", maintain_order=True)
         .agg(
@@ -200,29 +267,32 @@ def summarize(rows: Sequence[dict]) -> pl.DataFrame:
 
 def validate(
     replications: int,
-    scenarios: Sequence[str] = ("random", "self_selected"),
+    scenarios: Sequence[str] = DEFAULT_SCENARIOS,
     seed: int = 0,
     workers: int = 2,
     progress: Callable[[str], None] | None = None,
     *,
-    n_per_arm: int = DEFAULT_N_PER_ARM,
-    rated_fraction: float = 0.05,
-    family: str = DEFAULT_FAMILY,
+    n_per_arm: int | None = None,
+    rated_fraction: float | None = None,
+    family: str | None = None,
 ) -> pl.DataFrame:
     """Run ``replications`` replications per scenario; one row per scenario x method (columns ``COLUMNS``).
 
-    Replications run in ``workers`` spawned processes (``workers <= 1``: in this process). ``progress`` (e.g.
-    ``print``) gets a line every ``PROGRESS_EVERY`` finished replications and at the end. Deterministic in
-    ``seed``: results are collected by replication index, not by completion order.
+    ``scenarios``: names in ``SCENARIOS`` (an unknown name raises ValueError listing them). ``n_per_arm``,
+    ``rated_fraction``, ``family``: passed to every scenario's replication when given (None: each scenario's
+    own default). Replications run in ``workers`` spawned processes (``workers <= 1``: in this process).
+    ``progress`` (e.g. ``print``) gets a line every ``PROGRESS_EVERY`` finished replications and at the end.
+    Deterministic in ``seed``: results are collected by replication index, not by completion order.
     """
     if replications < 1:
         raise ValueError(f"replications must be >= 1; got {replications}")
     scenarios = tuple(scenarios)
-    jobs = [
-        (_replication_seed(seed, s, i), s, n_per_arm, rated_fraction, family)
-        for s in scenarios
-        for i in range(replications)
-    ]
+    unknown = [s for s in scenarios if s not in SCENARIOS]
+    if unknown:
+        raise ValueError(f"unknown scenario(s) {', '.join(unknown)}; expected some of {', '.join(SCENARIOS)}")
+    given = {"n_per_arm": n_per_arm, "rated_fraction": rated_fraction, "family": family}
+    options = {k: v for k, v in given.items() if v is not None}
+    jobs = [(SCENARIOS[s], _replication_seed(seed, s, i), s, options) for s in scenarios for i in range(replications)]
     results: list[list[dict] | None] = [None] * len(jobs)
     start = time.monotonic()
 
@@ -254,43 +324,79 @@ def _value(frame: pl.DataFrame, scenario: str, method: str, column: str) -> floa
     return None if hit.is_empty() else float(hit[column][0])
 
 
-def check_targets(frame: pl.DataFrame) -> list[str]:
-    """The targets (module docstring) ``frame`` does not meet, in words; [] when all are met.
+class _Targets:
+    """Collects unmet targets; ``get`` reads one value of the frame, noting a missing row as unmet."""
 
-    A target whose scenario/method row is missing from ``frame`` is reported as unmet.
-    """
-    unmet: list[str] = []
-    lo, hi = RANDOM_COVERAGE
+    def __init__(self, frame: pl.DataFrame) -> None:
+        self.frame = frame
+        self.unmet: list[str] = []
 
-    def get(scenario: str, method: str, column: str, target: str) -> float | None:
-        v = _value(frame, scenario, method, column)
+    def get(self, scenario: str, method: str, column: str, target: str) -> float | None:
+        v = _value(self.frame, scenario, method, column)
         if v is None or math.isnan(v):
-            unmet.append(f"{target}: no {scenario}/{method} row")
+            self.unmet.append(f"{target}: no {scenario}/{method} row")
             return None
         return v
 
-    for method in ("naive_welch", "ppi", "crossppi"):
-        target = f"random {method} coverage within {lo:.0%}-{hi:.0%}"
-        v = get("random", method, "coverage", target)
+    def within(self, scenario: str, method: str, band: tuple[float, float]) -> None:
+        lo, hi = band
+        target = f"{scenario} {method} coverage within {lo:.0%}-{hi:.0%}"
+        v = self.get(scenario, method, "coverage", target)
         if v is not None and not lo <= v <= hi:
-            unmet.append(f"{target}: got {v:.1%}")
+            self.unmet.append(f"{target}: got {v:.1%}")
+
+    def below(self, scenario: str, method: str, column: str, limit: float, why: str = "") -> None:
+        target = f"{scenario} {method} {column} < {limit:.0%}{why}"
+        v = self.get(scenario, method, column, target)
+        if v is not None and v >= limit:
+            self.unmet.append(f"{target}: got {v:.1%}")
+
+    def at_least(self, scenario: str, method: str, column: str, limit: float) -> None:
+        target = f"{scenario} {method} {column} >= {limit:.0%}"
+        v = self.get(scenario, method, column, target)
+        if v is not None and v < limit:
+            self.unmet.append(f"{target}: got {v:.1%}")
+
+
+def _random_targets(t: _Targets) -> None:
+    for method in ("naive_welch", "ppi", "crossppi"):
+        t.within("random", method, RANDOM_COVERAGE)
+    t.below("random", "ppi_insample", "coverage", INSAMPLE_MAX_COVERAGE)
+
+
+def _self_selected_targets(t: _Targets) -> None:
     for method in ("ppi", "crossppi"):
-        target = f"self_selected {method} coverage < {PPI_SELECTED_MAX_COVERAGE:.0%} (the shortfall shows)"
-        v = get("self_selected", method, "coverage", target)
-        if v is not None and v >= PPI_SELECTED_MAX_COVERAGE:
-            unmet.append(f"{target}: got {v:.1%}")
-    target = f"self_selected aipw coverage >= {AIPW_MIN_COVERAGE:.0%}"
-    v = get("self_selected", "aipw", "coverage", target)
-    if v is not None and v < AIPW_MIN_COVERAGE:
-        unmet.append(f"{target}: got {v:.1%}")
-    for scenario in ("random", "self_selected"):
-        target = f"{scenario} ppi_insample coverage < {INSAMPLE_MAX_COVERAGE:.0%}"
-        v = get(scenario, "ppi_insample", "coverage", target)
-        if v is not None and v >= INSAMPLE_MAX_COVERAGE:
-            unmet.append(f"{target}: got {v:.1%}")
+        t.below("self_selected", method, "coverage", PPI_SELECTED_MAX_COVERAGE, " (the shortfall shows)")
+    t.at_least("self_selected", "aipw", "coverage", AIPW_MIN_COVERAGE)
+    t.below("self_selected", "ppi_insample", "coverage", INSAMPLE_MAX_COVERAGE)
     for method in ("ppi", "crossppi"):
-        target = f"self_selected {method} share_flagged >= {PPI_MIN_SHARE_FLAGGED:.0%}"
-        v = get("self_selected", method, "share_flagged", target)
-        if v is not None and v < PPI_MIN_SHARE_FLAGGED:
-            unmet.append(f"{target}: got {v:.1%}")
-    return unmet
+        t.at_least("self_selected", method, "share_flagged", PPI_MIN_SHARE_FLAGGED)
+
+
+def _user_assigned_targets(t: _Targets) -> None:
+    for method in ("naive_welch", "ppi", "crossppi", "aipw"):
+        t.within("user_assigned", method, USER_COVERAGE)
+    for method in ("naive_welch", "ppi"):
+        name = method + SESSION_SUFFIX
+        t.below("user_assigned", name, "coverage", USER_SESSION_MAX_COVERAGE, " (ignoring the unit shows)")
+
+
+TARGETS: dict[str, Callable[[_Targets], None]] = {
+    "random": _random_targets,
+    "self_selected": _self_selected_targets,
+    "user_assigned": _user_assigned_targets,
+}
+"""Scenario name -> the function that checks its targets (module docstring); a scenario without one has none."""
+
+
+def check_targets(frame: pl.DataFrame, scenarios: Sequence[str] | None = None) -> list[str]:
+    """The targets (module docstring) ``frame`` does not meet, in words; [] when all are met.
+
+    ``scenarios``: whose targets to check (None: ``DEFAULT_SCENARIOS``). A target whose scenario/method row is
+    missing from ``frame`` is reported as unmet.
+    """
+    t = _Targets(frame)
+    for scenario in DEFAULT_SCENARIOS if scenarios is None else scenarios:
+        if scenario in TARGETS:
+            TARGETS[scenario](t)
+    return t.unmet

@@ -82,6 +82,7 @@ class ValidationConfig(dg.Config):
     replications: int = 1000
     seed: int = 0
     workers: int = 2
+    scenarios: list[str] | None = None  # names in validation.SCENARIOS; None: validation.DEFAULT_SCENARIOS
 
 
 @dg.asset(
@@ -92,15 +93,17 @@ class ValidationConfig(dg.Config):
 )
 def coverage_validation(context: dg.AssetExecutionContext, config: ValidationConfig, warehouse: WarehouseResource):
     """The estimators' coverage over replications of the synthetic generator (same code as the pipeline)."""
-    from ...estimates.validation import check_targets, validate
+    from ...estimates.validation import DEFAULT_SCENARIOS, check_targets, validate
 
-    frame = validate(config.replications, seed=config.seed, workers=config.workers, progress=context.log.info)
-    unmet = check_targets(frame)
+    scenarios = config.scenarios or list(DEFAULT_SCENARIOS)
+    frame = validate(config.replications, scenarios, config.seed, config.workers, progress=context.log.info)
+    unmet = check_targets(frame, scenarios)
     with warehouse.warehouse() as wh:
         wh.replace(tables.COVERAGE_VALIDATION, frame)
     return dg.MaterializeResult(
         metadata={
             "replications": config.replications,
+            "scenarios": ", ".join(scenarios),
             "targets_unmet": "; ".join(unmet) or "none",
             "coverage": dg.MetadataValue.md(markdown_table(frame, max_rows=30)),
         }
