@@ -144,3 +144,28 @@ def test_generator_user_options():
     assert (per_user["hi"] - per_user["lo"]).abs().max() < 1e-9
     assert per_user["lo"].std() == pytest.approx(0.8, rel=0.1)
     assert (shifted.task_type == base.task_type).all() and (shifted.variant == base.variant).all()
+
+
+def test_a_frame_without_user_ids_and_a_user_with_hundreds_of_sessions():
+    frame = _sessions(9)
+    plain = {r.method: r for r in experiment_effect_rows(frame.drop("user_id"), {"e": "c"}, FAST)}
+    assert plain["ppi"].unit == "session"
+    assert plain["ppi"].unit_source == "detected: no user has several sessions in the experiment"
+    # one user with 300 sessions in treatment: one cluster among ~60, its weight shows in the interval, no crash
+    rng = np.random.default_rng(0)
+    whale = frame.filter(pl.col("variant") == "t").sample(300, with_replacement=True, seed=1)
+    whale = whale.with_columns(
+        pl.lit("whale").alias("user_id"),
+        (pl.col("session_id") + "w" + pl.int_range(300).cast(pl.Utf8)).alias("session_id"),
+        pl.when(pl.col("labeled")).then(pl.Series(0.2 + 0.01 * rng.random(300))).alias("label"),
+    )
+    rows = {r.method: r for r in experiment_effect_rows(frame.vstack(whale), {"e": "c"}, FAST)}
+    assert rows["naive_welch"].unit == "user"
+    for method in ("naive_welch", "naive_bootstrap", "ppi", "crossppi", "aipw"):
+        r = rows[method]
+        assert np.isfinite([r.effect, r.se, r.ci_low, r.ci_high]).all() and r.se > 0, method
+    # the whale's low ratings are one user's: the clustered se grows far beyond the session formula's
+    session = {
+        r.method: r for r in experiment_effect_rows(frame.vstack(whale), {"e": "c"}, FAST, units={"e": "session"})
+    }
+    assert rows["naive_welch"].se > 2 * session["naive_welch"].se

@@ -16,6 +16,12 @@ Methods (one row each, on the normalized label; stars = 4 x normalized for a dif
 - ``ppi_insample``: PPI with predictions from a model fit on all the labels, as the paper did. Never valid: shown
   only to compare with published numbers, and always flagged.
 
+The unit. When the experiment randomizes users (``ArmData.clustered``: ``arm_data(..., by_user=True)``, which
+``experiment_effects`` sets from ``experiments.resolve_unit``), every method above is cluster-robust by user
+(``stats.cluster``): Welch's interval by the delta method on per-user totals, the bootstrap resamples users, the
+permutation test permutes users, PPI, cross-PPI and AIPW sum their influence functions per user. The estimates
+are the same numbers; only the uncertainty changes.
+
 Diagnostics: the out-of-fold correlation ρ of predictions and ratings; the best width PPI allows relative to naive,
 √(1 − ρ²·N/(n + N)); each method's width relative to the naive interval (2·z·se of Welch's difference: the same
 normal quantile the PPI intervals use, so a small sample's t quantile does not make PPI look narrower). A PPI-type

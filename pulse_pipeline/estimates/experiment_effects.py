@@ -157,11 +157,15 @@ def experiment_effect_rows(
     left out); ``controls``: experiment -> control arm (``experiments.read_controls``); ``modeling_data`` and
     ``insample_family``: with both, the ``ppi_insample`` rows (:func:`insample_predictions`); ``progress`` (e.g. a
     logger) hears of each comparison as it starts; ``units``: experiment -> configured unit
-    (``experiments.read_units``; absent: detected from ``sessions``, which must hold ``user_id``).
+    (``experiments.read_units``; absent: detected from ``sessions``' ``user_id``; a frame without that column
+    counts every session as its own user, so the unit is detected as session).
     """
     predicted = sessions.filter(pl.col("prediction").is_not_null())
     if predicted.is_empty():
         return []
+    if "user_id" not in sessions.columns:  # a frame without user ids: every session is its own user
+        sessions = sessions.with_columns(pl.lit(None, pl.Utf8).alias("user_id"))
+        predicted = predicted.with_columns(pl.lit(None, pl.Utf8).alias("user_id"))
     unit_of = units_of(sessions, units or {})
     insample = None
     if modeling_data is not None and insample_family is not None:
