@@ -10,6 +10,10 @@ Rules, each in one query below:
   else they rate the session's last segment. A segment rated twice keeps its latest rating (by
   ``created_at``, then delivery order). Ratings that join nothing (unknown session, unknown event, no such
   segment) go to ``raw.quarantine`` with stage ``staging``; they come back if the session arrives later.
+- **Asks** (``raw.asks``: the widget shown with a known ``ask_probability``, answered or not) join their session
+  by the same rules as ratings, and are quarantined for the same reasons (worded "ask names ..." when unanswered).
+  An answered ask is a rating like any other. ``staging.session_asks`` has one row per asked session: its asks,
+  how many were answered, and its first ask's probability (the policy decides once per session).
 - **Labels**: a session's label is the mean of its segment ratings, ``label = (mean - 1) / 4`` in [0, 1].
 - **Assignments**: an assignments file row beats the session's own metadata from the same drop; otherwise the
   latest drop wins. Assignments for sessions PULSE has not seen are quarantined (stage ``staging``).
@@ -48,8 +52,9 @@ ORDER BY e.session_id, e.segment_index
 
 _RESOLVED_RATINGS = """
 WITH r AS (
-    SELECT r.*, s.record_key, s.n_segments
-    FROM raw.ratings r LEFT JOIN staging.sessions s ON s.session_id = r.session_id
+    SELECT r.*, s.record_key, s.n_segments, CASE WHEN r.rating IS NULL THEN 'ask' ELSE 'rating' END AS kind
+    FROM (SELECT *, NULL::DOUBLE AS ask_probability FROM raw.ratings UNION ALL BY NAME SELECT * FROM raw.asks) r
+    LEFT JOIN staging.sessions s ON s.session_id = r.session_id
 ), ev AS (
     SELECT r.drop_id, r.source_file, r.record_index, r.item_index, e.seq,
            (SELECT max(p.segment_index) FROM raw.events p
@@ -60,13 +65,13 @@ SELECT r.*, d.mtime AS drop_mtime,
     CASE WHEN r.event_id IS NOT NULL THEN ev.seg
          WHEN r.segment_index IS NOT NULL THEN r.segment_index
          ELSE r.n_segments - 1 END AS seg,
-    CASE WHEN r.record_key IS NULL THEN 'rating names session ' || r.session_id || ', which no drop contains'
+    CASE WHEN r.record_key IS NULL THEN r.kind || ' names session ' || r.session_id || ', which no drop contains'
          WHEN r.event_id IS NOT NULL AND ev.seq IS NULL
-              THEN 'rating names event ' || r.event_id || ', which session ' || r.session_id || ' does not have'
+              THEN r.kind || ' names event ' || r.event_id || ', which session ' || r.session_id || ' does not have'
          WHEN r.event_id IS NOT NULL AND ev.seg IS NULL
-              THEN 'rating names event ' || r.event_id || ', which precedes the first work segment'
+              THEN r.kind || ' names event ' || r.event_id || ', which precedes the first work segment'
          WHEN r.event_id IS NULL AND r.segment_index IS NOT NULL AND r.segment_index >= r.n_segments
-              THEN 'rating names segment ' || r.segment_index || ' but session ' || r.session_id
+              THEN r.kind || ' names segment ' || r.segment_index || ' but session ' || r.session_id
                    || ' has ' || r.n_segments || ' segments'
          WHEN r.event_id IS NULL AND r.segment_index IS NULL AND r.n_segments = 0
               THEN 'session ' || r.session_id || ' has no work segment to rate'
@@ -80,7 +85,7 @@ SELECT session_id, seg, rating, reason, created_at, rating_id,
        CASE WHEN event_id IS NOT NULL THEN 'event_id' WHEN segment_index IS NOT NULL THEN 'segment_index'
             ELSE 'last_segment' END,
        drop_id, source_file, record_index
-FROM ({_RESOLVED_RATINGS}) WHERE problem IS NULL
+FROM ({_RESOLVED_RATINGS}) WHERE problem IS NULL AND rating IS NOT NULL
 QUALIFY row_number() OVER (PARTITION BY session_id, seg
     ORDER BY created_at DESC NULLS LAST, drop_mtime DESC, drop_id DESC, source_file DESC, record_index DESC,
              item_index DESC) = 1
@@ -89,10 +94,23 @@ ORDER BY session_id, seg
 
 RATING_QUARANTINE_SQL = f"""
 SELECT drop_id, 'staging', source_file, record_index, item_index, 'rating', problem,
-       to_json({{'rating_id': rating_id, 'session_id': session_id, 'event_id': event_id,
-                'segment_index': segment_index, 'rating': rating, 'reason': reason,
-                'created_at': created_at}})::VARCHAR
+       CASE WHEN ask_probability IS NULL
+            THEN to_json({{'rating_id': rating_id, 'session_id': session_id, 'event_id': event_id,
+                          'segment_index': segment_index, 'rating': rating, 'reason': reason,
+                          'created_at': created_at}})
+            ELSE to_json({{'rating_id': rating_id, 'session_id': session_id, 'event_id': event_id,
+                          'segment_index': segment_index, 'rating': rating, 'reason': reason,
+                          'created_at': created_at, 'ask_probability': ask_probability}}) END::VARCHAR
 FROM ({_RESOLVED_RATINGS}) WHERE problem IS NOT NULL
+"""
+
+SESSION_ASKS_SQL = f"""
+SELECT session_id, count(*)::INTEGER, count(rating)::INTEGER,
+       first(ask_probability ORDER BY created_at NULLS LAST, drop_mtime, drop_id, source_file, record_index,
+             item_index),
+       count(DISTINCT ask_probability)::INTEGER, min(created_at)
+FROM ({_RESOLVED_RATINGS}) WHERE problem IS NULL AND ask_probability IS NOT NULL
+GROUP BY session_id ORDER BY session_id
 """
 
 SESSION_LABELS_SQL = f"""
@@ -147,6 +165,12 @@ def build_segment_ratings(wh: Warehouse) -> tuple[int, int]:
     """Rows written, and ratings quarantined because they join nothing."""
     n = wh.replace_table(tables.SEGMENT_RATINGS, SEGMENT_RATINGS_SQL)
     return n, _replace_staging_quarantine(wh, "rating", RATING_QUARANTINE_SQL)
+
+
+def build_session_asks(wh: Warehouse) -> int:
+    """One row per asked session (``raw.asks`` rows that join a session; the others are quarantined with the
+    ratings by ``build_segment_ratings``)."""
+    return wh.replace_table(tables.SESSION_ASKS, SESSION_ASKS_SQL)
 
 
 def build_session_labels(wh: Warehouse) -> int:

@@ -116,6 +116,15 @@ RATINGS = _t(
     ("origin", VARCHAR),
 )
 
+ASKS = _t(
+    "raw.asks",
+    "One row per ask read: the rating widget shown to a session with a known probability (ask_probability), with"
+    " the user's rating when they answered (NULL when they did not). Ratings logged without a probability stay in"
+    " raw.ratings.",
+    *RATINGS.columns,
+    ("ask_probability", DOUBLE),
+)
+
 ASSIGNMENTS = _t(
     "raw.assignments",
     "One row per assignment read from an assignments file (session metadata assignments stay in raw.sessions).",
@@ -185,6 +194,19 @@ SESSION_LABELS = _t(
     ("n_rated_segments", INTEGER),
     ("label_stars", DOUBLE),
     ("label", DOUBLE),
+)
+
+SESSION_ASKS = _t(
+    "staging.session_asks",
+    "One row per session the rating widget was shown to with a known probability: its asks, how many were answered,"
+    " and the probability of its first ask (the policy decides once per session); n_probabilities > 1 when its asks"
+    " logged different ones.",
+    ("session_id", VARCHAR),
+    ("n_asks", INTEGER),
+    ("n_answered", INTEGER),
+    ("ask_probability", DOUBLE),
+    ("n_probabilities", INTEGER),
+    ("first_asked_at", TIMESTAMP),
 )
 
 STAGING_ASSIGNMENTS = _t(
@@ -398,8 +420,8 @@ EXPERIMENT_EFFECTS = _t(
     ("sessions_excluded", INTEGER),
 )
 
-RAW_TABLES = (DROPS, SESSIONS, EVENTS, RATINGS, ASSIGNMENTS, QUARANTINE)
-STAGING_TABLES = (STAGING_SESSIONS, WORK_SEGMENTS, SEGMENT_RATINGS, SESSION_LABELS, STAGING_ASSIGNMENTS)
+RAW_TABLES = (DROPS, SESSIONS, EVENTS, RATINGS, ASKS, ASSIGNMENTS, QUARANTINE)
+STAGING_TABLES = (STAGING_SESSIONS, WORK_SEGMENTS, SEGMENT_RATINGS, SESSION_LABELS, SESSION_ASKS, STAGING_ASSIGNMENTS)
 FEATURE_TABLES = (EVENT_FEATURES, ANNOTATIONS, ANNOTATION_VALUES, LLM_CACHE, JUDGE_SCORES, ANNOTATOR_AGREEMENT)
 TEXT_FOLD_TRAINING = _t(
     "modeling.text_fold_training",
@@ -595,6 +617,25 @@ BENCHMARK_CORRELATION = _t(
     ("note", VARCHAR),
 )
 
+ASK_POLICY = _t(
+    "estimates.ask_policy",
+    "The ask policy (estimates/ask_policy.py): one row per term of the error model, q(x) = min(1, max(floor,"
+    " multiplier * exp(intercept + sum coefficient * (t(x) - mean) / sd))), with the budget it was scaled to; the"
+    " same policy is exported as ask_policy.json and ask_policy.py in PULSE_HOME/ask_policy/.",
+    ("term", VARCHAR),
+    ("transform", VARCHAR),
+    ("mean", DOUBLE),
+    ("sd", DOUBLE),
+    ("coefficient", DOUBLE),
+    ("multiplier", DOUBLE),
+    ("floor", DOUBLE),
+    ("budget_per_day", DOUBLE),
+    ("sessions_per_day", DOUBLE),
+    ("expected_asks_per_day", DOUBLE),
+    ("fitted_on_ratings", INTEGER),
+    ("note", VARCHAR),
+)
+
 ESTIMATE_TABLES = (
     EXPERIMENT_EFFECTS,
     EFFECT_HISTORY,
@@ -606,6 +647,7 @@ ESTIMATE_TABLES = (
     POWER,
     BENCHMARK_POINTS,
     BENCHMARK_CORRELATION,
+    ASK_POLICY,
 )
 ALL_TABLES = RAW_TABLES + STAGING_TABLES + FEATURE_TABLES + MODELING_TABLES + ESTIMATE_TABLES
 # features.session_features is built from the rubric, so its columns are not listed here (see features/wide.py)

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 from sklearn.linear_model import PoissonRegressor
 
 from ..warehouse import Warehouse
@@ -258,6 +259,44 @@ def policy_inputs(wh: Warehouse) -> tuple[dict[str, np.ndarray], np.ndarray, np.
 def default_budget(n_sessions: int, days: float, asks_per_day: float | None) -> float:
     """Asked sessions per day when asks are logged, else ``DEFAULT_ASK_SHARE`` of the sessions per day."""
     return asks_per_day if asks_per_day is not None else DEFAULT_ASK_SHARE * n_sessions / days
+
+
+def policy_from_warehouse(
+    wh: Warehouse, budget_per_day: float | None = None, floor: float = DEFAULT_FLOOR
+) -> tuple[Policy | None, str | None]:
+    """(policy, None), or (None, why) when there is nothing to fit on. ``budget_per_day`` None: ``default_budget``."""
+    features, rated, abs_error, days, asks_per_day = policy_inputs(wh)
+    if rated.size == 0:
+        return None, "no session has event features yet: nothing to fit an ask policy on"
+    if budget_per_day is None:
+        budget_per_day = default_budget(rated.size, days, asks_per_day)
+    if not budget_per_day > 0:
+        return None, f"the budget must be a positive number of asks per day, got {budget_per_day}"
+    return fit_policy(features, rated, abs_error, days, budget_per_day, floor, POLICY_FEATURES), None
+
+
+def policy_frame(policy: Policy) -> pl.DataFrame:
+    """The rows of ``estimates.ask_policy``: the intercept, then one row per term, each with the policy's scalars."""
+    rows = [("(intercept)", None, None, None, policy.intercept)]
+    rows += [(t.feature, t.transform, t.mean, t.sd, t.coefficient) for t in policy.terms]
+    return pl.DataFrame(
+        {
+            "term": [r[0] for r in rows],
+            "transform": [r[1] for r in rows],
+            "mean": [r[2] for r in rows],
+            "sd": [r[3] for r in rows],
+            "coefficient": [r[4] for r in rows],
+        },
+        schema_overrides={"transform": pl.String, "mean": pl.Float64, "sd": pl.Float64},
+    ).with_columns(
+        multiplier=pl.lit(policy.multiplier),
+        floor=pl.lit(policy.floor),
+        budget_per_day=pl.lit(policy.budget_per_day),
+        sessions_per_day=pl.lit(policy.sessions_per_day),
+        expected_asks_per_day=pl.lit(policy.expected_asks_per_day),
+        fitted_on_ratings=pl.lit(policy.fitted_on_ratings, dtype=pl.Int32),
+        note=pl.lit(policy.note, dtype=pl.String),
+    )
 
 
 def write_policy(policy: Policy, directory: Path) -> tuple[Path, Path]:

@@ -285,7 +285,8 @@ class DropTally:
 
     def add(self, batch: ArrowBatch) -> None:
         self.records_read += sum(batch.read[t] for t in RECORD_TYPES)
-        self.records_accepted += sum(batch.count(t) for t in (tables.SESSIONS, tables.RATINGS, tables.ASSIGNMENTS))
+        accepted = (tables.SESSIONS, tables.RATINGS, tables.ASKS, tables.ASSIGNMENTS)
+        self.records_accepted += sum(batch.count(t) for t in accepted)
         self.records_quarantined += sum(batch.quarantined[t] for t in RECORD_TYPES)
         self.events_read += batch.read["event"]
         self.events_accepted += batch.count(tables.EVENTS)

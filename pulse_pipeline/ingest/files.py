@@ -5,7 +5,8 @@ Shapes (tried in this order):
 1. a whole JSON document: an array of events (one session, V0 or V1), an array of records, or one record (such
    as OpenHands' trajectory download ``{"trajectory": [...]}``);
 2. JSON lines: one record per line, or one event per line (a V1 ``*.jsonl`` conversation, one session);
-3. CSV with a header: rating rows (a ``rating`` column) or assignment rows (``experiment``/``variant``).
+3. CSV with a header: rating and ask rows (a ``rating`` or ``ask_probability`` column) or assignment rows
+   (``experiment``/``variant``).
 
 A file that holds one session (shapes 1 except an array of records, and a JSON-lines event stream) takes the id
 its location gives (``name_id``) when its content names none; records of a file of many records never do (see
@@ -184,7 +185,7 @@ def _read_csv(batch: Batch, raw: bytes, source_file: str) -> None:
     rows = _csv_rows(reader)
     _, header_row = next(rows, (0, []))
     header = [h.strip() for h in header_row] if isinstance(header_row, list) else []
-    if "rating" in header:
+    if "rating" in header or "ask_probability" in header:
         record_type = "rating"
     elif "experiment" in header or "variant" in header:
         record_type = "assignment"

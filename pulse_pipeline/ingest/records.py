@@ -89,7 +89,7 @@ def classify(obj: Any) -> str | None:
         return "eval"
     if isinstance(obj.get("events"), list):
         return "canonical"
-    if "rating" in obj:
+    if "rating" in obj or "ask_probability" in obj:
         return "rating"
     if "variant" in obj or "experiment" in obj:
         return "assignment"
@@ -190,7 +190,8 @@ def _why_unknown(obj: Any) -> str:
     return f"not a record PULSE knows ({what}): expected a session, a rating or an assignment"
 
 
-def parse_rating(value: Any) -> float | None:
+def _number(value: Any) -> float | None:
+    """A finite number, or the text of one; None for anything else (booleans included)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, str):
@@ -198,9 +199,19 @@ def parse_rating(value: Any) -> float | None:
             value = float(value.strip())
         except ValueError:
             return None
-    if isinstance(value, int | float) and math.isfinite(value) and 1 <= value <= 5:
-        return float(value)
-    return None
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+
+
+def parse_rating(value: Any) -> float | None:
+    """A star rating from 1 to 5, else None."""
+    x = _number(value)
+    return x if x is not None and 1 <= x <= 5 else None
+
+
+def parse_probability(value: Any) -> float | None:
+    """An ask probability in (0, 1], else None."""
+    x = _number(value)
+    return x if x is not None and 0 < x <= 1 else None
 
 
 def add_rating(
@@ -215,7 +226,11 @@ def add_rating(
 ) -> None:
     """One star rating (a ratings file's row or line, or an item of a canonical session's ``ratings``), or its
     quarantine with the reason: no session, a rating that is not 1 to 5, a ``segment_index`` that is no whole
-    number from 0 to 2**31 - 1, or an id that is no id (``events.read_id``)."""
+    number from 0 to 2**31 - 1, or an id that is no id (``events.read_id``).
+
+    A row with an ``ask_probability`` is an ask (the widget was shown with that probability) and goes to
+    ``raw.asks``: with its rating when the user answered, with none (no ``rating`` key, null or empty) when they did
+    not. Its probability must be a number in (0, 1]; an unanswered ask needs a session like any rating."""
     batch.read["rating"] += 1
     if not isinstance(obj, dict):
         batch.quarantine(source_file, record_index, "rating", "rating is not an object", raw_text, rating_index)
@@ -231,35 +246,43 @@ def add_rating(
         batch.quarantine(source_file, record_index, "rating", f"rating's {error}", raw_text, rating_index)
         return
     rating = parse_rating(obj.get("rating"))
+    logged = obj.get("ask_probability")
+    is_ask = logged not in (None, "")
+    probability = parse_probability(logged) if is_ask else None
+    answered = obj.get("rating") not in (None, "")
     segment = obj.get("segment_index")
     segment_index = as_int(segment)
     reason = None
     if session_id is None:
-        reason = "rating names no session (conversation_id or session_id)"
-    elif rating is None:
+        what = "rating" if answered or not is_ask else "ask"
+        reason = f"{what} names no session (conversation_id or session_id)"
+    elif is_ask and probability is None:
+        reason = f"ask_probability {dump(logged)} is not a number in (0, 1]"
+    elif rating is None and (answered or not is_ask):
         reason = f"rating {dump(obj.get('rating'))} is not a number from 1 to 5"
     elif segment not in (None, "") and (segment_index is None or segment_index < 0):
         reason = f"segment_index {dump(segment)} is not a whole number from 0 to {INT32 - 1}"
     if reason:
         batch.quarantine(source_file, record_index, "rating", reason, raw_text, rating_index)
         return
-    batch.add(
-        tables.RATINGS,
-        {
-            "drop_id": batch.drop_id,
-            "source_file": source_file,
-            "record_index": record_index,
-            "item_index": rating_index or 0,
-            "rating_id": rating_id,
-            "session_id": session_id,
-            "event_id": event_id,
-            "segment_index": segment_index,
-            "rating": rating,
-            "reason": as_text(obj.get("reason")) or None,
-            "created_at": as_text(obj.get("created_at")),
-            "origin": origin,
-        },
-    )
+    row = {
+        "drop_id": batch.drop_id,
+        "source_file": source_file,
+        "record_index": record_index,
+        "item_index": rating_index or 0,
+        "rating_id": rating_id,
+        "session_id": session_id,
+        "event_id": event_id,
+        "segment_index": segment_index,
+        "rating": rating,
+        "reason": as_text(obj.get("reason")) or None,
+        "created_at": as_text(obj.get("created_at")),
+        "origin": origin,
+    }
+    if is_ask:
+        batch.add(tables.ASKS, {**row, "ask_probability": probability})
+    else:
+        batch.add(tables.RATINGS, row)
 
 
 def add_assignment(batch: Batch, source_file: str, record_index: int, obj: dict[str, Any], raw_text: str) -> None:

@@ -4,10 +4,10 @@ differences, label shift, subgroups, power, benchmarks) and the on-demand covera
 import dagster as dg
 
 from ...paths import PulseHome
-from . import assets, benchmarks, diagnostics, history
+from . import ask_policy, assets, benchmarks, diagnostics, history
 from .resources import estimates_resource
 
-MODULES = [assets, benchmarks, diagnostics, history]
+MODULES = [assets, benchmarks, diagnostics, history, ask_policy]
 
 
 def definitions(home: PulseHome) -> dg.Definitions:

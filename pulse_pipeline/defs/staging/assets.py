@@ -30,7 +30,7 @@ def work_segments(warehouse: WarehouseResource) -> dg.MaterializeResult:
 @dg.asset(
     **table_spec(
         tables.SEGMENT_RATINGS,
-        [tables.STAGING_SESSIONS, tables.RATINGS, tables.EVENTS, tables.WORK_SEGMENTS],
+        [tables.STAGING_SESSIONS, tables.RATINGS, tables.ASKS, tables.EVENTS, tables.WORK_SEGMENTS],
         "staging",
     )
 )

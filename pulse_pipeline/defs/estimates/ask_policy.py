@@ -1,0 +1,56 @@
+"""estimates.ask_policy: where to ask for ratings, and the exported files the agent platform evaluates."""
+
+from pathlib import Path
+
+import dagster as dg
+
+from ... import tables
+from ...estimates.ask_policy import policy_frame, policy_from_warehouse, write_policy
+from ..markdown import markdown_table
+from ..resources import WarehouseResource
+from ..specs import table_spec
+from .resources import EstimatesResource
+
+POLICY_DIR = "ask_policy"  # under PULSE_HOME: ask_policy.json and ask_policy.py
+
+
+@dg.asset(
+    **table_spec(
+        tables.ASK_POLICY,
+        [
+            tables.EVENT_FEATURES,
+            tables.STAGING_SESSIONS,
+            tables.SESSION_LABELS,
+            tables.PREDICTIONS,
+            tables.SESSION_ASKS,
+        ],
+        "estimates",
+    )
+)
+def ask_policy(
+    context: dg.AssetExecutionContext, warehouse: WarehouseResource, estimates: EstimatesResource
+) -> dg.MaterializeResult:
+    """The ask policy at its default budget (``pulse ask --budget N`` for another), written to the table and, for
+    the platform, to PULSE_HOME/ask_policy/ask_policy.json and ask_policy.py."""
+    with warehouse.warehouse() as wh:
+        policy, why_not = policy_from_warehouse(wh)
+        if policy is None:
+            wh.replace(tables.ASK_POLICY, [])
+            context.log.warning(why_not)
+            return dg.MaterializeResult(metadata={"dagster/row_count": 0, "skipped": why_not})
+        frame = policy_frame(policy)
+        wh.replace(tables.ASK_POLICY, frame, nan_as_null=True)
+    home = Path(estimates.experiments_path).parent  # experiments.toml lives at PULSE_HOME's root
+    json_path, py_path = write_policy(policy, home / POLICY_DIR)
+    return dg.MaterializeResult(
+        metadata={
+            "dagster/row_count": frame.height,
+            "budget_per_day": policy.budget_per_day,
+            "expected_asks_per_day": policy.expected_asks_per_day,
+            "fitted_on_ratings": policy.fitted_on_ratings,
+            "policy_file": dg.MetadataValue.path(str(json_path)),
+            "reference_function": dg.MetadataValue.path(str(py_path)),
+            **({"note": policy.note} if policy.note else {}),
+            "terms": dg.MetadataValue.md(markdown_table(frame.select("term", "transform", "coefficient"))),
+        }
+    )
