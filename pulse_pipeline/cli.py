@@ -189,6 +189,43 @@ def cmd_power(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ask(args: argparse.Namespace) -> int:
+    """Fit the ask policy on the published warehouse and write ask_policy.json and ask_policy.py for the platform."""
+    from pathlib import Path
+
+    import duckdb
+
+    from .estimates.ask_policy import DEFAULT_FLOOR, policy_frame, policy_from_warehouse, write_policy
+
+    floor = DEFAULT_FLOOR if args.floor is None else args.floor
+    if not 0 < floor <= 1:
+        print(f"--floor must be in (0, 1], got {floor}")
+        return 2
+    home = PulseHome.from_env()
+    if not home.warehouse.is_file():
+        print(f"no published warehouse at {home.warehouse}: run pulse demo or pulse ingest first")
+        return 1
+    with duckdb.connect(str(home.warehouse), read_only=True) as con:
+        try:
+            policy, why_not = policy_from_warehouse(con, args.budget, floor)
+        except duckdb.CatalogException as error:
+            policy, why_not = None, f"the warehouse has no features or labels yet ({error})"
+    if policy is None:
+        print(f"no ask policy: {why_not}")
+        return 1
+    out = Path(args.out) if args.out else home.root / "ask_policy"
+    json_path, py_path = write_policy(policy, out)
+    print(policy_frame(policy).select("term", "transform", "mean", "sd", "coefficient"))
+    print(
+        f"budget {policy.budget_per_day:.1f} asks a day of {policy.sessions_per_day:.1f} sessions; the policy expects"
+        f" {policy.expected_asks_per_day:.1f} (floor {policy.floor:g}; fitted on {policy.fitted_on_ratings} ratings)"
+    )
+    if policy.note:
+        print(f"note: {policy.note}")
+    print(f"wrote {json_path} and {py_path} (standard library only: from ask_policy import ask_probability)")
+    return 0
+
+
 def _show(home: PulseHome, title: str, sql: str) -> None:
     """Print a small query result from the published warehouse, or nothing if the table is empty or absent."""
     import duckdb
@@ -338,6 +375,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--alpha", type=float, default=0.05)
     s.add_argument("--power", type=float, default=0.8)
     s.set_defaults(func=cmd_power)
+
+    s = sub.add_parser("ask", help="fit the ask policy (where to show the rating widget) and export it")
+    s.add_argument("--budget", type=float, default=None, help="asks per day (default: today's, see ask_policy.py)")
+    s.add_argument("--floor", type=float, default=None, help="lowest ask probability (default 0.01)")
+    s.add_argument("--out", default=None, help="folder for the two files (default PULSE_HOME/ask_policy)")
+    s.set_defaults(func=cmd_ask)
 
     s = sub.add_parser("sql", help="query the published warehouse (read-only)")
     s.add_argument("query")

@@ -6,19 +6,26 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import datetime
 
+import duckdb
 import numpy as np
+import polars as pl
 import pytest
 
+from pulse_pipeline.cli import main
 from pulse_pipeline.estimates.ask_policy import (
     MIN_RATINGS,
     fit_error_model,
     fit_policy,
     multiplier_for_budget,
+    policy_frame,
+    policy_from_warehouse,
     probabilities,
     write_policy,
 )
 from pulse_pipeline.stats.asking import known_ask_propensity
+from pulse_pipeline.warehouse import Warehouse
 
 
 def test_multiplier_meets_the_budget_worked_by_hand():
@@ -130,3 +137,67 @@ def test_known_ask_propensity():
         known_ask_propensity(X, q_logged, asked, answered | ~asked)
     with pytest.raises(ValueError, match=r"\(0, 1\]"):
         known_ask_propensity(X, np.where(asked, 0.0, np.nan), asked, answered)
+
+
+def _warehouse_with_sessions(path, asks: int = 0) -> None:
+    """200 sessions over 4 days, 60 rated with a prediction whose error grows with the message count."""
+    rng = np.random.default_rng(6)
+    n = 200
+    messages = rng.integers(1, 20, n)
+    frame = pl.DataFrame(
+        {
+            "session_id": [f"s{i:03d}" for i in range(n)],
+            "user_message_count": messages,
+            "started_at": [datetime(2026, 1, 1 + i % 4, 12) for i in range(n)],
+        }
+    )
+    label = rng.uniform(0, 1, n)
+    error = rng.normal(0, 0.02 * messages)
+    with duckdb.connect(str(path)) as con:
+        Warehouse(con)
+        con.register("f", frame.to_arrow())
+        con.execute(
+            "INSERT INTO features.event_features (session_id, user_message_count) SELECT session_id, "
+            "user_message_count FROM f"
+        )
+        con.execute("INSERT INTO staging.sessions (session_id, started_at) SELECT session_id, started_at FROM f")
+        rated = pl.DataFrame(
+            {"session_id": frame["session_id"][:60], "label": label[:60], "prediction": label[:60] + error[:60]}
+        )
+        con.register("r", rated.to_arrow())
+        con.execute("INSERT INTO staging.session_labels (session_id, label) SELECT session_id, label FROM r")
+        con.execute("INSERT INTO modeling.predictions (session_id, prediction) SELECT session_id, prediction FROM r")
+        if asks:
+            con.execute(
+                f"INSERT INTO staging.session_asks (session_id, n_asks) SELECT session_id, 1 FROM f LIMIT {asks}"
+            )
+
+
+def test_policy_from_the_warehouse_and_its_default_budget(tmp_path):
+    path = tmp_path / "w.duckdb"
+    _warehouse_with_sessions(path)
+    with duckdb.connect(str(path), read_only=True) as con:
+        policy, why_not = policy_from_warehouse(con)
+    assert why_not is None and policy.fitted_on_ratings == 60
+    # 200 sessions over 4 days = 50 a day; no asks logged: half of them, 25 asks a day
+    assert policy.sessions_per_day == 50.0 and policy.budget_per_day == 25.0
+    assert policy.expected_asks_per_day == pytest.approx(25.0, rel=1e-9)
+    by_name = {t.feature: t for t in policy.terms}
+    assert by_name["user_message_count"].coefficient > 0.3  # the error grows with the message count
+    assert "n_segments" not in by_name  # a column missing for every session is left out
+    assert policy_frame(policy)["term"].to_list() == ["(intercept)", "user_message_count"]
+
+    _warehouse_with_sessions(path := tmp_path / "asked.duckdb", asks=40)
+    with duckdb.connect(str(path), read_only=True) as con:
+        policy, _ = policy_from_warehouse(con)
+    assert policy.budget_per_day == 10.0  # 40 asked sessions over 4 days
+
+
+def test_pulse_ask_writes_the_files(pulse_home, capsys):
+    _warehouse_with_sessions(pulse_home.warehouse)
+    out = pulse_home.root / "exported"
+    assert main(["ask", "--budget", "20", "--out", str(out)]) == 0
+    policy = json.loads((out / "ask_policy.json").read_text())
+    assert policy["budget_per_day"] == 20.0 and policy["expected_asks_per_day"] == pytest.approx(20.0)
+    assert (out / "ask_policy.py").is_file() and "wrote" in capsys.readouterr().out
+    assert main(["ask", "--floor", "0"]) == 2

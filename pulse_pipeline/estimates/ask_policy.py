@@ -33,11 +33,10 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import polars as pl
 from sklearn.linear_model import PoissonRegressor
-
-from ..warehouse import Warehouse
 
 POLICY_FEATURES: tuple[str, ...] = (
     "user_message_count",
@@ -231,28 +230,30 @@ def _join(a: str | None, b: str) -> str:
 # the warehouse side
 
 
-def policy_inputs(wh: Warehouse) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, float, float | None]:
-    """(features, rated, abs_error, days, asks_per_day) from the warehouse.
+def policy_inputs(
+    con: duckdb.DuckDBPyConnection,
+) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, float, float | None]:
+    """(features, rated, abs_error, days, asks_per_day) from a warehouse connection (read-only will do).
 
     Every session with event features; rated = it has a label and an out-of-fold prediction; days = distinct
     calendar days of session starts (at least 1); asks_per_day = asked sessions per day when asks are logged
     (``staging.session_asks``), else None.
     """
     cols = ", ".join(f"e.{c}" for c in POLICY_FEATURES)
-    frame = wh.frame(f"""
+    frame = con.execute(f"""
         SELECT {cols}, s.started_at, l.label, p.prediction
         FROM features.event_features e JOIN staging.sessions s USING (session_id)
         LEFT JOIN staging.session_labels l USING (session_id)
         LEFT JOIN modeling.predictions p USING (session_id)
-        ORDER BY e.session_id""")
+        ORDER BY e.session_id""").pl()
     features = {c: frame[c].cast(float).fill_null(float("nan")).to_numpy() for c in POLICY_FEATURES}
     rated = (frame["label"].is_not_null() & frame["prediction"].is_not_null()).to_numpy()
     abs_error = (frame["label"] - frame["prediction"]).abs().to_numpy()[rated]
     days = max(1, frame["started_at"].dt.date().drop_nulls().n_unique())
-    has_asks = wh.con.execute(
+    has_asks = con.execute(
         "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'staging' AND table_name = 'session_asks'"
     ).fetchone()[0]
-    n_asked = wh.con.execute("SELECT count(*) FROM staging.session_asks").fetchone()[0] if has_asks else 0
+    n_asked = con.execute("SELECT count(*) FROM staging.session_asks").fetchone()[0] if has_asks else 0
     return features, rated, abs_error, float(days), (n_asked / days if n_asked else None)
 
 
@@ -262,10 +263,10 @@ def default_budget(n_sessions: int, days: float, asks_per_day: float | None) -> 
 
 
 def policy_from_warehouse(
-    wh: Warehouse, budget_per_day: float | None = None, floor: float = DEFAULT_FLOOR
+    con: duckdb.DuckDBPyConnection, budget_per_day: float | None = None, floor: float = DEFAULT_FLOOR
 ) -> tuple[Policy | None, str | None]:
     """(policy, None), or (None, why) when there is nothing to fit on. ``budget_per_day`` None: ``default_budget``."""
-    features, rated, abs_error, days, asks_per_day = policy_inputs(wh)
+    features, rated, abs_error, days, asks_per_day = policy_inputs(con)
     if rated.size == 0:
         return None, "no session has event features yet: nothing to fit an ask policy on"
     if budget_per_day is None:

@@ -33,7 +33,7 @@ def ask_policy(
     """The ask policy at its default budget (``pulse ask --budget N`` for another), written to the table and, for
     the platform, to PULSE_HOME/ask_policy/ask_policy.json and ask_policy.py."""
     with warehouse.warehouse() as wh:
-        policy, why_not = policy_from_warehouse(wh)
+        policy, why_not = policy_from_warehouse(wh.con)
         if policy is None:
             wh.replace(tables.ASK_POLICY, [])
             context.log.warning(why_not)
