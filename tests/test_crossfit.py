@@ -79,6 +79,7 @@ def test_families_follow_the_paper_set_up():
     assert (rf[-1].max_features, rf[-1].min_samples_leaf) == (1 / 3, 5)
     hgb = make_model("hist_gbm", random_state=5)
     assert isinstance(hgb[-1], HistGradientBoostingRegressor) and hgb[-1].random_state == 5
+    assert hgb[-1].early_stopping is True and hgb[-1].max_iter == 100  # sklearn's defaults, stopping early
     lgbm = make_model("lightgbm", random_state=9)[-1].get_params()
     assert {k: lgbm[k] for k in ("n_estimators", "learning_rate", "num_leaves", "min_child_samples")} == {
         "n_estimators": 300,
