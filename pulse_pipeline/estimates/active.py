@@ -144,7 +144,7 @@ def replicate_active(
             pi = known_ask_propensity(X[a], np.where(asked[a], q[a], np.nan), asked[a], answered[a], seed=seed % 997)
             rated = answered[a]
             low = float(pi[rated].min()) if rated.any() else 1.0
-            arms.append(aipw_mean(y[a][rated], cf.unlabeled[a], rated, pi, clip=(min(low, 1.0), 1.0)))
+            arms.append(aipw_mean(y[a][rated], cf.unlabeled[a], rated, pi, clip=(low, 1.0)))  # known: unclipped
         effect = arms[0].estimate - arms[1].estimate
         se = math.sqrt(arms[0].se ** 2 + arms[1].se ** 2)
         lo, hi = effect - Z95 * se, effect + Z95 * se
