@@ -271,3 +271,11 @@ def test_under_the_user_unit_the_clock_counts_users_and_switchers_are_left_out()
     last = _by(by_session, "u", "ppi", D3)
     assert last.unit == "session" and last.n_sessions == 362
     assert (last.cs_high - last.cs_low) / (last.ci_high - last.ci_low) == pytest.approx(factor(362) / z, rel=1e-9)
+
+
+def test_a_frame_without_user_ids_counts_sessions(history):
+    frame, rows = history
+    thin = frame.filter(pl.col("experiment") == "thin").drop("user_id")
+    # repr: NaN != NaN, but the rows' reprs are equal when every field is
+    assert [repr(r) for r in rows if r.experiment == "thin"] == [repr(r) for r in history_rows(thin, CONTROLS)]
+    assert expected_looks(thin, CONTROLS) == {("thin", "b"): [D1, D2]}

@@ -108,6 +108,14 @@ def look_days(days: Sequence[date], max_looks: int = MAX_LOOKS) -> tuple[list[da
     return sorted(last_of_period.values()), period
 
 
+def _with_users(sessions: pl.DataFrame) -> pl.DataFrame:
+    """``sessions`` with a ``user_id`` column: a frame without one counts every session as its own user (null ids,
+    as ``experiment_effects`` does), so the unit is detected as session."""
+    if "user_id" in sessions.columns:
+        return sessions
+    return sessions.with_columns(pl.lit(None, pl.Utf8).alias("user_id"))
+
+
 def expected_looks(
     sessions: pl.DataFrame,
     controls: Mapping[str, str],
@@ -116,6 +124,7 @@ def expected_looks(
 ) -> dict[tuple[str, str], list[date]]:
     """(experiment, treatment) -> its look days, for a :func:`with_days` frame (what the asset check expects);
     ``units`` as :func:`history_rows` takes them."""
+    sessions = _with_users(sessions)
     predicted = sessions.filter(pl.col("prediction").is_not_null())
     if predicted.is_empty():
         return {}
@@ -196,8 +205,9 @@ def history_rows(
     ``experiment_effects``); ``controls``: experiment -> control arm; ``settings``: as ``experiment_effects``
     uses them (None: the defaults; the resample counts are lowered to ``RESAMPLES``); ``progress`` hears of each
     comparison; ``units``: experiment -> configured unit (``experiments.read_units``; absent: detected from
-    ``sessions``, which must hold ``user_id``).
+    ``sessions``' ``user_id``, see :func:`_with_users`).
     """
+    sessions = _with_users(sessions)
     predicted = sessions.filter(pl.col("prediction").is_not_null())
     if predicted.is_empty():
         return []
