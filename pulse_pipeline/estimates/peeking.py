@@ -29,6 +29,12 @@ Targets (``check_peeking`` returns the unmet ones), for naive_welch and ppi at 9
   replications: the harm of peeking shows;
 - confidence sequences reject at some look in at most ``CS_MAX_SHARE`` (5 %).
 
+Measured (``validate_peeking(500, seed=0, workers=2)``, 150 s on 2 cores): some look's fixed interval excluded 0
+in 27.8 % of replications for naive_welch and 45.4 % for ppi (at the last look alone: 2.8 % and 3.8 %); the
+confidence sequence in 2.4 % and 3.2 %, at 1.54 and 1.55 times the fixed width at the last look. PPI's excess is
+worst on the first day (~5 ratings per arm: its z interval rejected in 14 of 100 replications, naive's t interval
+in 2), then ~5 % a look. Every target met.
+
 Deterministic in ``seed``: replication i uses a seed derived from (seed, "peeking", i) only, whatever the workers.
 """
 
