@@ -33,17 +33,11 @@ def cluster_codes(user_ids: Sequence[str | None]) -> np.ndarray:
     """Integer cluster codes 0..G-1 for a sequence of user ids: one code per distinct user id, and a fresh code
     for every session whose user id is missing (None or empty): with no user to tie it to, a session is its own
     cluster (the session-level assumption, for that session only)."""
-    codes: dict[str, int] = {}
+    codes: dict[object, int] = {}
     out = np.empty(len(user_ids), dtype=np.int64)
-    fresh = 0
     for i, u in enumerate(user_ids):
-        if u is None or u == "":
-            out[i] = -1 - fresh  # negative placeholders, renumbered below
-            fresh += 1
-        else:
-            out[i] = codes.setdefault(u, len(codes))
-    missing = out < 0
-    out[missing] = len(codes) + (-1 - out[missing])
+        key = ("no user", i) if u is None or u == "" else u  # a missing id: a key no other session shares
+        out[i] = codes.setdefault(key, len(codes))
     return out
 
 
