@@ -1,5 +1,5 @@
 """estimates.effect_history (estimates/history.py): the estimate as of each look day, against hand computations;
-and the peeking validation scenario (estimates/peeking.py), a smoke run and its summary."""
+and the peeking validation scenario (estimates/peeking.py): its rows, targets and a smoke run."""
 
 from __future__ import annotations
 
@@ -23,13 +23,8 @@ from pulse_pipeline.estimates.history import (
     with_days,
 )
 from pulse_pipeline.estimates.peeking import METHODS as PEEKING_METHODS
-from pulse_pipeline.estimates.peeking import (
-    NULL_PARAMS,
-    check_peeking,
-    replicate_peeking,
-    summarize_peeking,
-    validate_peeking,
-)
+from pulse_pipeline.estimates.peeking import NULL_PARAMS, check_peeking, replicate_peeking, validate_peeking
+from pulse_pipeline.estimates.validation import ReplicationRow
 from pulse_pipeline.synth.model import ArmEffect, simulate_sessions
 from pulse_pipeline.warehouse import Warehouse
 
@@ -189,44 +184,41 @@ def test_days_come_from_staging_and_rows_round_trip_through_the_warehouse(histor
     assert first == (D1, 80)
 
 
-def test_peeking_replication_has_one_row_per_method_and_the_sequence_is_wider_by_the_hand_ratio():
+def test_peeking_replication_has_replication_rows_and_the_sequence_is_wider_by_the_hand_ratio():
     n_per_arm, looks = 400, 5
     rows = replicate_peeking(3, n_per_arm=n_per_arm, looks=looks)
-    assert [r["method"] for r in rows] == list(PEEKING_METHODS)
-    assert all(isinstance(r[k], bool) for r in rows for k in ("fixed_any_look", "cs_any_look", "fixed_last_look"))
-    assert all(r["fixed_any_look"] or not r["fixed_last_look"] for r in rows)  # the last look is one of the looks
-    # PPI's fixed interval is z * se: the ratio at the last look is the CS's radius factor over z, by hand, with
-    # n = every llm-backbone session of the draw (all have started by the last day)
+    assert [r["method"] for r in rows] == list(PEEKING_METHODS) == [
+        "naive_welch", "naive_welch_cs", "naive_welch_last_look", "ppi", "ppi_cs", "ppi_last_look"
+    ]  # fmt: skip
+    assert all(set(r) == set(ReplicationRow.__dataclass_fields__) for r in rows)  # validation.summarize takes them
+    by = {r["method"]: r for r in rows}
+    for est in ("naive_welch", "ppi"):
+        assert by[est + "_last_look"]["covered"] or not by[est]["covered"]  # the last look is one of the looks
+        assert by[est]["error"] == by[est + "_cs"]["error"]  # the last look's estimate, truth 0
+    # PPI's fixed interval is z * se: at the last look the widths' ratio is the CS's radius factor over z, by hand,
+    # with n = every llm-backbone session of the draw (all have started by the last day)
     table = simulate_sessions(6 * n_per_arm, seed=3, scenario="random", params=NULL_PARAMS)
     n = int((np.asarray(table.experiment) == "llm-backbone").sum())
     x = n * (-2 * math.log(0.05) + math.log(1 - 2 * math.log(0.05))) / 5000
     factor = math.sqrt((x + 1) / x * math.log((x + 1) / 0.05**2)) / stats.norm.ppf(0.975)
-    assert rows[1]["cs_width_vs_fixed"] == pytest.approx(factor, rel=1e-9)
+    assert by["ppi_cs"]["width"] / by["ppi"]["width"] == pytest.approx(factor, rel=1e-9)
     assert all(e == ArmEffect() for _, e in NULL_PARAMS.arm_effects)  # no arm differs: the truth is exactly 0
 
 
-def test_peeking_summary_and_targets():
-    rows = [
-        dict(scenario="peeking", method=m, fixed_any_look=f, cs_any_look=c, fixed_last_look=last, cs_width_vs_fixed=w)
-        for m, f, c, last, w in [
-            ("naive_welch", True, False, False, 1.5),
-            ("naive_welch", True, True, True, 1.7),
-            ("naive_welch", False, False, False, 1.6),
-            ("ppi", False, False, False, 1.5),
-            ("ppi", True, False, False, 1.5),
-        ]
+def test_peeking_targets_and_a_smoke_run():
+    def row(method, coverage):
+        return dict(scenario="peeking", method=method, coverage=coverage)
+
+    frame = pl.DataFrame(
+        [row("naive_welch", 0.72), row("naive_welch_cs", 0.976), row("ppi", 0.95), row("ppi_last_look", 0.96)]
+    )
+    assert check_peeking(frame) == [
+        "peeking ppi coverage at every look <= 90% (peeking's harm shows): got 95.0%",
+        "peeking ppi_cs coverage at every look >= 95%: no row",
     ]
-    frame = summarize_peeking(rows, looks=30)
-    assert frame["method"].to_list() == ["naive_welch", "ppi"]
-    naive = frame.row(0, named=True)
-    assert (naive["replications"], naive["looks"]) == (3, 30)
-    assert naive["share_fixed_any_look"] == pytest.approx(2 / 3) and naive["share_cs_any_look"] == pytest.approx(1 / 3)
-    assert naive["share_fixed_last_look"] == pytest.approx(1 / 3)
-    assert naive["cs_width_vs_fixed_last_look"] == pytest.approx(1.6)
-    assert check_peeking(frame) == ["peeking naive_welch confidence sequences exclude 0 at some look <= 5%: got 33.3%"]
-    assert check_peeking(frame.filter(pl.col("method") == "ppi")) == ["peeking naive_welch: no row"]
     smoke = validate_peeking(2, seed=1, workers=1, n_per_arm=300, looks=3)
-    assert smoke["replications"].to_list() == [2, 2] and smoke["looks"].to_list() == [3, 3]
+    assert sorted(smoke["method"]) == sorted(PEEKING_METHODS)
+    assert smoke["replications"].to_list() == [2] * 6 and smoke["share_flagged"].to_list() == [0.0] * 6
 
 
 def _user_sessions() -> pl.DataFrame:
