@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import datetime
 
 import duckdb
@@ -201,3 +202,54 @@ def test_pulse_ask_writes_the_files(pulse_home, capsys):
     assert policy["budget_per_day"] == 20.0 and policy["expected_asks_per_day"] == pytest.approx(20.0)
     assert (out / "ask_policy.py").is_file() and "wrote" in capsys.readouterr().out
     assert main(["ask", "--floor", "0"]) == 2
+
+
+def test_compare_uses_the_known_ask_probability_in_aipw():
+    """``effects.compare``: when every rated session logged its ask probability, the aipw row's arm means are
+    ``aipw_mean`` with propensity = ``known_ask_propensity`` and no clipping below its own minimum, and say so;
+    without the probabilities the propensity is estimated whole, as before."""
+    from pulse_pipeline.estimates.effects import ArmData, Settings, compare
+    from pulse_pipeline.stats.aipw import aipw_mean
+    from pulse_pipeline.stats.ppi import difference
+
+    rng = np.random.default_rng(5)
+
+    def arm(name: str, shift: float) -> ArmData:
+        n_all = 400
+        X = rng.normal(size=(n_all, 2))
+        q = np.clip(0.1 + 0.3 * (X[:, 0] > 0), 0.01, 1)  # the policy asked more where x0 > 0
+        asked = rng.random(n_all) < q
+        rated = asked & (rng.random(n_all) < 0.7)
+        y = np.clip(0.5 + shift + 0.1 * X[:, 0] + rng.normal(scale=0.1, size=n_all), 0, 1)
+        f = 0.5 + 0.08 * X[:, 0]
+        q_logged = np.where(asked, q, np.nan)
+        return ArmData(
+            name,
+            y[rated],
+            f[rated],
+            f[~rated],
+            X[rated],
+            X[~rated],
+            q_labeled=q_logged[rated],
+            q_unlabeled=q_logged[~rated],
+        )
+
+    treat, control = arm("t", 0.05), arm("c", 0.0)
+    s = Settings(n_resamples=50, n_permutations=50)
+    rows = {r.method: r for r in compare(treat, control, s)[0]}
+
+    def by_hand(a: ArmData):
+        X = np.vstack([a.X_labeled, a.X_unlabeled])
+        q = np.r_[a.q_labeled, a.q_unlabeled]
+        rated = np.r_[np.ones(len(a.y), bool), np.zeros(len(a.f_unlabeled), bool)]
+        p = known_ask_propensity(X, q, np.isfinite(q), rated, seed=s.seed + 42)
+        return aipw_mean(a.y, np.r_[a.f_labeled, a.f_unlabeled], rated, p, clip=(p[rated].min(), 1.0))
+
+    expected = difference(by_hand(treat), by_hand(control))
+    assert rows["aipw"].effect == pytest.approx(expected.estimate, rel=1e-12)
+    assert rows["aipw"].se == pytest.approx(expected.se, rel=1e-12)
+    assert "known ask probability" in rows["aipw"].note
+    unlogged = (replace(a, q_labeled=None, q_unlabeled=None) for a in (treat, control))
+    plain = {r.method: r for r in compare(*unlogged, s)[0]}
+    assert plain["aipw"].note is None or "known ask probability" not in plain["aipw"].note
+    assert plain["aipw"].effect != rows["aipw"].effect

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import polars as pl
@@ -44,6 +44,7 @@ from scipy.stats import norm
 
 from ..modeling.threads import native_threads
 from ..stats.aipw import aipw_mean, crossfit_propensity, propensity_auc
+from ..stats.asking import known_ask_propensity
 from ..stats.cluster import (
     cluster_bootstrap_difference,
     cluster_codes,
@@ -74,6 +75,14 @@ class ArmData:
     f_insample_unlabeled: np.ndarray | None = None
     g_labeled: np.ndarray | None = None  # cluster (user) codes of the rated sessions; None: sessions independent
     g_unlabeled: np.ndarray | None = None  # ... and of the unrated ones (one coding for the whole arm)
+    q_labeled: np.ndarray | None = None  # the logged ask probability of the rated sessions (NaN: not logged)
+    q_unlabeled: np.ndarray | None = None  # ... and of the unrated ones (NaN: never asked, or not logged)
+
+    @property
+    def known_asking(self) -> bool:
+        """True when every rated session logged the probability its rating widget was shown with: AIPW's
+        propensity is then that known probability times the estimated answer probability (``stats.asking``)."""
+        return self.q_labeled is not None and len(self.y) > 0 and bool(np.isfinite(self.q_labeled).all())
 
     @property
     def clustered(self) -> bool:
@@ -99,6 +108,11 @@ def arm_data(
     """
     rated = sessions.filter(pl.col("labeled"))
     unrated = sessions.filter(~pl.col("labeled"))
+    q_rated = q_unrated = None
+    if "ask_probability" in sessions.columns:
+        q_rated, q_unrated = (
+            f["ask_probability"].cast(pl.Float64).fill_null(np.nan).to_numpy() for f in (rated, unrated)
+        )
     g_rated = g_unrated = None
     if by_user:
         codes = cluster_codes(sessions["user_id"].to_list())
@@ -124,6 +138,8 @@ def arm_data(
         insample_of(unrated),
         g_rated,
         g_unrated,
+        q_rated,
+        q_unrated,
     )
 
 
@@ -158,18 +174,31 @@ class MethodEstimate:
 
 
 def _selection(arm: ArmData, s: Settings) -> tuple[np.ndarray, np.ndarray, float]:
-    """The arm's rated mask (rated sessions first), cross-fit propensities, and their out-of-fold AUC."""
+    """The arm's rated mask (rated sessions first), cross-fit propensities, and their out-of-fold AUC.
+
+    With known asking (``ArmData.known_asking``) the propensity is the logged ask probability times the cross-fit
+    probability of answering an ask (``stats.asking.known_ask_propensity``); otherwise P(rated | x) is estimated
+    whole (``stats.aipw.crossfit_propensity``)."""
     X = np.vstack([arm.X_labeled, arm.X_unlabeled])
     rated = np.r_[np.ones(len(arm.y), bool), np.zeros(len(arm.f_unlabeled), bool)]
     # the logistic fits run in OpenBLAS, whose threads spin like OpenMP's: capped as model fits are
     with native_threads(s.threads):
-        propensity = crossfit_propensity(X, rated, seed=s.seed + 42)
-    return rated, propensity, propensity_auc(rated, propensity)
+        estimated = crossfit_propensity(X, rated, seed=s.seed + 42)
+        # the AUC says whether rated sessions look like the rest (PPI's assumption), however they came to be rated
+        auc = propensity_auc(rated, estimated)
+        if arm.known_asking:  # NaN for sessions never asked: AIPW reads only the rated sessions' propensities
+            q = np.r_[arm.q_labeled, arm.q_unlabeled]
+            return rated, known_ask_propensity(X, q, np.isfinite(q), rated, seed=s.seed + 42), auc
+    return rated, estimated, auc
 
 
 def _aipw_arm(arm: ArmData, rated: np.ndarray, propensity: np.ndarray, s: Settings):
     f_all = np.r_[arm.f_labeled, arm.f_unlabeled]
     clusters = np.r_[arm.g_labeled, arm.g_unlabeled] if arm.clustered else None
+    if arm.known_asking:  # a known probability is not clipped: clipping it only adds bias
+        clip = (float(propensity[rated].min()), 1.0)
+        result = aipw_mean(arm.y, f_all, rated, propensity, clip=clip, alpha=s.alpha, clusters=clusters)
+        return replace(result, note="; ".join(x for x in (result.note, "known ask probability") if x))
     return aipw_mean(arm.y, f_all, rated, propensity, alpha=s.alpha, clusters=clusters)
 
 

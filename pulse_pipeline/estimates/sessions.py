@@ -8,14 +8,16 @@ import polars as pl
 
 from ..warehouse import Warehouse
 
-KEYS = ("session_id", "experiment", "variant", "user_id", "labeled", "label", "prediction")
+KEYS = ("session_id", "experiment", "variant", "user_id", "labeled", "label", "prediction", "ask_probability")
 
 
 def assigned_sessions(wh: Warehouse) -> pl.DataFrame:
     """One row per assigned session: ``KEYS`` then the features of ``features.session_features``.
 
     ``label`` is the normalized rating (null when unrated); ``prediction`` the normalized cross-fit prediction
-    (null when the model stage made none). Features are null for a session the feature stage has not seen.
+    (null when the model stage made none); ``ask_probability`` the probability the rating widget was shown with
+    (``staging.session_asks``; null when no ask was logged). Features are null for a session the feature stage
+    has not seen.
     """
     has_features = wh.con.execute(
         "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'features'"
@@ -24,11 +26,13 @@ def assigned_sessions(wh: Warehouse) -> pl.DataFrame:
     features = ", f.* EXCLUDE (session_id, annotation_status)" if has_features else ""
     join = "LEFT JOIN features.session_features f USING (session_id)" if has_features else ""
     return wh.frame(f"""
-        SELECT a.session_id, a.experiment, a.variant, a.user_id, l.label IS NOT NULL AS labeled, l.label, p.prediction
+        SELECT a.session_id, a.experiment, a.variant, a.user_id, l.label IS NOT NULL AS labeled, l.label, p.prediction,
+               k.ask_probability
                {features}
         FROM staging.assignments a
         LEFT JOIN staging.session_labels l USING (session_id)
         LEFT JOIN modeling.predictions p USING (session_id)
+        LEFT JOIN staging.session_asks k USING (session_id)
         {join}
         ORDER BY a.session_id""")
 
