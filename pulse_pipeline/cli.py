@@ -137,8 +137,19 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from .runs import materialize
 
     home = PulseHome.from_env()
-    _say(f"coverage validation: {args.replications} replications per scenario on {args.workers} processes")
-    config = {"replications": args.replications, "seed": args.seed, "workers": args.workers}
+    from .estimates.validation import DEFAULT_SCENARIOS, SCENARIOS
+
+    scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()] if args.scenarios else []
+    unknown = [s for s in scenarios if s not in SCENARIOS]
+    if unknown:
+        _say(f"unknown scenario(s) {', '.join(unknown)}; choose from {', '.join(SCENARIOS)}")
+        return 2
+    scenarios = scenarios or list(DEFAULT_SCENARIOS)
+    _say(
+        f"coverage validation of {', '.join(scenarios)}: {args.replications} replications per scenario on "
+        f"{args.workers} processes"
+    )
+    config = {"replications": args.replications, "seed": args.seed, "workers": args.workers, "scenarios": scenarios}
     materialize(
         home, "key:estimates/coverage_validation", say=_say, op_config={"estimates__coverage_validation": config}
     )
@@ -155,7 +166,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from .estimates.validation import check_targets
 
     with duckdb.connect(str(home.warehouse), read_only=True) as con:
-        unmet = check_targets(con.sql("SELECT * FROM estimates.coverage_validation").pl())
+        unmet = check_targets(con.sql("SELECT * FROM estimates.coverage_validation").pl(), scenarios)
     if unmet:
         print("targets NOT met:\n  " + "\n  ".join(unmet))
         return 1
@@ -361,9 +372,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_demo)
 
     s = sub.add_parser("validate", help="coverage of every estimator over replications with a known effect")
-    s.add_argument("--replications", type=int, default=1000)
+    s.add_argument("--replications", type=int, default=500, help="per scenario (default 500)")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--workers", type=int, default=2)
+    s.add_argument(
+        "--scenarios",
+        help="comma-separated: random, self_selected, user_assigned, peeking, active, active_varying (default: all)",
+    )
     s.set_defaults(func=cmd_validate)
 
     s = sub.add_parser("power", help="minimum detectable effect and ratings needed, for planning a test")

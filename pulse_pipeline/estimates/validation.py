@@ -57,6 +57,7 @@ given ``seed``: replication i of scenario s uses a seed derived from (seed, s, i
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
 import time
@@ -222,17 +223,34 @@ def replicate_user_assigned(
     return rows + _scored(scenario, session, theta, SESSION_SUFFIX)
 
 
+@dataclass(frozen=True)
+class Elsewhere:
+    """A replication function of a scenario module that imports this one (``peeking``, ``active``): named as
+    ``module:function`` and imported at its first call, in the worker that runs it. A frozen dataclass pickles,
+    so spawned workers receive it like a function."""
+
+    path: str
+
+    def __call__(self, *args, **kwargs):
+        module, name = self.path.split(":")
+        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+
 Replicate = Callable[..., list[ReplicationRow]]
 SCENARIOS: dict[str, Replicate] = {
     "random": replicate,
     "self_selected": replicate,
     "user_assigned": replicate_user_assigned,
+    "peeking": Elsewhere("pulse_pipeline.estimates.peeking:replicate_peeking"),
+    "active": Elsewhere("pulse_pipeline.estimates.active:replicate_active"),
+    "active_varying": Elsewhere("pulse_pipeline.estimates.active:replicate_active"),
 }
 """Scenario name -> its replication: ``fn(seed, scenario, **options) -> rows`` (``ReplicationRow`` or dicts
 with its fields), ``options`` being what ``validate`` was given (``n_per_arm``, ``rated_fraction``, ``family``;
 unset ones keep the function's defaults). A scenario added here runs under ``pulse validate --scenarios``; the
 function must be importable at module level (spawned workers receive it by reference)."""
-DEFAULT_SCENARIOS: tuple[str, ...] = ("random", "self_selected", "user_assigned")
+DEFAULT_SCENARIOS: tuple[str, ...] = tuple(SCENARIOS)
+"""Every scenario: ``pulse validate`` runs them all by default (500 replications each: ~18 min on 2 cores)."""
 
 
 def _replication_seed(seed: int, scenario: str, i: int) -> int:
@@ -250,7 +268,8 @@ def _init_worker() -> None:
 
 def _run(args: tuple[Replicate, int, str, dict]) -> list[dict]:
     fn, seed, scenario, options = args
-    return [r if isinstance(r, dict) else asdict(r) for r in fn(seed, scenario, **options)]
+    rows = [r if isinstance(r, dict) else asdict(r) for r in fn(seed, scenario, **options)]
+    return [{k: r[k] for k in ReplicationRow.__dataclass_fields__} for r in rows]  # extra keys (n_rated) dropped
 
 
 def summarize(rows: Sequence[dict]) -> pl.DataFrame:
@@ -390,10 +409,28 @@ def _user_assigned_targets(t: _Targets) -> None:
         t.below("user_assigned", name, "coverage", USER_SESSION_MAX_COVERAGE, " (ignoring the unit shows)")
 
 
+def _peeking_targets(t: _Targets) -> None:
+    from .peeking import check_peeking  # peeking imports this module
+
+    t.unmet += check_peeking(t.frame)
+
+
+def _active_targets(scenario: str) -> Callable[[_Targets], None]:
+    def check(t: _Targets) -> None:
+        from .active import check_active  # active imports this module
+
+        t.unmet += check_active(t.frame.filter(pl.col("scenario") == scenario))
+
+    return check
+
+
 TARGETS: dict[str, Callable[[_Targets], None]] = {
     "random": _random_targets,
     "self_selected": _self_selected_targets,
     "user_assigned": _user_assigned_targets,
+    "peeking": _peeking_targets,
+    "active": _active_targets("active"),
+    "active_varying": _active_targets("active_varying"),
 }
 """Scenario name -> the function that checks its targets (module docstring); a scenario without one has none."""
 

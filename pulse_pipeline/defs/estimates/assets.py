@@ -79,7 +79,7 @@ def intervals_are_not_too_good(warehouse: WarehouseResource) -> dg.AssetCheckRes
 
 
 class ValidationConfig(dg.Config):
-    replications: int = 1000
+    replications: int = 500
     seed: int = 0
     workers: int = 2
     scenarios: list[str] | None = None  # names in validation.SCENARIOS; None: validation.DEFAULT_SCENARIOS
