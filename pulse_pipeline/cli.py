@@ -88,7 +88,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         home,
         "Did the treatment make users happier? Effect on the normalized rating (0-1), 95 % intervals:",
         """
-        SELECT experiment, treatment || ' vs ' || control AS comparison, method,
+        SELECT experiment, treatment || ' vs ' || control AS comparison, unit, method,
                printf('%+.3f', effect) AS effect, printf('[%+.3f, %+.3f]', ci_low, ci_high) AS ci95,
                printf('%.3f', p_value) AS p, printf('%.3f', p_holm) AS p_holm,
                printf('%.2f', width_vs_naive) AS width_vs_naive, coalesce(flags, '') AS flags
@@ -116,6 +116,20 @@ def cmd_demo(args: argparse.Namespace) -> int:
         FROM estimates.power p
         LEFT JOIN (SELECT DISTINCT experiment, p_value, mismatch FROM estimates.srm_check) s USING (experiment)
         ORDER BY 1, 2""",
+    )
+    _show(
+        home,
+        "The randomization unit of each experiment (user: intervals clustered by user):",
+        "SELECT DISTINCT experiment, unit, unit_source, sessions_excluded FROM estimates.experiment_effects ORDER BY 1",
+    )
+    _show(
+        home,
+        f"Where to ask for ratings (the ask policy, exported to {home.root / 'ask_policy'}; error model terms):",
+        """
+        SELECT term, printf('%+.3f', coefficient) AS coefficient, printf('%.3f', multiplier) AS multiplier,
+               printf('%.2f', floor) AS floor, printf('%.1f', budget_per_day) AS asks_per_day,
+               fitted_on_ratings AS ratings, coalesce(note, '') AS note
+        FROM estimates.ask_policy ORDER BY term = '(intercept)' DESC, abs(coefficient) DESC""",
     )
     _show(
         home,
