@@ -1,5 +1,5 @@
 """The ``active`` validation scenarios: a replication's shape and ratings budget, and the summary and targets on
-rows worked out by hand (the full run is a command: ``estimates.active.validate_active``)."""
+rows worked out by hand (the full run is a command: ``pulse validate --scenarios active,active_varying``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import math
 import polars as pl
 import pytest
 
-from pulse_pipeline.estimates.active import METHODS, check_active, replicate_active, summarize_active, width_ratios
-from pulse_pipeline.estimates.validation import truth
+from pulse_pipeline.estimates.active import METHODS, check_active, replicate_active, width_ratios
+from pulse_pipeline.estimates.validation import summarize, truth
 
 
 @pytest.mark.parametrize("scenario", ["active", "active_varying"])
@@ -40,7 +40,7 @@ def test_summary_and_targets_by_hand():
         + _rows("active_varying", "uniform", [True] * 19 + [False], 0.30)
         + _rows("active_varying", "active", [True] * 19 + [False], 0.33)  # wider: unmet
     )
-    frame = summarize_active(rows)
+    frame = summarize(rows)
     assert frame.columns == ["scenario", "method", "coverage", "mean_width", "bias", "replications", "share_flagged"]
     assert frame.filter(pl.col("method") == "active")["coverage"].to_list() == [0.90, 0.95]
     assert width_ratios(frame) == pytest.approx({"active": 0.9, "active_varying": 1.1})

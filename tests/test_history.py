@@ -23,8 +23,8 @@ from pulse_pipeline.estimates.history import (
     with_days,
 )
 from pulse_pipeline.estimates.peeking import METHODS as PEEKING_METHODS
-from pulse_pipeline.estimates.peeking import NULL_PARAMS, check_peeking, replicate_peeking, validate_peeking
-from pulse_pipeline.estimates.validation import ReplicationRow
+from pulse_pipeline.estimates.peeking import NULL_PARAMS, check_peeking, replicate_peeking
+from pulse_pipeline.estimates.validation import ReplicationRow, validate
 from pulse_pipeline.synth.model import ArmEffect, simulate_sessions
 from pulse_pipeline.warehouse import Warehouse
 
@@ -216,7 +216,7 @@ def test_peeking_targets_and_a_smoke_run():
         "peeking ppi coverage at every look <= 90% (peeking's harm shows): got 95.0%",
         "peeking ppi_cs coverage at every look >= 95%: no row",
     ]
-    smoke = validate_peeking(2, seed=1, workers=1, n_per_arm=300, looks=3)
+    smoke = validate(2, ("peeking",), seed=1, workers=1, n_per_arm=300)  # the registry runs the scenario
     assert sorted(smoke["method"]) == sorted(PEEKING_METHODS)
     assert smoke["replications"].to_list() == [2] * 6 and smoke["share_flagged"].to_list() == [0.0] * 6
 

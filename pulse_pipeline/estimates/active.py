@@ -34,22 +34,17 @@ The scenarios:
 Targets (``check_active``): coverage 93-97 % for both methods in both scenarios, and the active interval narrower
 than uniform in ``active_varying`` (width ratio below 1); the ratios are reported by ``width_ratios``.
 
-Measured (``validate_active``: 500 replications per scenario, seed 0, 8 min on 2 cores): active uniform 93.6 %,
-active 93.8 %, width ratio 1.02; active_varying uniform 94.4 %, active 95.4 %, width ratio 0.90. Every target met.
+Measured (``pulse validate --scenarios active,active_varying``: 500 replications per scenario, seed 0, 8 min on 2
+cores): active uniform 93.6 %, active 93.8 %, width ratio 1.02; active_varying uniform 94.4 %, active 95.4 %, width
+ratio 0.90. Every target met.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
 
 import numpy as np
 import polars as pl
-from threadpoolctl import threadpool_limits
 
 from ..modeling.crossfit import crossfit_predict
 from ..stars import stars_to_label
@@ -164,68 +159,6 @@ def replicate_active(
             }
         )
     return rows
-
-
-def _init_worker() -> None:
-    # the pool's processes fill the cores: keep each one single-threaded
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = "1"
-    threadpool_limits(1)
-    truth()
-
-
-def _run(args: tuple[int, str]) -> list[dict]:
-    return replicate_active(*args)
-
-
-def _seed(seed: int, scenario: str, i: int) -> int:
-    return int(np.random.SeedSequence([seed, SCENARIOS.index(scenario) + 101, i]).generate_state(1)[0])
-
-
-def summarize_active(rows: Sequence[dict]) -> pl.DataFrame:
-    """One row per scenario x method: coverage, mean_width, bias, replications, share_flagged (the columns of
-    ``estimates.coverage_validation``)."""
-    return (
-        pl.DataFrame(list(rows))
-        .group_by("scenario", "method", maintain_order=True)
-        .agg(
-            pl.col("covered").mean().alias("coverage"),
-            pl.col("width").mean().alias("mean_width"),
-            pl.col("error").mean().alias("bias"),
-            pl.len().cast(pl.Int64).alias("replications"),
-            pl.col("flagged").mean().alias("share_flagged"),
-        )
-    )
-
-
-def validate_active(
-    replications: int = DEFAULT_REPLICATIONS,
-    scenarios: Sequence[str] = SCENARIOS,
-    seed: int = 0,
-    workers: int = 2,
-    progress: Callable[[str], None] | None = None,
-) -> pl.DataFrame:
-    """``replications`` replications per scenario in ``workers`` spawned processes (<= 1: here), summarized.
-    Deterministic in ``seed`` (replication i of a scenario uses a seed derived from (seed, scenario, i))."""
-    jobs = [(_seed(seed, s, i), s) for s in scenarios for i in range(replications)]
-    start, rows = time.monotonic(), []
-
-    def report(done: int) -> None:
-        if progress is not None and (done % 25 == 0 or done == len(jobs)):
-            progress(f"active validation: {done}/{len(jobs)} replications ({time.monotonic() - start:.0f} s)")
-
-    if workers <= 1:
-        with threadpool_limits(1):
-            for i, job in enumerate(jobs):
-                rows += _run(job)
-                report(i + 1)
-    else:
-        pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"), initializer=_init_worker)
-        with pool:
-            for i, block in enumerate(pool.map(_run, jobs, chunksize=1)):
-                rows += block
-                report(i + 1)
-    return summarize_active(rows)
 
 
 def width_ratios(frame: pl.DataFrame) -> dict[str, float]:

@@ -51,15 +51,10 @@ Deterministic in ``seed``: replication i uses a seed derived from (seed, "peekin
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
-from multiprocessing import get_context
 
 import numpy as np
 import polars as pl
-from threadpoolctl import threadpool_limits
 
 from ..modeling.crossfit import crossfit_predict
 from ..stars import stars_to_label
@@ -73,13 +68,8 @@ from .validation import (
     DEFAULT_N_PER_ARM,
     EXPERIMENT,
     PARAMS,
-    PROGRESS_EVERY,
     TREATMENT,
-    _init_worker,
-    _replication_seed,
-    _run,
     _value,
-    summarize,
 )
 
 SCENARIO = "peeking"
@@ -177,43 +167,3 @@ def check_peeking(frame: pl.DataFrame) -> list[str]:
             elif not ok(v):
                 unmet.append(f"{SCENARIO} {method} coverage at every look {target}: got {v:.1%}")
     return unmet
-
-
-def validate_peeking(
-    replications: int,
-    seed: int = 0,
-    workers: int = 2,
-    progress: Callable[[str], None] | None = None,
-    *,
-    n_per_arm: int = DEFAULT_N_PER_ARM,
-    looks: int = DEFAULT_LOOKS,
-) -> pl.DataFrame:
-    """Run ``replications`` replications and ``validation.summarize`` them, until ``pulse validate --scenarios``
-    runs this scenario through ``validation.SCENARIOS`` (then this runner is redundant).
-
-    ``workers`` spawned processes set up as ``validation.validate``'s (``workers <= 1``: here, single-threaded);
-    results are collected in replication order, so the figures depend on ``seed`` only.
-    """
-    if replications < 1:
-        raise ValueError(f"replications must be >= 1; got {replications}")
-    options = {"n_per_arm": n_per_arm, "looks": looks}
-    jobs = [(replicate_peeking, _replication_seed(seed, SCENARIO, i), SCENARIO, options) for i in range(replications)]
-    rows: list[dict] = []
-    start = time.monotonic()
-
-    def report(done: int) -> None:
-        if progress is not None and (done % PROGRESS_EVERY == 0 or done == len(jobs)):
-            progress(f"peeking: {done}/{len(jobs)} replications ({time.monotonic() - start:.0f} s)")
-
-    if workers <= 1:
-        with threadpool_limits(1):
-            for i, job in enumerate(jobs):
-                rows += _run(job)
-                report(i + 1)
-    else:
-        ctx = get_context("spawn")
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker) as pool:
-            for i, block in enumerate(pool.map(_run, jobs, chunksize=1)):
-                rows += block
-                report(i + 1)
-    return summarize(rows)
