@@ -271,3 +271,39 @@ def test_a_frame_without_user_ids_counts_sessions(history):
     # repr: NaN != NaN, but the rows' reprs are equal when every field is
     assert [repr(r) for r in rows if r.experiment == "thin"] == [repr(r) for r in history_rows(thin, CONTROLS)]
     assert expected_looks(thin, CONTROLS) == {("thin", "b"): [D1, D2]}
+
+
+def test_every_look_reads_the_whole_periods_propensities(history):
+    """Every look reads each arm's propensity cross-fit once on the whole period, so at the last look (every dated
+    session) the aipw row is exactly what ``compare`` gives on those sessions, propensities fitted there."""
+    from pulse_pipeline.estimates.effects import Settings, arm_data, compare
+
+    frame, rows = history
+    dated = frame.filter((pl.col("experiment") == "e") & pl.col("day").is_not_null())
+    features = ["user_messages"]
+    s = Settings(n_resamples=100, n_permutations=100)
+    whole = {
+        r.method: r
+        for r in compare(*(arm_data(v, dated.filter(pl.col("variant") == v), features) for v in ("b", "a")), s)[0]
+    }
+    last = next(r for r in rows if r.experiment == "e" and r.method == "aipw" and r.day == D3)
+    assert last.effect == pytest.approx(whole["aipw"].effect, rel=1e-12)
+    assert last.ci_low == pytest.approx(whole["aipw"].ci_low, rel=1e-12)
+    # an earlier look: the same whole-period propensities, restricted to the sessions started by D1
+    from dataclasses import replace as replace_arm
+
+    from pulse_pipeline.estimates.effects import propensities
+
+    def arm_at_d1(v: str):
+        arm = dated.filter(pl.col("variant") == v)
+        p = propensities(arm_data(v, arm, features), s)  # rated first, then unrated
+        ids = pl.concat([arm.filter(pl.col("labeled"))["session_id"], arm.filter(~pl.col("labeled"))["session_id"]])
+        on_d1 = set(arm.filter(pl.col("day") <= D1)["session_id"])
+        keep = np.array([i in on_d1 for i in ids])
+        rated = np.r_[np.ones(int(arm["labeled"].sum()), bool), np.zeros(int((~arm["labeled"]).sum()), bool)]
+        a = arm_data(v, arm.filter(pl.col("day") <= D1), features)
+        return replace_arm(a, propensity_labeled=p[keep & rated], propensity_unlabeled=p[keep & ~rated])
+
+    at_d1 = {r.method: r for r in compare(arm_at_d1("b"), arm_at_d1("a"), s)[0]}
+    first = next(r for r in rows if r.experiment == "e" and r.method == "aipw" and r.day == D1)
+    assert first.effect == pytest.approx(at_d1["aipw"].effect, rel=1e-12)

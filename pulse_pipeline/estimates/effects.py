@@ -77,6 +77,9 @@ class ArmData:
     g_unlabeled: np.ndarray | None = None  # ... and of the unrated ones (one coding for the whole arm)
     q_labeled: np.ndarray | None = None  # the logged ask probability of the rated sessions (NaN: not logged)
     q_unlabeled: np.ndarray | None = None  # ... and of the unrated ones (NaN: never asked, or not logged)
+    # P(rated | x) made beforehand, e.g. ``history``'s over the whole period (as its predictions are); None: here
+    propensity_labeled: np.ndarray | None = None
+    propensity_unlabeled: np.ndarray | None = None
 
     @property
     def known_asking(self) -> bool:
@@ -113,6 +116,9 @@ def arm_data(
         q_rated, q_unrated = (
             f["ask_probability"].cast(pl.Float64).fill_null(np.nan).to_numpy() for f in (rated, unrated)
         )
+    p_rated = p_unrated = None
+    if "propensity" in sessions.columns:
+        p_rated, p_unrated = (f["propensity"].cast(pl.Float64).to_numpy() for f in (rated, unrated))
     g_rated = g_unrated = None
     if by_user:
         codes = cluster_codes(sessions["user_id"].to_list())
@@ -140,6 +146,8 @@ def arm_data(
         g_unrated,
         q_rated,
         q_unrated,
+        p_rated,
+        p_unrated,
     )
 
 
@@ -181,6 +189,9 @@ def _selection(arm: ArmData, s: Settings) -> tuple[np.ndarray, np.ndarray, float
     whole (``stats.aipw.crossfit_propensity``)."""
     X = np.vstack([arm.X_labeled, arm.X_unlabeled])
     rated = np.r_[np.ones(len(arm.y), bool), np.zeros(len(arm.f_unlabeled), bool)]
+    if arm.propensity_labeled is not None and arm.propensity_unlabeled is not None:
+        propensity = np.r_[arm.propensity_labeled, arm.propensity_unlabeled]
+        return rated, propensity, propensity_auc(rated, propensity)
     # the logistic fits run in OpenBLAS, whose threads spin like OpenMP's: capped as model fits are
     with native_threads(s.threads):
         estimated = crossfit_propensity(X, rated, seed=s.seed + 42)
@@ -190,6 +201,12 @@ def _selection(arm: ArmData, s: Settings) -> tuple[np.ndarray, np.ndarray, float
             q = np.r_[arm.q_labeled, arm.q_unlabeled]
             return rated, known_ask_propensity(X, q, np.isfinite(q), rated, seed=s.seed + 42), auc
     return rated, estimated, auc
+
+
+def propensities(arm: ArmData, s: Settings) -> np.ndarray:
+    """The arm's P(rated | x) as ``compare`` makes it (rated sessions first, then unrated): known asking's or a
+    whole cross-fit estimate. ``history`` makes it once for the whole period and passes it to every look."""
+    return _selection(arm, s)[1]
 
 
 def _aipw_arm(arm: ArmData, rated: np.ndarray, propensity: np.ndarray, s: Settings):

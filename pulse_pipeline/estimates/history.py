@@ -25,8 +25,9 @@ Choices:
   out (compare runs it with ``RESAMPLES`` resamples here, only because it always runs; its row is dropped), and
   ``ppi_insample`` (never valid) is not computed.
 - Predictions are the stored cross-fit predictions (``modeling.predictions``), fit on every label known when
-  the model stage last ran, and so are the propensity fits of ``aipw``: a re-run's history is a retrospective
-  on today's model, not what the pipeline showed on day d.
+  the model stage last ran, and so are the propensities of ``aipw``: cross-fit once per arm on the whole period
+  (``effects.propensities``) and read by every look. A re-run's history is a retrospective on today's model, not
+  what the pipeline showed on day d.
 - Looks. One per day with at least one session of the experiment. An experiment whose sessions span more than
   ``max_looks`` such days is looked at once per period of k = ceil(span / max_looks) calendar days instead (the
   period's last day with data; the row's note says so), so hundreds of days cost at most ``max_looks`` compares
@@ -48,7 +49,7 @@ import polars as pl
 
 from ..stats.sequential import DEFAULT_PLANNED_N, confidence_sequence
 from ..warehouse import Warehouse
-from .effects import Settings, arm_data, compare
+from .effects import Settings, arm_data, compare, propensities
 from .experiments import experiments_of, for_unit, units_of
 from .sessions import feature_names
 
@@ -186,6 +187,21 @@ def _look_rows(
     return rows
 
 
+def _with_propensity(
+    arms: pl.DataFrame, variants: Sequence[str], features: list[str], s: Settings, by_user: bool
+) -> pl.DataFrame:
+    """``arms`` with a ``propensity`` column: each arm's P(rated | x) cross-fit once on the whole period, which every
+    look then reads (as it reads the whole period's predictions). Fitting it again at every look cost ~70 ms a look,
+    nearly all of the history's time."""
+    parts = []
+    for variant in variants:
+        arm = arms.filter(pl.col("variant") == variant)
+        ids = pl.concat([arm.filter(pl.col("labeled"))["session_id"], arm.filter(~pl.col("labeled"))["session_id"]])
+        p = propensities(arm_data(variant, arm, features, by_user=by_user), s)
+        parts.append(pl.DataFrame({"session_id": ids, "propensity": p}))
+    return arms.join(pl.concat(parts), on="session_id", how="left")
+
+
 def _join_notes(*notes: str | None) -> str | None:
     return "; ".join(n for n in notes if n) or None
 
@@ -239,6 +255,7 @@ def history_rows(
                                note=_join_notes("no session of this comparison has a start time", undated_note))
                 )  # fmt: skip
                 continue
+            arms = _with_propensity(arms, (treatment, exp.control), features, s, by_user)
             looks, period = look_days(arms["day"].to_list(), max_looks)
             period_note = f"one look per {period} days (history capped at {max_looks} looks)" if period > 1 else None
             rated_before = -1
