@@ -69,3 +69,9 @@ def test_text_is_vectorized_the_same_in_chunks(monkeypatch):
     chunked = vectorize(ids, messages)
     assert whole.terms == chunked.terms and np.array_equal(whole.rows, chunked.rows)
     assert (whole.Z != chunked.Z).nnz == 0 and whole.Z.shape == (90, len(whole.terms))
+
+
+def test_the_forest_gets_one_thread_in_a_worker_or_on_few_rows():
+    assert workers.forest_threads(workers.MIN_ROWS - 1) == 1  # threads cost more than they save on a few rows
+    assert workers.forest_threads(workers.MIN_ROWS, workers=2) == 1  # the worker processes share the cores out
+    assert workers.forest_threads(workers.MIN_ROWS) is None  # alone on many rows: every usable core

@@ -43,6 +43,7 @@ from sklearn.pipeline import Pipeline
 from .families import FAMILIES, make_model
 from .text import FoldTextScores, TextFeature, fit_text_regression
 from .threads import native_threads
+from .workers import forest_threads
 
 METRICS: tuple[str, ...] = ("mse", "mae", "pearson")
 """The metrics of ``CVResult.metrics``, in order (the paper's Table 2 rows)."""
@@ -256,7 +257,8 @@ def _fit_folds(
     for f, (train, test) in enumerate(splits):
         model = None
         if text_folds is None:
-            model = make_model(family, random_state=seed, threads=threads).fit(X[train], y[train])
+            model = make_model(family, random_state=seed, threads=threads, forest_jobs=forest_threads(len(y)))
+            model.fit(X[train], y[train])
             oof[test] = model.predict(X[test])
             unlabeled.append(model.predict(Xu) if Xu.shape[0] else np.empty(0))
             train_rows.append(train)
@@ -268,7 +270,7 @@ def _fit_folds(
                 oof[test] = t.held_out_scores
                 unlabeled.append(t.unlabeled_scores)
             else:
-                model = make_model(family, random_state=seed, threads=threads)
+                model = make_model(family, random_state=seed, threads=threads, forest_jobs=forest_threads(len(y)))
                 model.fit(np.column_stack([X[train], t.train_scores]), y[train])
                 oof[test] = model.predict(np.column_stack([X[test], t.held_out_scores]))
                 has_rows = Xu.shape[0] > 0
@@ -419,7 +421,8 @@ def insample_predict(
             if text is not None:
                 X = np.column_stack([X, s_l])
                 Xu = np.column_stack([Xu, s_u]) if Xu.shape[0] else np.empty((0, X.shape[1]))
-            model = make_model(family, random_state=seed, threads=n_threads).fit(X, y)
+            model = make_model(family, random_state=seed, threads=n_threads, forest_jobs=forest_threads(len(y)))
+            model.fit(X, y)
             fitted, unlabeled, models = model.predict(X), _mean_prediction((model,), Xu), (model,)
     n = y.shape[0]
     return CrossFit(

@@ -71,7 +71,7 @@ from .crossfit import (
 from .families import FAMILIES, make_model
 from .text import FoldTextScores, TextFeature
 from .threads import native_threads
-from .workers import map_jobs, workers_for
+from .workers import forest_threads, map_jobs, workers_for
 
 STACK = "stack"
 """The stack's family name (in ``settings.MODEL_FAMILIES``, last: a tie goes to a single family)."""
@@ -312,7 +312,7 @@ def cross_validate_all(
     with native_threads(threads) as n_threads:
         folds_of = dict(zip(seeds, map_jobs(outer_folds, [(y, k_used, s, text) for s in seeds], workers), strict=True))
         jobs = [
-            (X, y, no_rows, f, folds_of[s], s, n_threads, with_stack, False, 1 if workers > 1 else None)
+            (X, y, no_rows, f, folds_of[s], s, n_threads, with_stack, False, forest_threads(y.shape[0], workers))
             for f in _longest_first(families)
             for s in seeds
         ]
@@ -359,7 +359,7 @@ def stack_crossfit_predict(
     workers = workers_for(len(families), y.shape[0])
     with native_threads(threads) as n_threads:
         order = _longest_first(families)
-        jobs = [(X, y, Xu, f, folds, seed, n_threads, True, True, 1 if workers > 1 else None) for f in order]
+        jobs = [(X, y, Xu, f, folds, seed, n_threads, True, True, forest_threads(y.shape[0], workers)) for f in order]
         by_family = dict(zip(order, map_jobs(_fit_family, jobs, workers), strict=True))
         fits = [by_family[f] for f in families]
     stack = blend(fits, y, folds)
