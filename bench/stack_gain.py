@@ -88,20 +88,14 @@ def main() -> None:
         for r in results:
             m = r.metric("pearson")
             print(f"{label + ': ' + r.family:<30} {m.mean:7.3f} {m.sd:14.3f}")
-    best = max((r for r in before if r.family in TABULAR), key=lambda r: r.metric("pearson").mean)
-    d = per_seed_r(after, STACK) - per_seed_r(before, best.family)
-    print(
-        f"\nstack (after) - {best.family} (before), paired over {len(seeds)} seeds: "
-        f"{d.mean():+.3f} ± {d.std(ddof=1) / np.sqrt(len(d)):.3f} (standard error); "
-        f"the stack wins {int((d > 0).sum())} of {len(d)} seeds"
-    )
-    best_after = max((r for r in after if r.family in TABULAR), key=lambda r: r.metric("pearson").mean)
-    d_after = per_seed_r(after, STACK) - per_seed_r(after, best_after.family)
-    print(
-        f"stack - {best_after.family} (both after), paired: {d_after.mean():+.3f} ± "
-        f"{d_after.std(ddof=1) / np.sqrt(len(d_after)):.3f}; the stack wins {int((d_after > 0).sum())} of "
-        f"{len(d_after)} seeds"
-    )
+    print()
+    for label, base in (("before", before), ("after", after)):
+        best = max((r for r in base if r.family in TABULAR), key=lambda r: r.metric("pearson").mean)
+        d = per_seed_r(after, STACK) - per_seed_r(base, best.family)
+        print(
+            f"stack (after) - {best.family} ({label}), paired over {len(seeds)} seeds: {d.mean():+.3f} ± "
+            f"{d.std(ddof=1) / np.sqrt(len(d)):.3f} (standard error); the stack wins {int((d > 0).sum())} of {len(d)}"
+        )
     print(f"cross-validation: {seconds:.1f} s")
 
 
