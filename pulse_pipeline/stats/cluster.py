@@ -25,7 +25,7 @@ from dataclasses import replace
 import numpy as np
 from scipy import stats
 
-from .naive import _CHUNK_ENTRIES, Interval, _as_1d, _check_alpha, _empty_arm_interval
+from .naive import _CHUNK_ENTRIES, Interval, _as_1d, _check_alpha, _empty_arm_interval, block_permutation_pvalue
 from .ppi import ArmMean, _arm, _z, ppi_mean
 
 
@@ -157,38 +157,12 @@ def cluster_permutation_pvalue(y_t, g_t, y_c, g_c, n_permutations: int = 10_000,
     Under the null of no effect a user's ratings are exchangeable between arms as a block (the user was
     randomized, not the session), so each permutation gives a random G_t of the pooled G users to treatment and
     recomputes stat = sum S / sum n (treatment) - the same (control); p = (1 + #{|stat_b| >= |stat_obs|}) / (1 + B).
-    The random keys, chunks and tie tolerance mirror ``naive.permutation_pvalue``: with one rating per user the
-    two agree exactly for the same seed. An empty arm gives 1.0.
+    The loop is ``naive.block_permutation_pvalue`` over users' totals: with one rating per user the p-value equals
+    ``naive.permutation_pvalue``'s for the same seed. An empty arm gives 1.0.
     """
-    if n_permutations < 1:
-        raise ValueError("n_permutations must be at least 1")
     st, nt = _totals(y_t, g_t, "y_t")
     sc, nc = _totals(y_c, g_c, "y_c")
-    if st.size == 0 or sc.size == 0:
-        return 1.0
-    s, n = np.concatenate([st, sc]), np.concatenate([nt, nc])
-    m = s.size
-    s_total, n_total = float(s.sum()), float(n.sum())
-    small_is_t = st.size <= sc.size
-    k = st.size if small_is_t else sc.size
-    obs = abs(float(st.sum() / nt.sum() - sc.sum() / nc.sum()))
-    tol = 1e-12 * max(1.0, obs)
-    rng = np.random.default_rng(seed)
-    chunk = max(1, min(256, _CHUNK_ENTRIES // m))
-    count = 0
-    for start in range(0, n_permutations, chunk):
-        b = min(chunk, n_permutations - start)
-        keys = rng.random((b, m))
-        if k < m:
-            idx = np.argpartition(keys, k - 1, axis=1)[:, :k]
-            s_small, n_small = s[idx].sum(axis=1), n[idx].sum(axis=1)
-        else:
-            s_small, n_small = np.full(b, s_total), np.full(b, n_total)
-        s_t, n_t = (s_small, n_small) if small_is_t else (s_total - s_small, n_total - n_small)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            stat = s_t / n_t - (s_total - s_t) / (n_total - n_t)
-        count += int(np.count_nonzero(np.abs(stat) >= obs - tol))
-    return (1.0 + count) / (1.0 + n_permutations)
+    return block_permutation_pvalue(st, nt, sc, nc, n_permutations, seed)
 
 
 def clustered_ppi_mean(

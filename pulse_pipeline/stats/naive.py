@@ -183,19 +183,28 @@ def permutation_pvalue(y_t, y_c, n_permutations: int = 10_000, seed: int = 0) ->
     Returns:
         The p-value in (0, 1]. If an arm is empty there is nothing to compare and 1.0 is returned.
     """
+    y_t, y_c = _as_1d(y_t, "y_t"), _as_1d(y_c, "y_c")
+    return block_permutation_pvalue(y_t, np.ones(y_t.size), y_c, np.ones(y_c.size), n_permutations, seed)
+
+
+def block_permutation_pvalue(s_t, n_t, s_c, n_c, n_permutations: int = 10_000, seed: int = 0) -> float:
+    """``permutation_pvalue`` for blocks of ratings that move between arms together: block j has the sum s_j and
+    the count n_j of its ratings, a permutation gives a random subset of as many blocks as treatment had to
+    treatment, and stat = sum s / sum n (treatment) - the same (control). With every block one rating (n = 1) it is
+    ``permutation_pvalue`` exactly; ``cluster.cluster_permutation_pvalue`` passes users' totals. 1.0 when an arm
+    has no block."""
     if n_permutations < 1:
         raise ValueError("n_permutations must be at least 1")
-    y_t, y_c = _as_1d(y_t, "y_t"), _as_1d(y_c, "y_c")
-    n_t, n_c = y_t.size, y_c.size
-    if n_t == 0 or n_c == 0:
+    s_t, n_t, s_c, n_c = (np.asarray(x, dtype=np.float64).reshape(-1) for x in (s_t, n_t, s_c, n_c))
+    if s_t.size == 0 or s_c.size == 0:
         return 1.0
-    z = np.concatenate([y_t, y_c])
-    m = z.size
-    total = float(z.sum())
-    # Draw the smaller arm; its sum S_small determines the statistic (S_t = S_small or T - S_small).
-    small_is_t = n_t <= n_c
-    k = n_t if small_is_t else n_c
-    obs = abs(float(y_t.mean() - y_c.mean()))
+    s, n = np.concatenate([s_t, s_c]), np.concatenate([n_t, n_c])
+    m = s.size
+    s_total, n_total = float(s.sum()), float(n.sum())
+    # Draw the smaller arm; its sums determine the statistic (treatment's = the drawn ones or the rest).
+    small_is_t = s_t.size <= s_c.size
+    k = s_t.size if small_is_t else s_c.size
+    obs = abs(float(s_t.sum() / n_t.sum() - s_c.sum() / n_c.sum()))
     tol = 1e-12 * max(1.0, obs)
     rng = np.random.default_rng(seed)
     chunk = max(1, min(256, _CHUNK_ENTRIES // m))
@@ -205,10 +214,11 @@ def permutation_pvalue(y_t, y_c, n_permutations: int = 10_000, seed: int = 0) ->
         keys = rng.random((b, m))
         if k < m:
             idx = np.argpartition(keys, k - 1, axis=1)[:, :k]
-            s_small = z[idx].sum(axis=1)
+            s_small, n_small = s[idx].sum(axis=1), n[idx].sum(axis=1)
         else:
-            s_small = np.full(b, total)
-        s_t = s_small if small_is_t else total - s_small
-        stat = s_t / n_t - (total - s_t) / n_c
+            s_small, n_small = np.full(b, s_total), np.full(b, n_total)
+        s_tr, n_tr = (s_small, n_small) if small_is_t else (s_total - s_small, n_total - n_small)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            stat = s_tr / n_tr - (s_total - s_tr) / (n_total - n_tr)
         count += int(np.count_nonzero(np.abs(stat) >= obs - tol))
     return (1.0 + count) / (1.0 + n_permutations)
