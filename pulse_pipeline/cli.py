@@ -280,6 +280,9 @@ def cmd_sql(args: argparse.Namespace) -> int:
                 rel.write_csv("/dev/stdout")
             else:
                 rel.show(max_rows=args.max_rows, max_width=200)
+    except duckdb.Error as e:  # a typo in the query is the user's to fix: say what DuckDB said, no traceback
+        _say(f"query failed: {e}")
+        return 2
     finally:
         con.close()
     return 0
