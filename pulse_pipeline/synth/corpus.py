@@ -17,6 +17,7 @@ Files starting with ``_`` are not data: an ingest must skip them.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -174,8 +175,11 @@ def write_corpus(
     *,
     rated_fraction: float = 0.05,
     params: GeneratorParams | None = None,
+    advance: Callable[[int, int], None] | None = None,
 ) -> CorpusSummary:
     """Simulate ``n_sessions`` sessions and write the corpus folder (see the module docstring).
+
+    ``advance(1, n_sessions)`` is called as each session is rendered (a progress bar: ``progress.py``).
 
     Deterministic: the same arguments give byte-identical files. Each session is rendered with its own
     ``random.Random(f"{seed}/{index}")``, so a session's events do not depend on the file split. Stale
@@ -205,6 +209,8 @@ def write_corpus(
             rnd = random.Random(f"{seed}/{i}")
             rendered = render_session(spec, rnd)
             n_events += len(rendered.history)
+            if advance is not None:
+                advance(1, n_sessions)
             lines.append(
                 orjson.dumps({"session_id": spec.session_id, "user_id": spec.user_id, "history": rendered.history})
             )
