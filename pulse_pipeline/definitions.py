@@ -59,7 +59,7 @@ def build_definitions(home: PulseHome) -> dg.Definitions:
     return dg.Definitions.merge(
         ingest.definitions(),
         staging.definitions(),
-        features.definitions(),
+        features.definitions(home),
         modeling.definitions(),
         estimates.definitions(home),
         _spanning_stages(home),

@@ -8,7 +8,12 @@ Everything lives under ``PULSE_HOME`` (default ``./data``, resolved once, to an 
 - ``.work/``         the working database the pipeline writes (``pulse-work.duckdb``);
 - ``drops/``         the drop folder: each file or folder in it is one drop (one Dagster partition);
 - ``dagster/``       the Dagster instance (``DAGSTER_HOME``), seeded with the project's ``dagster.yaml``;
-- ``report/``        the report.
+- ``report/``        the report;
+- ``experiments.toml``, ``benchmarks.csv``, ``human_labels.csv``  settings files of your own (optional).
+
+Settings files resolve one way (:meth:`PulseHome.settings_file`): a file in PULSE_HOME wins, else the package's
+shipped default (``pulse_pipeline/defaults/``), so a new PULSE_HOME still has the paper's control arms and
+benchmark differences. Each resolved file says where it came from, and ``pulse`` prints it.
 """
 
 from __future__ import annotations
@@ -16,10 +21,29 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from .settings import home_root
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULTS = Path(__file__).resolve().parent / "defaults"  # settings files shipped inside the package
+
+HUMAN_LABELS = "human_labels.csv"  # in PULSE_HOME: human annotations for features.annotator_agreement
+HOME_SOURCE = "PULSE_HOME"
+DEFAULT_SOURCE = "shipped default"
+
+
+class SettingsFile(NamedTuple):
+    """A settings file as resolved: its path and where it came from (``HOME_SOURCE`` or ``DEFAULT_SOURCE``)."""
+
+    path: Path
+    source: str
+
+    def describe(self, home: Path) -> str:
+        """One line for a terminal or asset metadata: the file, where it came from, and how to override it."""
+        if self.source == DEFAULT_SOURCE:
+            return f"{self.path} (shipped default; put your own at {home / self.path.name})"
+        return f"{self.path} ({self.source})"
 
 
 @dataclass(frozen=True)
@@ -49,6 +73,35 @@ class PulseHome:
     @property
     def report(self) -> Path:
         return self.root / "report"
+
+    def settings_file(self, name: str) -> SettingsFile:
+        """``name`` in PULSE_HOME if it is there, else the package's shipped default of that name."""
+        own = self.root / name
+        return SettingsFile(own, HOME_SOURCE) if own.is_file() else SettingsFile(DEFAULTS / name, DEFAULT_SOURCE)
+
+    @property
+    def experiments_file(self) -> SettingsFile:
+        """Each experiment's control arm, unit and intended split (``estimates/experiments.py``)."""
+        return self.settings_file("experiments.toml")
+
+    @property
+    def benchmarks_file(self) -> SettingsFile:
+        """Benchmark score differences per comparison and development cluster (``estimates/benchmarks.py``)."""
+        return self.settings_file("benchmarks.csv")
+
+    @property
+    def human_labels_file(self) -> Path | None:
+        """``PULSE_HOME/human_labels.csv`` when it exists (no shipped default: human labels are about your sessions);
+        ``PULSE_HUMAN_LABELS`` overrides it (``defs/features/resources.py``)."""
+        own = self.root / HUMAN_LABELS
+        return own if own.is_file() else None
+
+    def settings_lines(self) -> list[str]:
+        """What ``pulse`` prints after a run: which experiments and benchmarks files it used."""
+        return [
+            f"experiments: {self.experiments_file.describe(self.root)}",
+            f"benchmarks: {self.benchmarks_file.describe(self.root)}",
+        ]
 
     def ensure(self) -> PulseHome:
         """Create the folders and seed the Dagster instance with the project's dagster.yaml."""

@@ -11,7 +11,7 @@ import pytest
 from pulse_pipeline.estimates.benchmarks import benchmark_correlation, human_deltas, read_benchmarks
 from pulse_pipeline.stats.correlation import Correlation, correlations
 
-SHIPPED = Path(__file__).resolve().parents[1] / "data" / "benchmarks.csv"
+SHIPPED = Path(__file__).resolve().parents[1] / "pulse_pipeline" / "defaults" / "benchmarks.csv"
 
 # The paper's Table 3, rows in its order: Testing code, Fix Continuous Integration, Fix Codebase Issues,
 # Fix underspecified issues, Deep Research, Administrative tasks, Write code from scratch.

@@ -2,7 +2,8 @@
 
 The paper (Section 7, Table 3) compares, per task cluster, the change in human ratings ΔH between two LLMs with
 the change in a benchmark score ΔB, and reports their Pearson correlation. The benchmark side is a small CSV
-(``PULSE_HOME/benchmarks.csv``; the repository ships ``data/benchmarks.csv`` with the paper's ΔB column)::
+(``PULSE_HOME/benchmarks.csv``, else the shipped default ``pulse_pipeline/defaults/benchmarks.csv`` with the paper's
+ΔB column; ``paths.PulseHome.benchmarks_file``)::
 
     # comment lines start with '#'
     treatment,control,cluster,benchmark,delta_b,source

@@ -1,6 +1,7 @@
 """Experiments and their arms, from staging.assignments; the control arm of each from a small TOML file.
 
-``PULSE_HOME/experiments.toml`` (the repository ships ``data/experiments.toml``)::
+``PULSE_HOME/experiments.toml``, else the shipped default ``pulse_pipeline/defaults/experiments.toml``
+(``paths.PulseHome.experiments_file``)::
 
     [experiments.llm-backbone]
     control = "claude-4-sonnet"

@@ -40,8 +40,7 @@ def ask_policy(
             return dg.MaterializeResult(metadata={"dagster/row_count": 0, "skipped": why_not})
         frame = policy_frame(policy)
         wh.replace(tables.ASK_POLICY, frame, nan_as_null=True)
-    home = Path(estimates.experiments_path).parent  # experiments.toml lives at PULSE_HOME's root
-    json_path, py_path = write_policy(policy, home / POLICY_DIR)
+    json_path, py_path = write_policy(policy, Path(estimates.home) / POLICY_DIR)
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": frame.height,

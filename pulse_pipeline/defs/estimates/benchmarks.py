@@ -1,7 +1,5 @@
 """Benchmark correlation: per task cluster, rating differences against benchmark score differences."""
 
-from pathlib import Path
-
 import dagster as dg
 
 from ... import tables
@@ -22,8 +20,9 @@ from .resources import EstimatesResource
     ]
 )
 def benchmark_tables(warehouse: WarehouseResource, estimates: EstimatesResource, annotator: AnnotatorResource):
-    """ΔH per (comparison, cluster) from the ratings joined to ΔB from ``PULSE_HOME/benchmarks.csv``."""
-    path, rubric = Path(estimates.benchmarks_path), annotator.rubric()
+    """ΔH per (comparison, cluster) from the ratings joined to ΔB from ``benchmarks.csv`` (PULSE_HOME's, else the
+    shipped default)."""
+    path, rubric = estimates.benchmarks_file().path, annotator.rubric()
     with warehouse.warehouse() as wh:
         result = build_benchmark_tables(path, rubric, assigned_sessions(wh), estimates.benchmark_min_ratings)
         wh.replace(tables.BENCHMARK_POINTS, result.points, nan_as_null=True)  # NaN: undefined, the note says why
@@ -34,12 +33,14 @@ def benchmark_tables(warehouse: WarehouseResource, estimates: EstimatesResource,
             "dagster/row_count": result.points.height,
             "points_used": int((result.points["status"] == "used").sum()),
             "rejected_file_lines": result.rejected_lines,
+            **estimates.benchmarks_metadata(),
         },
     )
     yield dg.MaterializeResult(
         asset_key=key(tables.BENCHMARK_CORRELATION),
         metadata={
             "dagster/row_count": result.correlation.height,
+            **estimates.benchmarks_metadata(),
             "correlation": dg.MetadataValue.md(markdown_table(result.correlation)),
         },
     )

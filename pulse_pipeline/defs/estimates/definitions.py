@@ -14,5 +14,5 @@ def definitions(home: PulseHome) -> dg.Definitions:
     return dg.Definitions(
         assets=dg.load_assets_from_modules(MODULES),
         asset_checks=dg.load_asset_checks_from_modules(MODULES),
-        resources={"estimates": estimates_resource(home.root)},
+        resources={"estimates": estimates_resource(home)},
     )

@@ -1,7 +1,5 @@
 """Around the estimate: sample-ratio check, feature differences, label shift, subgroup effects, power."""
 
-from pathlib import Path
-
 import dagster as dg
 
 from ... import tables
@@ -25,7 +23,7 @@ def _asset(table: tables.Table, deps: list) -> dg.asset:
 
 @_asset(tables.SRM_CHECK, [tables.STAGING_ASSIGNMENTS])
 def srm_check(context: dg.AssetExecutionContext, warehouse: WarehouseResource, estimates: EstimatesResource):
-    splits, problem = intended_splits(Path(estimates.experiments_path))
+    splits, problem = intended_splits(estimates.experiments_file().path)
     if problem:
         context.log.warning(problem)
     with warehouse.warehouse() as wh:
@@ -35,7 +33,11 @@ def srm_check(context: dg.AssetExecutionContext, warehouse: WarehouseResource, e
         wh.replace(tables.SRM_CHECK, rows, nan_as_null=True)
         shown = wh.frame("SELECT * EXCLUDE (note) FROM estimates.srm_check ORDER BY experiment, arm")
     return dg.MaterializeResult(
-        metadata={"dagster/row_count": len(rows), "srm": dg.MetadataValue.md(markdown_table(shown, max_rows=30))}
+        metadata={
+            "dagster/row_count": len(rows),
+            **estimates.experiments_metadata(),
+            "srm": dg.MetadataValue.md(markdown_table(shown, max_rows=30)),
+        }
     )
 
 

@@ -1,42 +1,61 @@
-"""The estimates stage's settings as a Dagster resource: files under PULSE_HOME and ``settings.estimate_settings()``."""
+"""The estimates stage's settings as a Dagster resource: files resolved by ``PulseHome`` and
+``settings.estimate_settings()``."""
 
 from pathlib import Path
 
 import dagster as dg
 
 from ...estimates.experiments import read_controls, read_units
+from ...paths import PulseHome, SettingsFile
 from ...settings import EstimateSettings, estimate_settings
 
 
 class EstimatesResource(dg.ConfigurableResource):
-    """Settings of the estimates stage: ``PULSE_HOME/experiments.toml`` (control arms and intended splits),
-    ``PULSE_HOME/benchmarks.csv`` (benchmark score differences), and the numbers of ``settings.EstimateSettings``
-    (``PULSE_SHIFT_AUC``, ``PULSE_WIDTH_TOLERANCE``, ``PULSE_SEGMENT_MIN_RATINGS``, ``PULSE_TARGET_EFFECT``,
-    ``PULSE_BENCHMARK_MIN_RATINGS``; what each sets is listed in ``settings.py``).
+    """Settings of the estimates stage: ``experiments.toml`` (control arms and intended splits) and
+    ``benchmarks.csv`` (benchmark score differences), each from PULSE_HOME or else the package's shipped default
+    (``PulseHome.settings_file``, resolved at each use, so a file put in PULSE_HOME counts from the next run), and
+    the numbers of ``settings.EstimateSettings`` (``PULSE_SHIFT_AUC``, ``PULSE_WIDTH_TOLERANCE``,
+    ``PULSE_SEGMENT_MIN_RATINGS``, ``PULSE_TARGET_EFFECT``, ``PULSE_BENCHMARK_MIN_RATINGS``; what each sets is
+    listed in ``settings.py``).
     """
 
-    experiments_path: str
-    benchmarks_path: str = ""
+    home: str  # PULSE_HOME
     auc_threshold: float = EstimateSettings.auc_threshold
     tolerance: float = EstimateSettings.tolerance
     segment_min_ratings: int = EstimateSettings.segment_min_ratings
     target_effect: float = EstimateSettings.target_effect
     benchmark_min_ratings: int = EstimateSettings.benchmark_min_ratings
 
+    def pulse_home(self) -> PulseHome:
+        return PulseHome(Path(self.home))
+
+    def experiments_file(self) -> SettingsFile:
+        return self.pulse_home().experiments_file
+
+    def benchmarks_file(self) -> SettingsFile:
+        return self.pulse_home().benchmarks_file
+
     def controls(self) -> dict[str, str]:
         """experiment -> control arm, as ``experiments.toml`` names them."""
-        return read_controls(Path(self.experiments_path))
+        return read_controls(self.experiments_file().path)
 
     def units(self) -> dict[str, str]:
         """experiment -> randomization unit, as ``experiments.toml`` names it (absent: detected)."""
-        return read_units(Path(self.experiments_path))
+        return read_units(self.experiments_file().path)
+
+    def experiments_metadata(self) -> dict[str, str]:
+        """Asset metadata saying which experiments file a materialization read."""
+        return {"experiments file": self.experiments_file().describe(Path(self.home))}
+
+    def benchmarks_metadata(self) -> dict[str, str]:
+        """Asset metadata saying which benchmarks file a materialization read."""
+        return {"benchmarks file": self.benchmarks_file().describe(Path(self.home))}
 
 
-def estimates_resource(home_root: Path) -> EstimatesResource:
+def estimates_resource(home: PulseHome) -> EstimatesResource:
     settings = estimate_settings()
     return EstimatesResource(
-        experiments_path=str(home_root / "experiments.toml"),
-        benchmarks_path=str(home_root / "benchmarks.csv"),
+        home=str(home.root),
         auc_threshold=settings.auc_threshold,
         tolerance=settings.tolerance,
         segment_min_ratings=settings.segment_min_ratings,

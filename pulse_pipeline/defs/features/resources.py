@@ -1,6 +1,7 @@
 """Which annotator labels sessions, chosen by configuration (``settings.feature_settings()``): ``PULSE_ANNOTATOR``
 heuristic | llm (default heuristic), the rubric by ``PULSE_RUBRIC`` (default: the paper's), human labels by
-``PULSE_HUMAN_LABELS``, the LLM by ``PULSE_LLM_MODEL`` and friends (``settings.llm_settings()``)."""
+``PULSE_HUMAN_LABELS`` (default: ``PULSE_HOME/human_labels.csv`` when there is one), the LLM by ``PULSE_LLM_MODEL``
+and friends (``settings.llm_settings()``)."""
 
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import duckdb
 
 from ...features.annotation import Annotator
 from ...features.rubric import Rubric, load_rubric
+from ...paths import PulseHome
 from ...settings import ANNOTATORS, FeatureSettings, feature_settings, llm_settings
 
 
@@ -37,12 +39,14 @@ class AnnotatorResource(dg.ConfigurableResource):
         return LLMAnnotator(llm_settings(), LLMCache(con), progress=progress)
 
 
-def annotator_resource(settings: FeatureSettings | None = None) -> AnnotatorResource:
-    """The resource for ``settings`` (default: read from the environment now)."""
+def annotator_resource(settings: FeatureSettings | None = None, home: PulseHome | None = None) -> AnnotatorResource:
+    """The resource for ``settings`` (default: read from the environment now); human labels from
+    ``PULSE_HUMAN_LABELS``, else ``home``'s ``human_labels.csv`` if it has one."""
     settings = settings or feature_settings()
+    human_labels = settings.human_labels_path or (home.human_labels_file if home else None)
     return AnnotatorResource(
         annotator=settings.annotator,
         rubric_path=str(settings.rubric_path) if settings.rubric_path else None,
-        human_labels_path=str(settings.human_labels_path) if settings.human_labels_path else None,
+        human_labels_path=str(human_labels) if human_labels else None,
         llm_model=settings.llm_model,
     )
