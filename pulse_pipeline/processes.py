@@ -3,7 +3,8 @@
 Both answer the same operator complaint: something was killed and something else waited for it forever. A run
 whose process died must be seen as dead (``process_alive``, used by ``defs/run_launcher.py``), and stopping
 ``pulse ui`` must stop the webserver, the daemon, the code servers and any run they started
-(``run_process_group``).
+(``run_process_group``). ``ui_command`` and ``environment_of`` make ``pulse ui`` start those children from the
+Python environment ``pulse`` runs in, whether or not it was activated.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -20,6 +22,29 @@ from pathlib import Path
 STOP_GRACE_SECONDS = 10.0
 # /proc gives a process's start time to the clock tick, from a boot time rounded to the second.
 _CLOCK_SLACK_SECONDS = 2.0
+
+
+def ui_command(*, port: int, host: str, python: Path = Path(sys.executable)) -> list[str]:
+    """``dg dev`` (the Dagster webserver, daemon and code server) from the environment of ``python``.
+
+    ``dg`` is the one installed beside ``python``, never one found on PATH, and ``dg dev`` starts the webserver,
+    the daemon and the code server with its own interpreter (``sys.executable``), which starts the runs, so the
+    whole tree runs from this one environment. ``python`` is not resolved: a virtualenv's interpreter is a
+    symlink whose target lies outside the virtualenv."""
+    return [str(python.parent / "dg"), "dev", "--host", host, "--port", str(port)]
+
+
+def environment_of(base: Mapping[str, str], *, python: Path = Path(sys.executable)) -> dict[str, str]:
+    """``base`` as if the environment of ``python`` were activated: its bin folder first on PATH, and when it is a
+    virtualenv, VIRTUAL_ENV naming it.
+
+    So anything the children look up by name (``dagster``, ``python``, a run's own tools) is the same install,
+    and ``dg`` does not warn that the active virtualenv differs from the project's when none was activated."""
+    env = dict(base)
+    env["PATH"] = os.pathsep.join([str(python.parent), *(p for p in env.get("PATH", "").split(os.pathsep) if p)])
+    if (python.parent.parent / "pyvenv.cfg").is_file():  # a virtualenv: <venv>/bin/python beside <venv>/pyvenv.cfg
+        env["VIRTUAL_ENV"] = str(python.parent.parent)
+    return env
 
 
 def process_alive(pid: int, running_at: float) -> bool:
