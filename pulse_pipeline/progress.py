@@ -42,11 +42,11 @@ def bars_shown(enabled: bool, stream: TextIO) -> bool:
 
 
 @contextmanager
-def showing(enabled: bool, stream: TextIO | None = None) -> Iterator[None]:
-    """For a command: bars of everything run inside the block go to ``stream`` (default stderr) when
-    :func:`bars_shown`; meanwhile ``sys.stderr`` writes its lines above the bars."""
+def showing(enabled: bool) -> Iterator[None]:
+    """For a command: bars of everything run inside the block go to stderr when :func:`bars_shown`; meanwhile
+    ``sys.stderr`` writes its lines above the bars."""
     global _stream
-    target = sys.stderr if stream is None else stream
+    target = sys.stderr
     if not bars_shown(enabled, target):
         yield
         return
@@ -62,10 +62,11 @@ def showing(enabled: bool, stream: TextIO | None = None) -> Iterator[None]:
 
 
 @contextmanager
-def bar(description: str, unit: str = "it", scale: bool = False) -> Iterator[Advance | None]:
+def bar(description: str, unit: str = "it", scale: bool = False, total: int | None = None) -> Iterator[Advance | None]:
     """A bar as an :class:`Advance` callback while a command shows bars, else None.
 
-    ``unit`` names what is counted (``"B"`` with ``scale``: bytes shown as kB, MB, ...). The bar shows the count,
+    ``unit`` names what is counted (``"B"`` with ``scale``: bytes shown as kB, MB, ...); ``total``, when known
+    before the first call, is shown from the start (else from the first call on). The bar shows the count,
     the total, the rate and the time left; a bar opened inside another one is drawn below it and removed when
     done, the outermost stays."""
     if _stream is None:
@@ -73,7 +74,10 @@ def bar(description: str, unit: str = "it", scale: bool = False) -> Iterator[Adv
         return
     from tqdm import tqdm
 
-    with tqdm(desc=description, unit=unit, unit_scale=scale, file=_stream, dynamic_ncols=True, leave=None) as shown:
+    shown = tqdm(
+        desc=description, total=total, unit=unit, unit_scale=scale, file=_stream, dynamic_ncols=True, leave=None
+    )
+    with shown:
 
         def advance(done: int, total: int, note: str | None = None) -> None:
             if shown.total != total:

@@ -3,6 +3,7 @@ publishes the analysts' copy at its end if the working database is then whole (`
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from . import tables
+from . import progress, tables
 from .ingest.drop import list_drops
 from .ingest.register import register_drop
 from .paths import PulseHome
@@ -20,6 +21,7 @@ Say = Callable[[str], None]
 
 # Dagster's console logger at INFO: step-by-step DEBUG events stay in the run history, not on the terminal.
 QUIET = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
+MATERIALIZE_JOB = "__ephemeral_asset_job__"  # the name dg.materialize gives its runs, as the run history shows them
 
 
 def instance_for(home: PulseHome) -> dg.DagsterInstance:
@@ -54,11 +56,48 @@ def _check(result: dg.ExecuteInProcessResult, what: str) -> None:
         raise RuntimeError(f"{what} failed: " + "; ".join(failures[-3:]))
 
 
-def _run(defs: dg.Definitions, job: str, instance: dg.DagsterInstance, partition_key: str | None = None) -> None:
-    result = defs.resolve_job_def(job).execute_in_process(
-        instance=instance, partition_key=partition_key, raise_on_error=False, run_config=QUIET
+def _counting_logger(advance: progress.Advance, total: int) -> dg.LoggerDefinition:
+    """A Dagster logger that advances a bar by one for each asset materialized, the asset's key as its note.
+
+    Why a logger: Dagster hands every event of a run, as it happens, to each logger of the job as a log record
+    (the event on the record's ``dagster_meta``), and a logger is the public way to add a listener to a run."""
+
+    class Counter(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            event = getattr(record, "dagster_meta", {}).get("dagster_event")
+            if event is not None and event.is_step_materialization:
+                advance(1, total, event.asset_key.to_user_string())
+
+    @dg.logger
+    def counting(_: dg.InitLoggerContext) -> logging.Logger:
+        logger = logging.Logger("pulse.progress", level=logging.DEBUG)
+        logger.addHandler(Counter())
+        return logger
+
+    return counting
+
+
+def _execute(
+    job: dg.JobDefinition,
+    instance: dg.DagsterInstance,
+    partition_key: str | None,
+    run_config: dict,
+    what: str,
+    advance: progress.Advance | None = None,
+    total: int = 0,
+) -> None:
+    """Run the job in this process; with ``advance``, a bar counts its assets materialized out of ``total``."""
+    if advance is not None:  # Dagster starts only the loggers the run config names
+        job = job.with_logger_defs({**job.loggers, "progress": _counting_logger(advance, total)})
+        run_config = {**run_config, "loggers": {**run_config.get("loggers", {}), "progress": {}}}
+    result = job.execute_in_process(
+        instance=instance, partition_key=partition_key, raise_on_error=False, run_config=run_config
     )
-    _check(result, f"run of {job} ({partition_key or 'all drops'})")
+    _check(result, what)
+
+
+def _assets_of(defs: dg.Definitions, *jobs: str) -> int:
+    return sum(len(defs.resolve_job_def(job).asset_layer.selected_asset_keys) for job in jobs)
 
 
 def _publish(home: PulseHome, defs: dg.Definitions, instance: dg.DagsterInstance, say: Say) -> None:
@@ -79,10 +118,14 @@ def ingest(home: PulseHome, path: Path, name: str | None = None, say: Say = prin
     if not instance.has_dynamic_partition(drops_partitions.name, key):
         instance.add_dynamic_partitions(drops_partitions.name, [key])
     defs = _definitions(home)
-    say(f"ingesting drop {key} ({target})")
-    _run(defs, INGEST_JOB, instance, key)
-    say("rebuilding derived tables")
-    _run(defs, DOWNSTREAM_JOB, instance)
+    total = _assets_of(defs, INGEST_JOB, DOWNSTREAM_JOB)
+    with progress.bar("assets", unit="asset", total=total) as advance:
+        say(f"ingesting drop {key} ({target})")
+        ingest_job = defs.resolve_job_def(INGEST_JOB)
+        _execute(ingest_job, instance, key, QUIET, f"run of {INGEST_JOB} ({key})", advance, total)
+        say("rebuilding derived tables")
+        downstream = defs.resolve_job_def(DOWNSTREAM_JOB)
+        _execute(downstream, instance, None, QUIET, f"run of {DOWNSTREAM_JOB} (all drops)", advance, total)
     _publish(home, defs, instance, say)
     return drop_summary(home, key)
 
@@ -136,37 +179,26 @@ def materialize(
     if not keys:
         raise ValueError(f"selection {selection!r} matches no asset")
     partitioned = {k for k in keys if graph.get(k).partitions_def is not None}
-    runs: list[tuple[str, dg.AssetSelection, str | None]] = []
+    runs: list[tuple[str, set[dg.AssetKey], str | None]] = []  # (message, assets, partition)
     if partitioned:
         drops = list_drops(home.drops)
         missing = [k for k in drops if not instance.has_dynamic_partition(drops_partitions.name, k)]
         if missing:
             instance.add_dynamic_partitions(drops_partitions.name, missing)
-        runs += [
-            (f"[{i}/{len(drops)}] drop {key}", dg.AssetSelection.assets(*partitioned), key)
-            for i, key in enumerate(drops, start=1)
-        ]
+        runs += [(f"[{i}/{len(drops)}] drop {key}", partitioned, key) for i, key in enumerate(drops, start=1)]
     if keys - partitioned:
-        runs.append(
-            (
-                f"materializing {len(keys - partitioned)} derived assets",
-                dg.AssetSelection.assets(*(keys - partitioned)),
-                None,
-            )
-        )
+        runs.append((f"materializing {len(keys - partitioned)} derived assets", keys - partitioned, None))
     assets = list(defs.assets or []) + list(defs.asset_checks or [])
-    for message, subset, partition_key in runs:
-        say(message)
-        run_config = {**QUIET, **({"ops": {k: {"config": v} for k, v in op_config.items()}} if op_config else {})}
-        result = dg.materialize(
-            assets,
-            selection=subset,
-            partition_key=partition_key,
-            instance=instance,
-            resources=defs.resources,
-            raise_on_error=False,
-            run_config=run_config,
-        )
-        _check(result, message)
+    run_config = {**QUIET, **({"ops": {k: {"config": v} for k, v in op_config.items()}} if op_config else {})}
+    total = sum(len(run_keys) for _, run_keys, _ in runs)  # every partitioned asset once per drop
+    with progress.bar("assets", unit="asset", total=total) as advance:
+        for message, run_keys, partition_key in runs:
+            say(message)
+            # what dg.materialize does, keeping the job so that a bar can listen to its run
+            subset = dg.AssetSelection.assets(*run_keys)
+            job = dg.Definitions(
+                jobs=[dg.define_asset_job(MATERIALIZE_JOB, selection=subset)], assets=assets, resources=defs.resources
+            ).resolve_job_def(MATERIALIZE_JOB)
+            _execute(job, instance, partition_key, run_config, message, advance, total)
     _publish(home, defs, instance, say)
     return sorted(k.to_user_string() for k in keys)

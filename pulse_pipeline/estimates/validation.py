@@ -305,13 +305,15 @@ def validate(
     n_per_arm: int | None = None,
     rated_fraction: float | None = None,
     family: str | None = None,
+    advance: Callable[[int, int], None] | None = None,
 ) -> pl.DataFrame:
     """Run ``replications`` replications per scenario; one row per scenario x method (columns ``COLUMNS``).
 
     ``scenarios``: names in ``SCENARIOS`` (an unknown name raises ValueError listing them). ``n_per_arm``,
     ``rated_fraction``, ``family``: passed to every scenario's replication when given (None: each scenario's
     own default). Replications run in ``workers`` spawned processes (``workers <= 1``: in this process).
-    ``progress`` (e.g. ``print``) gets a line every ``PROGRESS_EVERY`` finished replications and at the end.
+    ``progress`` (e.g. ``print``) gets a line every ``PROGRESS_EVERY`` finished replications and at the end;
+    ``advance(1, scenarios x replications)`` is called as each replication finishes (a progress bar).
     Deterministic in ``seed``: results are collected by replication index, not by completion order.
     """
     if replications < 1:
@@ -327,6 +329,8 @@ def validate(
     start = time.monotonic()
 
     def report(done: int) -> None:
+        if advance is not None:
+            advance(1, len(jobs))
         if progress is not None and (done % PROGRESS_EVERY == 0 or done == len(jobs)):
             progress(f"validation: {done}/{len(jobs)} replications ({time.monotonic() - start:.0f} s)")
 

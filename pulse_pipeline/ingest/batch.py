@@ -31,6 +31,7 @@ class Batch:
     drop_id: str
     columns: dict[str, dict[str, list[Any]]] = field(default_factory=_empty_columns)  # table -> column -> values
     read: Counter = field(default_factory=Counter)  # items read, by record type (and "event")
+    bytes_read: int = 0  # bytes of the drop's files whose reading finished with this batch (a progress bar)
 
     def add(self, table: Table, row: Mapping[str, Any]) -> None:
         """Append one row, given as ``{column: value}`` for every column of the table's contract."""
@@ -87,6 +88,7 @@ class Batch:
             for column, values in columns.items():
                 mine[column].extend(values)
         self.read.update(other.read)
+        self.bytes_read += other.bytes_read
 
     def count(self, table: Table) -> int:
         return len(self.columns[table.qualified]["drop_id"])  # every raw table has a drop_id
@@ -96,6 +98,7 @@ class Batch:
         return ArrowBatch(
             tables={t.qualified: self.arrow(t) for t in tables.RAW_TABLES if self.count(t)},
             read=Counter(self.read),
+            bytes_read=self.bytes_read,
             quarantined=Counter(self.columns[tables.QUARANTINE.qualified]["record_type"]),
         )
 
@@ -120,6 +123,7 @@ _ARROW = {
 class ArrowBatch:
     tables: dict[str, pa.Table]
     read: Counter
+    bytes_read: int
     quarantined: Counter  # quarantine rows by record type
 
     def count(self, table: Table) -> int:

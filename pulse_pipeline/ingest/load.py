@@ -30,6 +30,7 @@ from .files import CHUNK_EVENTS
 log = logging.getLogger(__name__)
 
 Progress = Callable[[str], None]
+Advance = Callable[[int, int], None]  # (bytes just read, bytes of the drop): a progress bar (progress.py)
 
 COMMIT_ROWS = 500_000  # rows (of every table) per transaction while loading
 PARALLEL_BYTES = 32 << 20  # drops smaller than this are read in this process (starting workers costs ~1 s)
@@ -47,6 +48,7 @@ def reader_processes(total_bytes: int) -> int:
 
 def read_pieces(drop_id: str, pieces: list[Piece]) -> Iterator[Batch]:
     """The rows of one read, its pieces one after another, merged into batches of about ``CHUNK_EVENTS`` events.
+    Each piece's bytes are counted in the batch its reading finished with, so the last one may hold no rows.
 
     Why: each INSERT of an open transaction holds DuckDB memory (measured: 3 000 inserts of 85 rows held 400 MiB,
     the same rows in one insert 64 MiB), so the rows of many small files must reach the warehouse as a few large
@@ -58,8 +60,14 @@ def read_pieces(drop_id: str, pieces: list[Piece]) -> Iterator[Batch]:
             if merged.count(tables.EVENTS) >= CHUNK_EVENTS:
                 yield merged
                 merged = Batch(drop_id)
-    if merged.read:
+        merged.bytes_read += piece_bytes(piece)
+    if merged.read or merged.bytes_read:
         yield merged
+
+
+def piece_bytes(piece: Piece) -> int:
+    """The bytes a reader reads for the piece: its byte range, or the whole unit's size."""
+    return unit_bytes(piece.unit) if piece.end is None else piece.end - piece.start
 
 
 def read_pieces_frozen(drop_id: str, pieces: list[Piece]) -> list[ArrowBatch]:
@@ -107,7 +115,9 @@ def loading_memory(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
         con.execute(f"SET memory_limit = '{configured}'")
 
 
-def load_drop(wh: Warehouse, drop_id: str, path: Path, progress: Progress | None = None) -> DropTally:
+def load_drop(
+    wh: Warehouse, drop_id: str, path: Path, progress: Progress | None = None, advance: Advance | None = None
+) -> DropTally:
     """Replace the drop's rows. Its ``raw.drops`` row is written last and marks the drop complete.
 
     The rows are committed every ``COMMIT_ROWS`` rows, because DuckDB holds a transaction's appends in memory. The
@@ -116,15 +126,28 @@ def load_drop(wh: Warehouse, drop_id: str, path: Path, progress: Progress | None
     fewer rows is replaced in one transaction. Until the ``raw.drops`` row exists, staging ignores the drop (every
     staging query joins ``raw.drops``), nothing is published (``unfinished_drops``), and the next load of the drop
     deletes what the failed one left. DuckDB runs with at most ``LOAD_MEMORY_MIB`` meanwhile (``loading_memory``).
+
+    ``progress`` gets a line every 20 batches (a log); ``advance(bytes, total)`` is called as rows are inserted,
+    with the bytes read for them and the drop's (a progress bar). Bytes, not files: a drop may be one large file.
     """
     if not path.exists():
         raise FileNotFoundError(f"drop {drop_id!r}: {path} does not exist (was it moved out of the drop folder?)")
     units = drop_units(path)
     reads = plan_reads(units)
-    workers = reader_processes(sum(unit_bytes(unit) for unit in units))
+    total_bytes = sum(unit_bytes(unit) for unit in units)
+    workers = reader_processes(total_bytes)
     batches = _read_serial(drop_id, reads) if workers == 1 else _read_parallel(drop_id, reads, workers)
+    counted = batches if advance is None else _advancing(batches, advance, total_bytes)
     with loading_memory(wh.con):
-        return _replace_rows(wh, drop_id, path, batches, progress)
+        return _replace_rows(wh, drop_id, path, counted, progress)
+
+
+def _advancing(batches: Iterator[ArrowBatch], advance: Advance, total_bytes: int) -> Iterator[ArrowBatch]:
+    """The batches, each one's bytes reported once the next is asked for, that is once its rows are inserted."""
+    for batch in batches:
+        yield batch
+        if batch.bytes_read:
+            advance(batch.bytes_read, total_bytes)
 
 
 def _replace_rows(

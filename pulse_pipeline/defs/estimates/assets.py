@@ -93,10 +93,14 @@ class ValidationConfig(dg.Config):
 )
 def coverage_validation(context: dg.AssetExecutionContext, config: ValidationConfig, warehouse: WarehouseResource):
     """The estimators' coverage over replications of the synthetic generator (same code as the pipeline)."""
+    from ... import progress
     from ...estimates.validation import DEFAULT_SCENARIOS, check_targets, validate
 
     scenarios = config.scenarios or list(DEFAULT_SCENARIOS)
-    frame = validate(config.replications, scenarios, config.seed, config.workers, progress=context.log.info)
+    with progress.bar("replications", unit="rep") as advance:  # a bar only under `pulse validate` on a terminal
+        frame = validate(
+            config.replications, scenarios, config.seed, config.workers, progress=context.log.info, advance=advance
+        )
     unmet = check_targets(frame, scenarios)
     with warehouse.warehouse() as wh:
         wh.replace(tables.COVERAGE_VALIDATION, frame)

@@ -3,7 +3,7 @@ raw.quarantine and its row in raw.drops."""
 
 import dagster as dg
 
-from ... import tables
+from ... import progress, tables
 from ...ingest.drop import find_drop
 from ...ingest.load import load_drop, reconcile_drop
 from ..resources import WarehouseResource
@@ -39,8 +39,11 @@ def raw_drop(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
     key = context.partition_key
     path = find_drop(warehouse.drops, key)
     context.log.info(f"reading drop {key} from {path}")
-    with warehouse.warehouse(transaction=False) as wh:  # load_drop commits in batches (see ingest/load.py)
-        load_drop(wh, key, path, progress=context.log.info)
+    with (
+        warehouse.warehouse(transaction=False) as wh,  # load_drop commits in batches (see ingest/load.py)
+        progress.bar(f"reading {key}", unit="B", scale=True) as advance,  # a bar only under a CLI command
+    ):
+        load_drop(wh, key, path, progress=context.log.info, advance=advance)
         counts = {t: wh.count(t, "drop_id = ?", [key]) for t in tables.RAW_TABLES}
         ok, facts = reconcile_drop(wh, key)
     for t, asset_key in RAW_KEYS.items():
