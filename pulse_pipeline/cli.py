@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+from . import progress
 from .paths import PROJECT_ROOT, PulseHome
 
 
@@ -21,7 +22,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
     from .runs import ingest
 
-    summary = ingest(PulseHome.from_env(), Path(args.path), name=args.name, say=_say)
+    with progress.showing(not args.json):
+        summary = ingest(PulseHome.from_env(), Path(args.path), name=args.name, say=_say)
     if args.json:
         print(json.dumps(asdict(summary), indent=2))
     else:
@@ -38,16 +40,28 @@ def cmd_materialize(args: argparse.Namespace) -> int:
     from .runs import materialize
 
     home = PulseHome.from_env()
-    keys = materialize(home, args.select, say=_say)
-    print(f"materialized {len(keys)} assets into {home.warehouse}")
+    with progress.showing(not args.json):
+        keys = materialize(home, args.select, say=_say)
+    if args.json:
+        print(json.dumps({"assets": keys, "warehouse": str(home.warehouse)}, indent=2))
+    else:
+        print(f"materialized {len(keys)} assets into {home.warehouse}")
     return 0
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
     from .synth import write_corpus
 
     started = time.perf_counter()
-    s = write_corpus(Path(args.out), args.sessions, seed=args.seed, n_users=args.users, scenario=args.scenario)
+    with progress.showing(not args.json), progress.bar("sessions", unit="session") as advance:
+        s = write_corpus(
+            Path(args.out), args.sessions, seed=args.seed, n_users=args.users, scenario=args.scenario, advance=advance
+        )
+    if args.json:
+        print(json.dumps({**asdict(s), "out_dir": str(s.out_dir), "files": [str(f) for f in s.files]}, indent=2))
+        return 0
     print(
         f"wrote {s.n_sessions} sessions of {s.n_users} users ({s.n_rated} rated, {s.n_events} events, "
         f"{s.bytes_written / 1e6:.1f} MB) to {s.out_dir} in {time.perf_counter() - started:.1f} s"
@@ -65,9 +79,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     drop = home.root / "demo" / f"synthetic-{args.sessions}-seed{args.seed}"
     if not (drop / "_truth.json").exists():
         _say(f"synthesizing {args.sessions} sessions into {drop}")
-        write_corpus(drop, args.sessions, seed=args.seed)
+        with progress.showing(True), progress.bar("sessions", unit="session") as advance:
+            write_corpus(drop, args.sessions, seed=args.seed, advance=advance)
     key, _ = register_drop(home, drop)
-    materialize(home, say=_say)
+    with progress.showing(True):
+        materialize(home, say=_say)
     summary = drop_summary(home, key)
     print(
         f"\nPULSE demo: {summary.sessions} sessions, {summary.segments} work segments, {summary.ratings} ratings"
@@ -164,9 +180,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
         f"{args.workers} processes"
     )
     config = {"replications": args.replications, "seed": args.seed, "workers": args.workers, "scenarios": scenarios}
-    materialize(
-        home, "key:estimates/coverage_validation", say=_say, op_config={"estimates__coverage_validation": config}
-    )
+    with progress.showing(True):
+        materialize(
+            home, "key:estimates/coverage_validation", say=_say, op_config={"estimates__coverage_validation": config}
+        )
     _show(
         home,
         "Coverage of 95 % intervals over replications with a known effect:",
@@ -363,11 +380,12 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("ingest", help="register a file or folder as a drop and materialize it")
     s.add_argument("path")
     s.add_argument("--name", help="drop name in the drop folder (default: the file or folder name)")
-    s.add_argument("--json", action="store_true", help="print the summary as JSON")
+    s.add_argument("--json", action="store_true", help="print the summary as JSON (and draw no bars)")
     s.set_defaults(func=cmd_ingest)
 
     s = sub.add_parser("materialize", help="materialize every asset (or a selection) over all drops")
     s.add_argument("--select", help="Dagster asset selection, e.g. 'group:staging' or 'key:staging/sessions'")
+    s.add_argument("--json", action="store_true", help="print the assets materialized as JSON (and draw no bars)")
     s.set_defaults(func=cmd_materialize)
 
     s = sub.add_parser("synth", help="write a synthetic OpenHands corpus with known ground truth")
@@ -381,6 +399,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="self_selected",
         help="who rates: chattier users more often (the paper's finding), or at random",
     )
+    s.add_argument("--json", action="store_true", help="print the summary as JSON (and draw no bars)")
     s.set_defaults(func=cmd_synth)
 
     s = sub.add_parser("demo", help="synthesize a corpus, ingest it and materialize everything")
