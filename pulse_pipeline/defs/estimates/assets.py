@@ -97,7 +97,8 @@ def coverage_validation(context: dg.AssetExecutionContext, config: ValidationCon
     from ...estimates.validation import DEFAULT_SCENARIOS, check_targets, validate
 
     scenarios = config.scenarios or list(DEFAULT_SCENARIOS)
-    with progress.bar("replications", unit="rep") as advance:  # a bar only under `pulse validate` on a terminal
+    replications = config.replications * len(scenarios)
+    with progress.bar("replications", unit="rep", total=replications) as advance:  # only under a CLI command
         frame = validate(
             config.replications, scenarios, config.seed, config.workers, progress=context.log.info, advance=advance
         )
