@@ -12,6 +12,7 @@ from .defs.features import definitions as features
 from .defs.ingest import definitions as ingest
 from .defs.modeling import definitions as modeling
 from .defs.publish import publish_sensor
+from .defs.report import definitions as report
 from .defs.resources import warehouse_resource
 from .defs.staging import definitions as staging
 from .paths import PulseHome
@@ -62,6 +63,7 @@ def build_definitions(home: PulseHome) -> dg.Definitions:
         features.definitions(home),
         modeling.definitions(),
         estimates.definitions(home),
+        report.definitions(home),
         _spanning_stages(home),
     )
 

@@ -1,0 +1,246 @@
+"""What the report reads: one query per section over the warehouse, each giving rows or why there are none.
+
+Every function takes an open DuckDB connection (the working database inside the asset, the published copy for
+``pulse report``) and returns a ``Rows``: a polars frame and, when the frame holds nothing to show, a sentence
+saying which table is empty and the likely cause. A missing table (a warehouse from before it existed) is an
+empty one with that reason, never an exception: the page shows the sentence where the section would be.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import duckdb
+import polars as pl
+
+# Why a table is usually empty: what a reader does next. A table's own notes, when it has rows, say more.
+LIKELY_CAUSE = {
+    "estimates.experiment_effects": "no assigned session has a cross-fit prediction: the drops hold no "
+    "assignments.csv, or too few sessions are rated for the model stage",
+    "estimates.power": "no experiment comparison: the drops hold no assignments",
+    "modeling.cv_metrics": "too few rated sessions to cross-validate a model",
+    "modeling.predictions": "too few rated sessions to cross-fit a model",
+    "estimates.label_shift": "no rated or no unrated sessions to compare",
+    "estimates.feature_comparisons": "no experiment comparison with sessions in both arms",
+    "estimates.benchmark_points": "no benchmarks file and no assigned sessions",
+    "estimates.benchmark_correlation": "the benchmarks file (PULSE_HOME/benchmarks.csv, else the shipped one) "
+    "names no comparison that could be used",
+    "estimates.segment_effects": "no experiment comparison with task types or development clusters",
+    "estimates.srm_check": "the drops hold no assignments",
+    "estimates.effect_history": "no session has a start time, or no comparison has ratings on any day",
+    "estimates.ask_policy": "too few ratings to fit the error model",
+}
+
+
+@dataclass(frozen=True)
+class Rows:
+    """A section's rows, and why they are empty (None when there is something to show)."""
+
+    frame: pl.DataFrame
+    why_empty: str | None = None
+
+
+def _query(con: duckdb.DuckDBPyConnection, table: str, sql: str, params: list | None = None) -> Rows:
+    """Run ``sql`` (which reads ``table``); an empty result or a missing table gives the reason instead."""
+    if not exists(con, table):
+        return Rows(pl.DataFrame(), f"{table} does not exist in this warehouse: materialize the pipeline again")
+    frame = con.execute(sql, params or []).pl()
+    if frame.is_empty():
+        return Rows(frame, f"{table} has no rows: {LIKELY_CAUSE.get(table, 'nothing was computed')}")
+    return Rows(frame)
+
+
+def effects(con: duckdb.DuckDBPyConnection) -> Rows:
+    """Every method's row of every comparison (``estimates.experiment_effects``)."""
+    return _query(
+        con,
+        "estimates.experiment_effects",
+        "SELECT * FROM estimates.experiment_effects ORDER BY experiment, treatment NULLS FIRST, method",
+    )
+
+
+def power(con: duckdb.DuckDBPyConnection) -> Rows:
+    """Minimum detectable effects per comparison (``estimates.power``)."""
+    return _query(con, "estimates.power", "SELECT * FROM estimates.power ORDER BY experiment, treatment")
+
+
+def calibration(con: duckdb.DuckDBPyConnection, bins: int = 10) -> Rows:
+    """Mean rating by decile of the out-of-fold prediction, in stars: rated sessions only, the rating from
+    ``staging.session_labels`` (what the model was scored against), the prediction from ``modeling.predictions``.
+    Fewer rated sessions than bins give as many bins as sessions."""
+    return _query(
+        con,
+        "modeling.predictions",
+        """
+        WITH rated AS (
+            SELECT p.prediction_stars AS prediction, l.label_stars AS rating,
+                   ntile(?) OVER (ORDER BY p.prediction_stars, p.session_id) AS decile
+            FROM modeling.predictions p JOIN staging.session_labels l USING (session_id)
+            WHERE p.labeled AND p.prediction_stars IS NOT NULL AND l.label_stars IS NOT NULL)
+        SELECT decile, count(*) AS n, avg(prediction) AS mean_prediction, avg(rating) AS mean_rating
+        FROM rated GROUP BY decile ORDER BY decile""",
+        [bins],
+    )
+
+
+def cv_metrics(con: duckdb.DuckDBPyConnection) -> Rows:
+    """The paper's Table 2 (``modeling.cv_metrics``), one row per model and metric."""
+    return _query(con, "modeling.cv_metrics", "SELECT * FROM modeling.cv_metrics ORDER BY metric, mean, model")
+
+
+def label_shift(con: duckdb.DuckDBPyConnection, top: int = 8) -> Rows:
+    """The features on which rated sessions differ most from unrated ones (largest |rank-biserial|)."""
+    if not _has_rows(con, "estimates.label_shift", "rank_biserial IS NOT NULL"):
+        return _notes(con, "estimates.label_shift")
+    return _query(
+        con,
+        "estimates.label_shift",
+        """SELECT * FROM estimates.label_shift WHERE rank_biserial IS NOT NULL
+           ORDER BY abs(rank_biserial) DESC, feature LIMIT ?""",
+        [top],
+    )
+
+
+COST_FEATURE = "llm_cost_usd"  # the agent's LLM cost per session (features/event_features.py), the paper's Table 10
+
+
+def feature_differences(con: duckdb.DuckDBPyConnection, top: int = 8) -> Rows:
+    """Per comparison, the ``top`` features that differ most between arms over all sessions (smallest p-value,
+    then largest standardized difference): the paper's Figure 4, bottom. ``standardized`` is the difference over
+    the arms' pooled sd, comparable across features of any scale (a relative difference explodes for a feature
+    whose control mean is near zero, such as a sentiment score). Cost is shown on its own (``cost``)."""
+    return _query(
+        con,
+        "estimates.feature_comparisons",
+        """
+        SELECT * FROM (
+            SELECT *, row_number() OVER (PARTITION BY experiment, treatment
+                                         ORDER BY p_value NULLS LAST, abs(standardized) DESC, feature) AS rank
+            FROM (SELECT *, difference / nullif(sqrt((sd_treatment ^ 2 + sd_control ^ 2) / 2), 0) AS standardized
+                  FROM estimates.feature_comparisons WHERE population = 'all' AND feature IS DISTINCT FROM ?)
+            WHERE treatment IS NULL OR standardized IS NOT NULL)
+        WHERE rank <= ? ORDER BY experiment, treatment, rank""",
+        [COST_FEATURE, top],
+    )
+
+
+def cost(con: duckdb.DuckDBPyConnection) -> Rows:
+    """Mean agent cost per session in each arm of each comparison, over all sessions. Absent when the sessions
+    carry no LLM usage (every cost zero or missing): the reason says so."""
+    rows = _query(
+        con,
+        "estimates.feature_comparisons",
+        """SELECT experiment, treatment, control, n_treatment, n_control, mean_treatment, mean_control, difference,
+                  relative_difference, p_value
+           FROM estimates.feature_comparisons WHERE population = 'all' AND feature = ? AND treatment IS NOT NULL
+           ORDER BY experiment, treatment""",
+        [COST_FEATURE],
+    )
+    if rows.why_empty is not None:
+        return Rows(rows.frame, f"no cost per session: {rows.why_empty} (cost is its feature {COST_FEATURE})")
+    if not rows.frame["mean_treatment"].fill_null(0).abs().sum() + rows.frame["mean_control"].fill_null(0).abs().sum():
+        return Rows(pl.DataFrame(), f"every session's {COST_FEATURE} is zero or missing: the logs carry no LLM usage")
+    return rows
+
+
+def benchmark_points(con: duckdb.DuckDBPyConnection) -> Rows:
+    """The (comparison, cluster) points used in the benchmark correlation; when none, the reasons the points
+    were left out (``estimates.benchmark_points`` keeps each with its reason)."""
+    used = _query(
+        con,
+        "estimates.benchmark_points",
+        """SELECT * FROM estimates.benchmark_points WHERE status = 'used' AND delta_b IS NOT NULL
+           AND delta_h IS NOT NULL ORDER BY treatment, control, cluster""",
+    )
+    if used.why_empty is None:
+        return used
+    reasons = benchmark_reasons(con)
+    return Rows(used.frame, "no benchmark point was used: " + "; ".join(reasons) if reasons else used.why_empty)
+
+
+def benchmark_reasons(con: duckdb.DuckDBPyConnection, limit: int = 5) -> list[str]:
+    """The distinct reasons benchmark points were left out, the most frequent first."""
+    if not exists(con, "estimates.benchmark_points"):
+        return []
+    found = con.execute(
+        """SELECT reason, count(*) AS n FROM estimates.benchmark_points
+           WHERE status <> 'used' AND reason IS NOT NULL GROUP BY reason ORDER BY n DESC, reason LIMIT ?""",
+        [limit],
+    ).fetchall()
+    return [f"{reason} ({n} point{'s' if n > 1 else ''})" for reason, n in found]
+
+
+def benchmark_correlation(con: duckdb.DuckDBPyConnection) -> Rows:
+    """Pearson and Spearman per comparison (``estimates.benchmark_correlation``); when empty, why the points
+    were left out."""
+    rows = _query(
+        con,
+        "estimates.benchmark_correlation",
+        "SELECT * FROM estimates.benchmark_correlation ORDER BY treatment, control, measure",
+    )
+    if rows.why_empty is not None and (reasons := benchmark_reasons(con)):
+        return Rows(rows.frame, f"{rows.why_empty}. The points were left out because: {'; '.join(reasons)}")
+    return rows
+
+
+def segment_effects(con: duckdb.DuckDBPyConnection) -> Rows:
+    """Naive and PPI effects per task type and development cluster; segments without an estimate keep their
+    note (too few ratings)."""
+    return _query(
+        con,
+        "estimates.segment_effects",
+        """SELECT * FROM estimates.segment_effects
+           ORDER BY experiment, treatment NULLS FIRST, dimension DESC, segment, method""",
+    )
+
+
+def srm(con: duckdb.DuckDBPyConnection) -> Rows:
+    """The split check (``estimates.srm_check``), one row per experiment and arm."""
+    return _query(con, "estimates.srm_check", "SELECT * FROM estimates.srm_check ORDER BY experiment, arm")
+
+
+def history(con: duckdb.DuckDBPyConnection) -> Rows:
+    """Each comparison's estimate by look day with both intervals (``estimates.effect_history``)."""
+    return _query(
+        con,
+        "estimates.effect_history",
+        "SELECT * FROM estimates.effect_history ORDER BY experiment, treatment NULLS FIRST, method, day",
+    )
+
+
+def ask_policy(con: duckdb.DuckDBPyConnection) -> Rows:
+    """The ask policy's terms (``estimates.ask_policy``)."""
+    return _query(con, "estimates.ask_policy", "SELECT * FROM estimates.ask_policy")
+
+
+def units(con: duckdb.DuckDBPyConnection) -> Rows:
+    """Each experiment's randomization unit, where it came from, and the sessions it left out."""
+    return _query(
+        con,
+        "estimates.experiment_effects",
+        """SELECT experiment, any_value(unit) AS unit, any_value(unit_source) AS unit_source,
+                  max(sessions_excluded) AS sessions_excluded
+           FROM estimates.experiment_effects GROUP BY experiment ORDER BY experiment""",
+    )
+
+
+def exists(con: duckdb.DuckDBPyConnection, table: str) -> bool:
+    """Whether ``schema.name`` is in the warehouse. Asked first, not caught after: DuckDB would otherwise look
+    a missing table's name up among the caller's Python variables (its replacement scans)."""
+    schema, name = table.split(".")
+    found = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = ?", [schema, name]
+    ).fetchone()
+    return found[0] > 0
+
+
+def _has_rows(con: duckdb.DuckDBPyConnection, table: str, where: str) -> bool:
+    return exists(con, table) and con.execute(f"SELECT count(*) FROM {table} WHERE {where}").fetchone()[0] > 0
+
+
+def _notes(con: duckdb.DuckDBPyConnection, table: str) -> Rows:
+    """A table without numbers: its notes as the reason, or the usual cause."""
+    rows = _query(con, table, f"SELECT DISTINCT note FROM {table} WHERE note IS NOT NULL ORDER BY note LIMIT 3")
+    if rows.why_empty is None:
+        return Rows(pl.DataFrame(), f"{table} has no numbers: " + "; ".join(rows.frame["note"].to_list()))
+    return rows

@@ -1,0 +1,420 @@
+"""The report's figures: one function per figure, each returning inline SVG text with its text alternative.
+
+matplotlib draws on a ``Figure`` of its own (no pyplot, so no global figure state and no GUI backend: safe inside
+a Dagster run) and saves it as SVG with text as paths, so a figure looks the same on any machine, needs no font
+and prints sharp. Every figure has a fixed size, uses the Okabe-Ito palette (distinguishable with the common
+colour-vision deficiencies) and never relies on colour alone: each method has its own marker shape, intervals
+of different kinds have their own line style, and labels say what a colour would.
+
+Each SVG gets ``role="img"``, a ``<title>`` and a ``<desc>`` that states the numbers shown, so a screen reader
+reads the figure; the page also lists the same numbers in a table.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import math
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+
+import matplotlib
+import numpy as np
+from matplotlib import dates as mdates
+from matplotlib.figure import Figure
+
+BLACK, GREY, BLUE, SKY, ORANGE, VERMILLION, GREEN = (
+    "#000000",
+    "#666666",
+    "#0072B2",
+    "#56B4E9",
+    "#E69F00",
+    "#D55E00",
+    "#009E73",
+)
+
+
+@dataclass(frozen=True)
+class MethodStyle:
+    label: str
+    colour: str
+    marker: str
+
+
+METHODS = {
+    "naive_welch": MethodStyle("naive (Welch)", BLACK, "o"),
+    "naive_bootstrap": MethodStyle("naive (bootstrap)", GREY, "s"),
+    "ppi": MethodStyle("PPI++", BLUE, "D"),
+    "crossppi": MethodStyle("cross-PPI", SKY, "^"),
+    "aipw": MethodStyle("AIPW", ORANGE, "v"),
+    "ppi_insample": MethodStyle("PPI in-sample (paper)", VERMILLION, "X"),
+}
+STARS_PER_UNIT = 4.0  # label = (stars - 1) / 4: a difference of 0.25 on the label is one star (stars.py)
+
+
+def method_style(method: str) -> MethodStyle:
+    return METHODS.get(method, MethodStyle(method, GREY, "P"))
+
+
+STYLE = {
+    "font.size": 9,
+    "axes.titlesize": 10,
+    "axes.labelsize": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.color": "#dddddd",
+    "grid.linewidth": 0.6,
+    "legend.fontsize": 8,
+    "legend.frameon": False,
+    "svg.fonttype": "path",
+}
+
+
+@contextmanager
+def _style(fig_id: str) -> Iterator[None]:
+    """The report's look; the SVG's hashed ids salted with the figure's id, so a figure's SVG is the same on every
+    build."""
+    with matplotlib.rc_context({**STYLE, "svg.hashsalt": fig_id}):
+        yield
+
+
+def _svg(fig: Figure, fig_id: str, title: str, desc: str) -> str:
+    """The figure as an ``<svg>`` element for inline use: no XML prolog, no metadata block (it names
+    matplotlib's web site), an accessible name and description."""
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+    text = buffer.getvalue()
+    text = text[text.index("<svg") :]
+    text = re.sub(r"\s*<metadata>.*?</metadata>", "", text, count=1, flags=re.S)
+    text = re.sub(r' xmlns(:xlink)?="[^"]*"', "", text)  # inline SVG in HTML needs no namespace declarations
+    # one page holds many SVGs: their ids (glyphs, clip paths, groups) get the figure's id as prefix, so none clash
+    text = re.sub(r'(\bid="|href="#|url\(#)([^")]+)', lambda m: f"{m.group(1)}{fig_id}-{m.group(2)}", text)
+    head_end = text.index(">") + 1
+    a11y = f'<title id="{fig_id}-title">{html.escape(title)}</title><desc id="{fig_id}-desc">{html.escape(desc)}</desc>'
+    opening = text[:head_end].replace(
+        "<svg", f'<svg role="img" id="{fig_id}" aria-labelledby="{fig_id}-title {fig_id}-desc"', 1
+    )
+    return opening + a11y + text[head_end:]
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "no value" if value is None or math.isnan(value) else f"{value:+.{digits}f}"
+
+
+@dataclass(frozen=True)
+class Interval:
+    """One row of a forest plot: a label, a point, its interval, and how to draw it."""
+
+    label: str
+    method: str
+    effect: float | None
+    low: float | None
+    high: float | None
+    flagged: bool = False
+
+
+def _is_number(value: float | None) -> bool:
+    return value is not None and not math.isnan(value)
+
+
+def forest(fig_id: str, title: str, rows: Sequence[Interval], reference: float | None) -> str:
+    """Every method's effect with its 95 % interval, top to bottom in ``rows`` order; the naive estimate as a
+    dotted reference line. Flagged rows: hollow marker, dashed interval, "(flagged)" in the label. Rows without
+    numbers keep their label, marked "(no estimate)"."""
+    with _style(fig_id):
+        fig = Figure(figsize=(7.2, 0.42 * len(rows) + 1.5), layout="constrained")
+        ax = fig.add_subplot()
+        labels = []
+        for y, row in enumerate(reversed(rows)):
+            style = method_style(row.method)
+            suffix = " (flagged)" if row.flagged else ""
+            if not _is_number(row.effect):
+                labels.append(f"{row.label} (no estimate)")
+                continue
+            labels.append(row.label + suffix)
+            have_ci = _is_number(row.low) and _is_number(row.high)
+            xerr = [[row.effect - row.low], [row.high - row.effect]] if have_ci else None
+            bars = ax.errorbar(
+                row.effect,
+                y,
+                xerr=xerr,
+                fmt=style.marker,
+                color=style.colour,
+                markerfacecolor="white" if row.flagged else style.colour,
+                markersize=7,
+                capsize=3,
+                linewidth=1.4,
+            )
+            if row.flagged and have_ci:
+                bars.lines[2][0].set_linestyle("--")
+        ax.set_yticks(range(len(rows)), labels)
+        ax.axvline(0, color=GREY, linewidth=0.8)
+        if _is_number(reference):
+            ax.axvline(reference, color=BLACK, linestyle=":", linewidth=1.2, label="naive estimate")
+            fig.legend(loc="outside lower left")
+        ax.set_xlabel("effect: treatment − control on the 0–1 rating scale (0.25 = one star)")
+        ax.set_ylim(-0.7, len(rows) - 0.3)
+        ax.grid(axis="y", visible=False)
+        top = ax.secondary_xaxis("top", functions=(lambda x: x * STARS_PER_UNIT, lambda s: s / STARS_PER_UNIT))
+        top.set_xlabel("stars")
+        ax.set_title(title, loc="left", pad=28)
+        desc = "; ".join(
+            f"{r.label}: {_fmt(r.effect)} [{_fmt(r.low)}, {_fmt(r.high)}]" + (" flagged" if r.flagged else "")
+            for r in rows
+        )
+        return _svg(fig, fig_id, title, f"Effect and 95 % interval by method. {desc}.")
+
+
+@dataclass(frozen=True)
+class WidthRow:
+    """One comparison: each method's interval width relative to naive, and the best PPI allows for its rho."""
+
+    comparison: str
+    best: float | None
+    widths: dict[str, float | None]
+
+
+def width_gain(fig_id: str, rows: Sequence[WidthRow]) -> str:
+    """Per comparison, the interval width of each method relative to naive (markers) against the theoretical
+    best width for the measured rho (a black bar); 1 = no narrower than naive."""
+    title = "Interval width relative to naive, against the best possible for the measured ρ"
+    with _style(fig_id):
+        fig = Figure(figsize=(7.2, 0.55 * len(rows) + 1.6), layout="constrained")
+        ax = fig.add_subplot()
+        methods = sorted(
+            {m for r in rows for m in r.widths}, key=lambda m: list(METHODS).index(m) if m in METHODS else 99
+        )
+        offsets = np.linspace(-0.2, 0.2, len(methods)) if len(methods) > 1 else [0.0]
+        for y, row in enumerate(reversed(rows)):
+            if _is_number(row.best):
+                ax.plot(
+                    [row.best],
+                    [y],
+                    marker="|",
+                    markersize=18,
+                    color=BLACK,
+                    linestyle="none",
+                    label="best possible √(1 − ρ²·N/(n+N))" if y == 0 else None,
+                )
+            for method, dy in zip(methods, offsets, strict=True):
+                value = row.widths.get(method)
+                if _is_number(value):
+                    style = method_style(method)
+                    ax.plot(
+                        [value],
+                        [y + dy],
+                        marker=style.marker,
+                        color=style.colour,
+                        linestyle="none",
+                        markersize=6,
+                        label=style.label if y == 0 else None,
+                    )
+        ax.axvline(1.0, color=GREY, linewidth=0.8)
+        ax.set_yticks(range(len(rows)), [r.comparison for r in reversed(rows)])
+        ax.set_ylim(-0.7, len(rows) - 0.3)
+        ax.grid(axis="y", visible=False)
+        ax.set_xlabel("interval width ÷ naive interval width (left of 1 = narrower than naive)")
+        fig.legend(loc="outside lower left", ncol=4)
+        ax.set_title(title, loc="left")
+        desc = "; ".join(
+            f"{r.comparison}: best {_fmt(r.best, 2)}, "
+            + ", ".join(f"{method_style(m).label} {_fmt(v, 2)}" for m, v in r.widths.items())
+            for r in rows
+        )
+        return _svg(fig, fig_id, title, desc)
+
+
+def calibration(fig_id: str, predicted: Sequence[float], observed: Sequence[float], counts: Sequence[int]) -> str:
+    """Mean rating against mean prediction by decile of prediction (stars), with the diagonal of a perfectly
+    calibrated model."""
+    title = "Calibration: mean rating by decile of the out-of-fold prediction"
+    with _style(fig_id):
+        fig = Figure(figsize=(5.2, 4.4), layout="constrained")
+        ax = fig.add_subplot()
+        low = max(1.0, min(min(predicted), min(observed)) - 0.25)
+        high = min(5.0, max(max(predicted), max(observed)) + 0.25)
+        ax.plot([low, high], [low, high], color=GREY, linestyle="--", linewidth=1, label="perfect calibration")
+        ax.plot(predicted, observed, marker="o", color=BLUE, linewidth=1.2, label="deciles (mean of each tenth)")
+        ax.set_xlim(low, high)
+        ax.set_ylim(low, high)
+        ax.set_aspect("equal")
+        ax.set_xlabel("mean predicted rating (stars)")
+        ax.set_ylabel("mean observed rating (stars)")
+        ax.legend(loc="upper left")
+        ax.set_title(title, loc="left", fontsize=9)
+        desc = "; ".join(
+            f"decile {i + 1} ({n} sessions): predicted {p:.2f}, observed {o:.2f}"
+            for i, (p, o, n) in enumerate(zip(predicted, observed, counts, strict=True))
+        )
+        return _svg(fig, fig_id, title, desc)
+
+
+def bars(
+    fig_id: str,
+    title: str,
+    labels: Sequence[str],
+    values: Sequence[float],
+    strong: Sequence[bool],
+    xlabel: str,
+    legend: tuple[str, str],
+    unit: str = "",
+) -> str:
+    """Horizontal bars, the first label at the top. ``strong`` bars are solid, the others hatched and light:
+    the two kinds stay apart in greyscale. ``legend`` names (strong, other)."""
+    with _style(fig_id):
+        fig = Figure(figsize=(7.2, 0.34 * len(labels) + 1.5), layout="constrained")
+        ax = fig.add_subplot()
+        ys = list(range(len(labels)))[::-1]
+        seen: set[bool] = set()
+        for y, value, is_strong in zip(ys, values, strong, strict=True):
+            ax.barh(
+                y,
+                value,
+                color=BLUE if is_strong else "#cfe3f1",
+                edgecolor=BLUE,
+                hatch=None if is_strong else "///",
+                label=None if is_strong in seen else legend[0 if is_strong else 1],
+            )
+            seen.add(is_strong)
+        ax.axvline(0, color=GREY, linewidth=0.8)
+        ax.set_yticks(ys, labels)
+        ax.grid(axis="y", visible=False)
+        ax.set_xlabel(xlabel)
+        fig.legend(loc="outside lower left", ncol=2)
+        ax.set_title(title, loc="left")
+        desc = "; ".join(f"{label}: {value:+.3g}{unit}" for label, value in zip(labels, values, strict=True))
+        return _svg(fig, fig_id, title, desc)
+
+
+@dataclass(frozen=True)
+class Point:
+    label: str
+    x: float
+    y: float
+
+
+def scatter_fit(fig_id: str, title: str, points: Sequence[Point], xlabel: str, ylabel: str, summary: str) -> str:
+    """Labelled points with their least-squares line (when the x values vary); ``summary`` (the correlations)
+    is written in the figure and its description."""
+    with _style(fig_id):
+        fig = Figure(figsize=(6.4, 4.6), layout="constrained")
+        ax = fig.add_subplot()
+        xs = np.array([p.x for p in points])
+        ys = np.array([p.y for p in points])
+        ax.plot(xs, ys, marker="o", linestyle="none", color=BLUE, markersize=6, label="task cluster")
+        for p in points:
+            ax.annotate(p.label, (p.x, p.y), textcoords="offset points", xytext=(5, 4), fontsize=7.5)
+        if len(points) >= 2 and np.ptp(xs) > 0:
+            slope, intercept = np.polyfit(xs, ys, 1)
+            grid = np.linspace(xs.min(), xs.max(), 2)
+            ax.plot(
+                grid,
+                intercept + slope * grid,
+                color=BLACK,
+                linestyle="--",
+                linewidth=1,
+                label=f"least-squares line (slope {slope:.2f})",
+            )
+        ax.axhline(0, color=GREY, linewidth=0.8)
+        ax.axvline(0, color=GREY, linewidth=0.8)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        fig.legend(loc="outside lower left", ncol=2)
+        ax.set_title(f"{title}\n{summary}", loc="left", fontsize=9)
+        desc = f"{summary}. " + "; ".join(f"{p.label}: x {p.x:+.2f}, y {p.y:+.2f}" for p in points)
+        return _svg(fig, fig_id, title, desc)
+
+
+def segments(fig_id: str, title: str, rows: Sequence[Interval]) -> str:
+    """Effects within segments, two methods per segment side by side: rows come in pairs sharing a label, in
+    the order given; each method keeps its marker."""
+    with _style(fig_id):
+        labels = list(dict.fromkeys(r.label for r in rows))
+        fig = Figure(figsize=(7.2, 0.5 * len(labels) + 1.6), layout="constrained")
+        ax = fig.add_subplot()
+        methods = list(dict.fromkeys(r.method for r in rows))
+        offsets = dict(zip(methods, np.linspace(0.15, -0.15, len(methods)) if len(methods) > 1 else [0.0], strict=True))
+        position = {label: len(labels) - 1 - i for i, label in enumerate(labels)}
+        seen: set[str] = set()
+        for row in rows:
+            if not _is_number(row.effect):
+                continue
+            style = method_style(row.method)
+            ax.errorbar(
+                row.effect,
+                position[row.label] + offsets[row.method],
+                xerr=[[row.effect - row.low], [row.high - row.effect]],
+                fmt=style.marker,
+                color=style.colour,
+                markersize=6,
+                capsize=2.5,
+                label=None if row.method in seen else style.label,
+            )
+            seen.add(row.method)
+        ax.axvline(0, color=GREY, linewidth=0.8)
+        ax.set_yticks([position[label] for label in labels], labels)
+        ax.set_ylim(-0.7, len(labels) - 0.3)
+        ax.grid(axis="y", visible=False)
+        ax.set_xlabel("effect: treatment − control on the 0–1 rating scale (0.25 = one star)")
+        fig.legend(loc="outside lower left", ncol=len(methods))
+        ax.set_title(title, loc="left")
+        desc = "; ".join(
+            f"{r.label}, {method_style(r.method).label}: {_fmt(r.effect)} [{_fmt(r.low)}, {_fmt(r.high)}]" for r in rows
+        )
+        return _svg(fig, fig_id, title, desc)
+
+
+@dataclass(frozen=True)
+class Look:
+    day: datetime
+    effect: float
+    ci_low: float
+    ci_high: float
+    cs_low: float
+    cs_high: float
+
+
+def history(fig_id: str, title: str, looks: Sequence[Look]) -> str:
+    """The estimate day by day (solid), its fixed-horizon 95 % interval (dashed, valid for one look) and the
+    always-valid confidence sequence (dotted, valid at every look)."""
+    with _style(fig_id):
+        fig = Figure(figsize=(7.2, 3.4), layout="constrained")
+        ax = fig.add_subplot()
+        days = [look.day for look in looks]
+        ax.plot(days, [x.effect for x in looks], color=BLUE, linewidth=1.6, label="estimate")
+        ax.plot(
+            days,
+            [x.ci_low for x in looks],
+            color=BLUE,
+            linestyle="--",
+            linewidth=1,
+            label="95 % interval (valid for one look)",
+        )
+        ax.plot(days, [x.ci_high for x in looks], color=BLUE, linestyle="--", linewidth=1)
+        ax.plot(
+            days,
+            [x.cs_low for x in looks],
+            color=BLACK,
+            linestyle=":",
+            linewidth=1.3,
+            label="confidence sequence (valid every day)",
+        )
+        ax.plot(days, [x.cs_high for x in looks], color=BLACK, linestyle=":", linewidth=1.3)
+        ax.axhline(0, color=GREY, linewidth=0.8)
+        locator = mdates.AutoDateLocator(maxticks=8)
+        ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+        ax.set_ylabel("effect (0–1 scale)")
+        fig.legend(loc="outside lower left", ncol=3)
+        ax.set_title(title, loc="left")
+        last = looks[-1]
+        desc = (
+            f"{len(looks)} looks from {looks[0].day:%Y-%m-%d} to {last.day:%Y-%m-%d}; on the last day the estimate is"
+            f" {_fmt(last.effect)}, interval [{_fmt(last.ci_low)}, {_fmt(last.ci_high)}], confidence sequence"
+            f" [{_fmt(last.cs_low)}, {_fmt(last.cs_high)}]"
+        )
+        return _svg(fig, fig_id, title, desc)

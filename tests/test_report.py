@@ -1,0 +1,352 @@
+"""The HTML report (``pulse_pipeline/report``): built from a small hand-made warehouse whose rows are known, so
+every number, sentence and empty-table reason the page must show is worked out here, not read back from it.
+
+The warehouse holds two comparisons (llm-backbone: PPI valid and clear of zero; planning: PPI flagged, AIPW
+holding zero), a single-arm experiment, 20 rated sessions with predictions, four benchmark clusters, and leaves
+``estimates.label_shift``, ``segment_effects`` and ``ask_policy`` empty on purpose.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+from html.parser import HTMLParser
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import numpy as np
+import polars as pl
+import pytest
+
+from pulse_pipeline.cli import main
+from pulse_pipeline.defs.report.assets import ReportResource, index_html, report_is_written
+from pulse_pipeline.defs.resources import WarehouseResource
+from pulse_pipeline.report.page import build_page
+from pulse_pipeline.warehouse import Warehouse
+
+BACKBONE = {"experiment": "llm-backbone", "treatment": "gpt-5", "control": "claude-4-sonnet"}
+PLANNING = {"experiment": "planning", "treatment": "show-plan", "control": "no-plan"}
+
+
+def _effect(comparison: dict, method: str, effect: float, low: float, high: float, **more) -> dict:
+    return {
+        **comparison,
+        "method": method,
+        "effect": effect,
+        "ci_low": low,
+        "ci_high": high,
+        "effect_stars": 4 * effect,
+        "p_value": 0.01,
+        "p_holm": 0.03,
+        "n_labeled_treatment": 40,
+        "n_labeled_control": 38,
+        "N_unlabeled_treatment": 700,
+        "N_unlabeled_control": 690,
+        "valid": True,
+        "unit": "session",
+        "unit_source": "configured",
+        "sessions_excluded": 0,
+        **more,
+    }
+
+
+FLAG_SHIFT = "rated sessions are not representative (AUC 0.71)"
+EFFECTS = [
+    _effect(BACKBONE, "naive_welch", 0.05, 0.01, 0.09, width_vs_naive=1.0),
+    _effect(BACKBONE, "naive_bootstrap", 0.05, 0.012, 0.088),
+    _effect(BACKBONE, "ppi", 0.04123456789, 0.012, 0.068, width_vs_naive=0.7, best_width_theory=0.68, oof_rho=0.6),
+    _effect(BACKBONE, "crossppi", 0.041, 0.011, 0.071, width_vs_naive=0.75, best_width_theory=0.68, oof_rho=0.6),
+    _effect(BACKBONE, "aipw", 0.045, 0.0, 0.09, width_vs_naive=1.1, best_width_theory=0.68, oof_rho=0.6),
+    _effect(BACKBONE, "ppi_insample", 0.043, 0.03, 0.056, valid=False, flags="predictions may have seen the labels"),
+    _effect(PLANNING, "naive_welch", 0.02, -0.04, 0.08, width_vs_naive=1.0),
+    _effect(PLANNING, "ppi", 0.03, -0.02, 0.08, flags=FLAG_SHIFT, width_vs_naive=0.83, best_width_theory=0.9),
+    _effect(PLANNING, "aipw", -0.01234, -0.07, 0.046, width_vs_naive=0.97, best_width_theory=0.9, oof_rho=0.4),
+    {"experiment": "solo", "treatment": None, "control": "only-arm", "method": "none", "valid": False,
+     "note": "single-arm experiment: every session is in only-arm"},
+]  # fmt: skip
+POWER = [
+    {**BACKBONE, "mde_naive": 0.09, "mde_ppi": 0.07, "oof_rho": 0.6, "target_effect": 0.05},
+    {**PLANNING, "mde_naive": 0.12, "mde_ppi": 0.1, "oof_rho": 0.4, "target_effect": 0.05},
+]
+CORRELATION = [
+    {"treatment": "gpt-5", "control": "claude-4-sonnet", "measure": m, "n_clusters": 4, "coefficient": c,
+     "ci_low": lo, "ci_high": hi}
+    for m, c, lo, hi in (("pearson", 0.61, -0.2, 0.95), ("spearman", 0.4, -0.6, 1.0))
+]  # fmt: skip
+POINTS = [
+    {"treatment": "gpt-5", "control": "claude-4-sonnet", "cluster": c, "benchmark": "swe-bench", "delta_b": b,
+     "delta_h": h, "n_treatment": 40, "n_control": 40, "status": "used"}
+    for c, b, h in (("fix_bugs", 2.0, 1.5), ("testing_code", -1.0, -0.5), ("write_docs", 4.0, 2.0), ("ci", 0.5, 1.0))
+]  # fmt: skip
+COST = [
+    {**c, "population": "all", "feature": "llm_cost_usd", "kind": "numeric", "n_treatment": 700, "n_control": 690,
+     "mean_treatment": mt, "mean_control": mc, "difference": mt - mc, "relative_difference": (mt - mc) / mc,
+     "sd_treatment": 0.2, "sd_control": 0.2, "test": "welch t", "p_value": 0.3, "p_bh": 0.6}
+    for c, mt, mc in ((BACKBONE, 0.3125, 0.25), (PLANNING, 0.2, 0.2))
+]  # fmt: skip
+FEATURES = [
+    {**BACKBONE, "population": "all", "feature": f, "kind": "numeric", "n_treatment": 700, "n_control": 690,
+     "mean_treatment": mt, "mean_control": mc, "sd_treatment": sd, "sd_control": sd, "difference": mt - mc,
+     "relative_difference": (mt - mc) / mc, "test": "welch t", "p_value": p, "p_bh": p * 3}
+    for f, mt, mc, sd, p in (("user_message_count", 14.0, 12.0, 4.0, 0.001), ("file_edits", 5.0, 5.5, 2.0, 0.2))
+]  # fmt: skip
+
+
+def _calibration_rows() -> tuple[list[dict], list[dict]]:
+    """20 rated sessions (predictions 1.2 ... 5.0 stars, ratings the prediction rounded) and 5 unrated ones."""
+    rng = np.random.default_rng(3)
+    predictions, labels = [], []
+    for i in range(20):
+        stars = 1.0 + 0.2 * (i + 1)
+        rating = float(np.clip(round(stars + rng.normal(0, 0.5)), 1, 5))
+        sid = f"s{i:02d}"
+        predictions.append({"session_id": sid, "labeled": True, "prediction_stars": stars,
+                            "prediction": (stars - 1) / 4, "method": "out_of_fold", "model": "stack"})  # fmt: skip
+        labels.append({"session_id": sid, "n_rated_segments": 1, "label_stars": rating, "label": (rating - 1) / 4})
+    for i in range(5):
+        predictions.append({"session_id": f"u{i}", "labeled": False, "prediction_stars": 3.0, "prediction": 0.5,
+                            "method": "fold_mean", "model": "stack"})  # fmt: skip
+    return predictions, labels
+
+
+def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict]) -> None:
+    frame = pl.DataFrame(rows, infer_schema_length=None)  # noqa: F841 (read by DuckDB by name)
+    con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM frame")
+
+
+def make_warehouse(path: Path) -> Path:
+    """The hand-made warehouse of this module, written to ``path``."""
+    con = duckdb.connect(str(path))
+    Warehouse(con)  # every table of the contract, empty
+    predictions, labels = _calibration_rows()
+    days = [f"2025-06-0{d}" for d in (1, 2, 3)]
+    history = [
+        {**BACKBONE, "method": "ppi", "unit": "session", "day": day, "n_rated": 10 * (i + 1), "n_sessions": 100 * i,
+         "effect": 0.04, "ci_low": 0.04 - w, "ci_high": 0.04 + w, "cs_low": 0.04 - 1.5 * w, "cs_high": 0.04 + 1.5 * w,
+         "excludes_zero_fixed": 0.04 - w > 0, "excludes_zero_cs": 0.04 - 1.5 * w > 0}
+        for i, (day, w) in enumerate(zip(days, (0.05, 0.035, 0.02), strict=True))
+    ]  # fmt: skip
+    srm = [
+        {"experiment": "llm-backbone", "arm": a, "sessions": n, "units": n, "unit": "session", "intended_share": 0.5,
+         "expected_units": 704.0, "observed_share": n / 1408, "chi2": 0.1, "p_value": 0.75, "mismatch": False}
+        for a, n in (("claude-4-sonnet", 700), ("gpt-5", 708))
+    ]  # fmt: skip
+    cv = [
+        {"model": m, "metric": metric, "mean": v, "sd": 0.01, "n_labeled": 20, "n_seeds": 5, "chosen": m == "stack",
+         "source": "cross_validation"}
+        for m, metric, v in (("stack", "mse", 0.61), ("stack", "pearson", 0.55), ("constant", "mse", 0.9),
+                             ("constant", "pearson", -0.1))
+    ]  # fmt: skip
+    for table, rows in (
+        ("estimates.experiment_effects", EFFECTS),
+        ("estimates.power", POWER),
+        ("estimates.benchmark_correlation", CORRELATION),
+        ("estimates.benchmark_points", POINTS),
+        ("estimates.feature_comparisons", COST + FEATURES),
+        ("estimates.effect_history", history),
+        ("estimates.srm_check", srm),
+        ("modeling.cv_metrics", cv),
+        ("modeling.predictions", predictions),
+        ("staging.session_labels", labels),
+    ):
+        _insert(con, table, rows)
+    con.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_warehouse(tmp_path_factory.mktemp("report") / "pulse.duckdb")
+
+
+@pytest.fixture(scope="module")
+def built(warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[dg.ExecuteInProcessResult, Path]:
+    """The report asset and its check, run once over the module's warehouse: the page every test reads."""
+    folder = tmp_path_factory.mktemp("out") / "report"
+    resources = {
+        "warehouse": WarehouseResource(database=str(warehouse), publish_to=str(warehouse), drops_dir=str(folder)),
+        "report": ReportResource(folder=str(folder)),
+    }
+    return dg.materialize([index_html, report_is_written], resources=resources), folder
+
+
+@pytest.fixture(scope="module")
+def page(built) -> str:
+    return (built[1] / "index.html").read_text()
+
+
+class Elements(HTMLParser):
+    """Every start tag with its attributes, and the text inside each element that has an id or a headline."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict]] = []
+        self.open: list[tuple[str, dict, list[str]]] = []
+        self.texts: list[tuple[str, dict, str]] = []
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        attributes = {k: v or "" for k, v in attrs}
+        self.tags.append((tag, attributes))
+        self.open.append((tag, attributes, []))
+
+    def handle_data(self, data: str) -> None:
+        for _, _, parts in self.open:
+            parts.append(data)
+
+    def handle_endtag(self, tag: str) -> None:
+        while self.open:
+            name, attributes, parts = self.open.pop()
+            self.texts.append((name, attributes, "".join(parts)))
+            if name == tag:
+                break
+
+
+def parse(document: str) -> Elements:
+    parser = Elements()
+    parser.feed(document)
+    return parser
+
+
+def warehouse_value(con: duckdb.DuckDBPyConnection, table: str, column: str, where: dict) -> float:
+    """The one value the headline names, queried independently of the page's code."""
+    clause = " AND ".join(f'"{k}" = ?' for k in where)
+    rows = con.execute(f'SELECT "{column}" FROM {table} WHERE {clause}', list(where.values())).fetchall()
+    assert len(rows) == 1, (table, column, where, rows)
+    return rows[0][0]
+
+
+def headlines(document: str) -> list[tuple[dict, str]]:
+    return [(a, text) for tag, a, text in parse(document).texts if "data-headline" in a]
+
+
+def test_headline_numbers_equal_the_warehouse_rows(page, warehouse):
+    found = headlines(page)
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        for attributes, text in found:
+            where = json.loads(attributes["data-where"])
+            value = warehouse_value(con, attributes["data-table"], attributes["data-headline"], where)
+            assert float(attributes["data-value"]) == value, attributes
+            decimals = len(text.split(".")[1]) if "." in text else 0
+            assert abs(float(text) - value) <= 0.5 * 10**-decimals + 1e-12, (text, value)
+    keys = {(a["data-table"], a["data-headline"], a["data-where"]) for a, _ in found}
+    # every method's effect and interval of both comparisons (the single-arm row has no numbers), the widths,
+    # the power, the correlations, the split check's p-values, the cost per arm
+    effects = {(r["experiment"], r["method"]) for r in EFFECTS if r.get("effect") is not None}
+    assert {
+        (json.loads(w)["experiment"], json.loads(w)["method"])
+        for t, c, w in keys
+        if t == "estimates.experiment_effects" and c == "effect"
+    } == effects
+    columns = {(t, c) for t, c, _ in keys}
+    assert columns >= {
+        ("estimates.experiment_effects", "ci_low"),
+        ("estimates.experiment_effects", "width_vs_naive"),
+        ("estimates.experiment_effects", "best_width_theory"),
+        ("estimates.experiment_effects", "oof_rho"),
+        ("estimates.power", "mde_naive"),
+        ("estimates.power", "mde_ppi"),
+        ("estimates.benchmark_correlation", "coefficient"),
+        ("estimates.srm_check", "p_value"),
+        ("estimates.feature_comparisons", "mean_treatment"),
+    }
+    shown = {
+        json.loads(a["data-where"])["method"]: t
+        for a, t in found
+        if a["data-headline"] == "effect" and json.loads(a["data-where"])["experiment"] == "llm-backbone"
+    }
+    assert shown["ppi"] == "+0.041" and shown["aipw"] == "+0.045"
+
+
+def _text(document: str) -> str:
+    """The page's words without the SVGs and tags, one space between words, none before punctuation."""
+    text = re.sub(r"<[^>]+>", " ", re.sub(r"<svg.*?</svg>", "", document, flags=re.S))
+    return re.sub(r" ([:;,.)])", r"\1", re.sub(r"\s+", " ", text))
+
+
+def test_conclusions_follow_the_chosen_estimate(page):
+    text = _text(page)
+    # llm-backbone: PPI valid and unflagged, interval [0.012, 0.068] clear of zero; 0.0412 x 4 = +0.16 stars;
+    # p_holm 0.03 < 0.05, so no Holm caveat
+    assert (
+        "gpt-5 is rated higher than claude-4-sonnet: +0.041 (95 % interval +0.012 to +0.068), about +0.16 stars,"
+        " by PPI++" in text
+    )
+    assert "PPI++ is valid and not flagged" in text and "after Holm" not in text
+    # planning: PPI flagged -> AIPW, whose interval holds zero; the naive MDE 0.12 (0.48 stars) bounds what it saw
+    assert "No detectable difference between show-plan and no-plan: -0.012" in text
+    assert "the test could have detected 0.120 or more (0.48 stars, 80 % power)" in text
+    assert "PPI++ is flagged, AIPW corrects for who rates" in text
+    assert "single-arm experiment: every session is in only-arm" in text
+    # the flagged rows are named in the forest plot's caption
+    assert f"PPI++: {FLAG_SHIFT}" in text and "PPI in-sample (paper): predictions may have seen the labels" in text
+    # cost per arm: 0.3125 and 0.25 dollars; the 25 % more is (0.3125 - 0.25) / 0.25
+    assert "0.3125 0.2500 +0.0625 +25.0 %" in text
+
+
+def test_empty_tables_say_why(page):
+    text = _text(page)
+    for table in ("estimates.label_shift", "estimates.segment_effects", "estimates.ask_policy"):
+        assert f"Nothing to show: {table} has no rows:" in text, table
+
+
+def test_a_warehouse_without_the_tables_gives_a_page_of_reasons(tmp_path):
+    with duckdb.connect(str(tmp_path / "old.duckdb")) as con:
+        page = build_page(con, "old.duckdb", built=datetime(2026, 1, 1))
+    assert page.figures == 0 and page.sections == 10
+    text = _text(page.html)
+    assert "estimates.experiment_effects does not exist in this warehouse" in text
+    assert text.count("Nothing to show:") >= 10
+
+
+def test_the_page_loads_nothing_from_elsewhere(page):
+    assert "http" not in page and "<script" not in page and "<link" not in page and "<img" not in page
+    assert not re.search(r"\ssrc=", page)
+    assert set(re.findall(r'href="(.)', page)) <= {"#"}
+    assert set(re.findall(r"url\((.)", page)) <= {"#"}
+    assert "@import" not in page
+
+
+def test_every_figure_has_a_caption_and_a_text_alternative(page):
+    elements = parse(page)
+    ids = [a["id"] for _, a in elements.tags if "id" in a]
+    assert len(ids) == len(set(ids))  # one document, many SVGs: no clashing ids
+    text_by_id = {a["id"]: t.strip() for _, a, t in elements.texts if "id" in a}
+    figures = [t for tag, _, t in elements.texts if tag == "figure"]
+    # 2 forest plots, widths, calibration, features of one comparison, 1 benchmark scatter, 1 history
+    assert len(figures) == 7
+    assert page.count("<figure>") == page.count("<figcaption>") == page.count('role="img"') == 7
+    for tag, attributes in elements.tags:
+        if tag == "svg" and "role" in attributes:
+            title_id, desc_id = attributes["aria-labelledby"].split()
+            assert text_by_id[title_id] and text_by_id[desc_id]
+    # the calibration figure states every decile's numbers, worked out here from the rows
+    predictions, labels = _calibration_rows()
+    stars = np.array([p["prediction_stars"] for p in predictions if p["labeled"]])
+    ratings = np.array([lab["label_stars"] for lab in labels])
+    desc = text_by_id["fig-calibration-desc"]
+    for decile in range(10):  # 20 sessions sorted by prediction: two a decile
+        p, o = stars[2 * decile : 2 * decile + 2].mean(), ratings[2 * decile : 2 * decile + 2].mean()
+        assert f"decile {decile + 1} (2 sessions): predicted {p:.2f}, observed {o:.2f}" in desc
+    levels = [int(tag[1]) for tag, _ in elements.tags if re.fullmatch(r"h[1-6]", tag)]
+    assert levels[0] == 1 and all(b - a <= 1 for a, b in zip(levels, levels[1:], strict=False))
+
+
+def test_the_asset_writes_the_report_and_its_check_passes(built):
+    result, folder = built
+    assert result.success
+    (materialization,) = result.asset_materializations_for_node("report__index_html")
+    assert materialization.metadata["path"].path == str(folder / "index.html")
+    assert materialization.metadata["sections"].value == 10 and materialization.metadata["figures"].value == 7
+    assert [e.passed for e in result.get_asset_check_evaluations()] == [True]
+    assert [p.name for p in folder.iterdir()] == ["index.html"]  # the temporary file was renamed, none left
+
+
+def test_pulse_report_rebuilds_from_the_published_warehouse(pulse_home, warehouse, capsys):
+    assert main(["report"]) == 2
+    assert "no warehouse at" in capsys.readouterr().err
+    pulse_home.warehouse.write_bytes(warehouse.read_bytes())
+    assert main(["report"]) == 0
+    path = Path(capsys.readouterr().out.strip())
+    assert path == pulse_home.report / "index.html" and 'data-headline="effect"' in path.read_text()
