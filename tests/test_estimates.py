@@ -13,6 +13,8 @@ from pulse_pipeline.estimates.experiments import experiments, read_controls
 from pulse_pipeline.runs import ingest
 from pulse_pipeline.synth import write_corpus
 
+from .test_asset_metadata import assert_headline_metadata
+
 FAST = Settings(n_resamples=2_000, n_permutations=2_000)
 
 
@@ -118,3 +120,4 @@ def test_experiment_effects_through_the_pipeline(pulse_home, tmp_path, monkeypat
             assert len(found) == 1 and found[0][0] is None and "single-arm experiment" in found[0][1], t
     methods = {m for e, t, m, *_ in rows if t == "gpt-5"}
     assert methods == {"naive_welch", "naive_bootstrap", "ppi", "crossppi", "aipw", "ppi_insample"}
+    assert_headline_metadata(pulse_home)  # the figures the UI plots equal these rows

@@ -1,10 +1,13 @@
 """Estimates: per experiment and treatment-vs-control comparison, every method's effect and its diagnostics."""
 
+import math
+from collections.abc import Sequence
+
 import dagster as dg
 
 from ... import tables
 from ...estimates.effects import Settings
-from ...estimates.experiment_effects import experiment_effect_rows
+from ...estimates.experiment_effects import EffectRow, experiment_effect_rows
 from ...estimates.sessions import assigned_sessions, chosen_family
 from ...modeling.comparison import load_floor
 from ...modeling.data import load_modeling_data
@@ -15,6 +18,40 @@ from ..specs import SESSION_FEATURES_KEY, key, table_spec
 from .resources import EstimatesResource
 
 SESSIONS_DEPS = [tables.STAGING_ASSIGNMENTS, tables.SESSION_LABELS, tables.PREDICTIONS]  # what assigned_sessions reads
+
+# The headline figures the UI plots over materializations (numeric metadata under the same key each time): the naive
+# reference and the prediction-powered methods that can be valid (ppi_insample never is; the bootstrap repeats the
+# naive effect), each with its effect, interval and width relative to naive.
+HEADLINE_METHODS = ("naive_welch", "ppi", "crossppi", "aipw")
+HEADLINE_STATISTICS = ("effect", "ci_low", "ci_high", "width_vs_naive")
+# 15 numbers per comparison (naive's width is 1 by definition): a few comparisons keep the metadata to tens of entries.
+MAX_HEADLINE_COMPARISONS = 6
+
+
+def headline_metadata(rows: Sequence[EffectRow]) -> dict[str, dg.MetadataValue]:
+    """The headline figures of the first ``MAX_HEADLINE_COMPARISONS`` comparisons (alphabetically, so the same ones
+    each time), as float metadata keyed ``<experiment>: <treatment> vs <control> / <method> <statistic>``.
+
+    An undefined figure (too few ratings) has no entry: a plot shows a gap rather than a made-up point. When
+    comparisons are left out, a text entry says how many; every one is in the table and the ``effects`` entry."""
+    comparisons = sorted({(r.experiment, r.treatment, r.control) for r in rows if r.treatment is not None})
+    shown = set(comparisons[:MAX_HEADLINE_COMPARISONS])
+    metadata: dict[str, dg.MetadataValue] = {}
+    for r in rows:
+        if (r.experiment, r.treatment, r.control) not in shown or r.method not in HEADLINE_METHODS:
+            continue
+        statistics = HEADLINE_STATISTICS[:-1] if r.method == "naive_welch" else HEADLINE_STATISTICS
+        for statistic in statistics:
+            value = getattr(r, statistic)
+            if value is None or not math.isfinite(value):
+                continue
+            name = f"{r.experiment}: {r.treatment} vs {r.control} / {r.method} {statistic}"
+            metadata[name] = dg.MetadataValue.float(float(value))
+    if len(comparisons) > len(shown):
+        metadata["headline comparisons"] = dg.MetadataValue.text(
+            f"figures of the first {len(shown)} of {len(comparisons)} comparisons; every one is in the table"
+        )
+    return metadata
 
 
 @dg.asset(**table_spec(tables.EXPERIMENT_EFFECTS, [*SESSIONS_DEPS, SESSION_FEATURES_KEY], "estimates"))
@@ -54,6 +91,7 @@ def experiment_effects(context: dg.AssetExecutionContext, warehouse: WarehouseRe
             "flagged_rows": sum(1 for r in rows if r.flags),
             **({"floor": floor} if floor else {}),
             "effects": dg.MetadataValue.md(markdown_table(headline, max_rows=60)),
+            **headline_metadata(rows),
         }
     )
 

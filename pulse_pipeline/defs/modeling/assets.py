@@ -43,7 +43,8 @@ def cv_metrics(context: dg.AssetExecutionContext, warehouse: WarehouseResource, 
             "dagster/row_count": len(comparison.rows),
             "chosen_model": chosen.family,
             "chosen_by": modeling.choose_by,
-            **{f"chosen_{m.name}": float(m.mean) for m in chosen.metrics},
+            **{f"chosen_{m.name}": float(m.mean) for m in chosen.metrics},  # numeric: the UI plots them over runs
+            "rated_sessions": chosen.n_labeled,  # what the chosen family was cross-validated on
             "floor": comparison.floor or f"none: a family beats the constant or >= {FLOOR_MAX_LABELS} ratings",
             "table_2": dg.MetadataValue.md(markdown_table(table_2(comparison.rows))),
         }
@@ -89,7 +90,8 @@ def crossfit(context: dg.AssetExecutionContext, warehouse: WarehouseResource, mo
         metadata={
             "dagster/row_count": result.predictions.height,
             "model": family,
-            "oof_pearson": result.oof_pearson,
+            "oof_pearson": result.oof_pearson,  # numeric: the UI plots it over runs
+            "rated_sessions": int(result.predictions["labeled"].sum()),  # what the fold models were fit on
             **({"note": result.note} if result.note else {}),
         },
     )
