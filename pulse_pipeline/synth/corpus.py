@@ -6,7 +6,11 @@ arm effect is known. Files written into ``out_dir``:
 - ``sessions-0000.jsonl``, ... one session a line: ``{"session_id", "user_id", "history": [V0 events]}``;
 - ``ratings.jsonl``      one row per rated segment, shaped like OpenHands' ``conversation_feedback`` table;
   ``event_id`` is the id of the segment's closing agent message / finish, and the mean of a session's rows is
-  exactly its ``label``;
+  exactly its ``label``. With ``ask_log_share`` > 0, sessions that start in that last share of the time span also
+  log every rating widget shown (the README's ask rows): the widget shows at every segment's close (so
+  ``ask_probability`` 1), a rated segment's row carries its rating, every other segment gets an unanswered ask;
+  who rates is unchanged. With ``malformed`` > 0, that many deliberately broken records follow the good ones
+  (:data:`MALFORMED`): an ingest quarantines each, and no label changes;
 - ``assignments.csv``    ``session_id,experiment,variant,user_id``, one row per session;
 - ``_truth.json``        params, seed, true arm means and effects, realized arm means, selection diagnostics;
 - ``_sessions_truth.csv`` the session-level truth (label, true_mean_rating, rated, p_rated, counts).
@@ -39,7 +43,7 @@ from .model import (
     simulate_sessions,
     true_arm_means,
 )
-from .render import render_session, session_specs
+from .render import BASE_TIME, SPAN_SECONDS, render_session, session_specs
 
 TRUTH_COLUMNS: tuple[str, ...] = (
     "session_id",
@@ -72,6 +76,18 @@ TRUTH_COLUMNS: tuple[str, ...] = (
 )
 
 
+MALFORMED: tuple[tuple[str, str], ...] = (
+    ("ratings.jsonl", "{not json"),
+    ("ratings.jsonl", '{"id": "bad-rating", "conversation_id": "s000000", "rating": 7}'),
+    ("ratings.jsonl", '{"id": "bad-session", "conversation_id": "no-such-session", "rating": 4}'),
+    ("ratings.jsonl", '{"id": "bad-ask", "conversation_id": "s000000", "ask_probability": 0}'),
+    ("sessions", '{"session_id": "bad-history", "user_id": "u", "history": "not a list"}'),
+)
+"""Broken records ``write_corpus(malformed=k)`` appends, cycling (file, line); "sessions" is the last sessions file:
+a line that is not JSON, a rating of 7, a rating of a session no drop has, an ask with probability 0, a session
+whose history is no list of events. Each is one quarantine row with its reason; the labels are untouched."""
+
+
 @dataclass(frozen=True)
 class CorpusSummary:
     out_dir: Path
@@ -81,7 +97,9 @@ class CorpusSummary:
     n_events: int
     bytes_written: int  # all files written, sidecars included
     files: tuple[Path, ...]
-    n_ratings: int = 0  # rating rows (rated segments)
+    n_ratings: int = 0  # rating rows (rated segments), answered asks included
+    n_unanswered_asks: int = 0  # ask rows without a rating (``ask_log_share``)
+    n_malformed: int = 0  # deliberately broken records (``malformed``)
 
 
 def _reason(rating: int, finished: bool, rnd: random.Random) -> str | None:
@@ -176,8 +194,13 @@ def write_corpus(
     rated_fraction: float = 0.05,
     params: GeneratorParams | None = None,
     advance: Callable[[int, int], None] | None = None,
+    ask_log_share: float = 0.0,
+    malformed: int = 0,
 ) -> CorpusSummary:
     """Simulate ``n_sessions`` sessions and write the corpus folder (see the module docstring).
+
+    ``ask_log_share`` in [0, 1]: the last share of the time span in which asks are logged; ``malformed``: how many
+    broken records to append (:data:`MALFORMED`). Both default to none: the corpus is then what it always was.
 
     ``advance(1, n_sessions)`` is called as each session is rendered (a progress bar: ``progress.py``).
 
@@ -201,6 +224,8 @@ def write_corpus(
     n_events = 0
     total_bytes = 0
     rating_lines: list[bytes] = []
+    n_answered = 0
+    asks_from = BASE_TIME + timedelta(seconds=SPAN_SECONDS * (1.0 - ask_log_share))
     n_files = (n_sessions + sessions_per_file - 1) // sessions_per_file
     for f in range(n_files):
         lines: list[bytes] = []
@@ -214,22 +239,30 @@ def write_corpus(
             lines.append(
                 orjson.dumps({"session_id": spec.session_id, "user_id": spec.user_id, "history": rendered.history})
             )
+            logs_asks = ask_log_share > 0 and datetime.fromisoformat(rendered.history[0]["timestamp"]) >= asks_from
+            answered: dict[int, dict] = {}
             if rated[i]:
                 segments = sorted(rnd.sample(range(spec.n_segments), k_rated[i]))
                 for j, seg in enumerate(segments):
                     rating = stars[i][j]
-                    rating_lines.append(
-                        orjson.dumps(
-                            {
-                                "id": f"r{len(rating_lines) + 1:06d}",
-                                "conversation_id": spec.session_id,
-                                "event_id": rendered.close_ids[seg],
-                                "rating": rating,
-                                "reason": _reason(rating, spec.finished, rnd),
-                                "created_at": _iso(rendered.close_times[seg], rnd.uniform(3.0, 300.0)),
-                            }
-                        )
-                    )
+                    answered[seg] = {
+                        "conversation_id": spec.session_id,
+                        "event_id": rendered.close_ids[seg],
+                        "rating": rating,
+                        "reason": _reason(rating, spec.finished, rnd),
+                        "created_at": _iso(rendered.close_times[seg], rnd.uniform(3.0, 300.0)),
+                    }
+            n_answered += len(answered)
+            # without ask logging only the answers are rows; with it every segment's close is an ask (probability 1)
+            for seg in range(spec.n_segments) if logs_asks else sorted(answered):
+                row = answered.get(seg) or {
+                    "conversation_id": spec.session_id,
+                    "event_id": rendered.close_ids[seg],
+                    "created_at": _iso(rendered.close_times[seg], 1.0),
+                }
+                if logs_asks:
+                    row = {**row, "ask_probability": 1.0}
+                rating_lines.append(orjson.dumps({"id": f"r{len(rating_lines) + 1:06d}", **row}))
         path = out / f"sessions-{f:04d}.jsonl"
         data = b"\n".join(lines) + b"\n"
         path.write_bytes(data)
@@ -246,6 +279,13 @@ def write_corpus(
         files.append(path)
         total_bytes += len(data)
 
+    broken = [MALFORMED[k % len(MALFORMED)] for k in range(malformed)]
+    rating_lines += [line.encode() for name, line in broken if name == "ratings.jsonl"]
+    if any(name == "sessions" for name, _ in broken):  # appended to the last sessions file
+        extra = b"".join(line.encode() + b"\n" for name, line in broken if name == "sessions")
+        with files[-1].open("ab") as fh:
+            fh.write(extra)
+        total_bytes += len(extra)
     put("ratings.jsonl", b"".join(line + b"\n" for line in rating_lines))
     assignment_rows = zip(
         table.session_id.tolist(),
@@ -273,5 +313,7 @@ def write_corpus(
         n_events=n_events,
         bytes_written=total_bytes,
         files=tuple(files),
-        n_ratings=len(rating_lines),
+        n_ratings=n_answered,
+        n_unanswered_asks=len(rating_lines) - n_answered - sum(name == "ratings.jsonl" for name, _ in broken),
+        n_malformed=malformed,
     )
