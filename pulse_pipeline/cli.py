@@ -60,7 +60,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
             Path(args.out), args.sessions, seed=args.seed, n_users=args.users, scenario=args.scenario, advance=advance
         )
     if args.json:
-        print(json.dumps({**asdict(s), "out_dir": str(s.out_dir), "files": [str(f) for f in s.files]}, indent=2))
+        print(json.dumps(asdict(s), indent=2, default=str))  # paths as text
         return 0
     print(
         f"wrote {s.n_sessions} sessions of {s.n_users} users ({s.n_rated} rated, {s.n_events} events, "
