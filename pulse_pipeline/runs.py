@@ -60,7 +60,7 @@ def _counting_logger(advance: progress.Advance, total: int) -> dg.LoggerDefiniti
     """A Dagster logger that advances a bar by one for each asset materialized, the asset's key as its note.
 
     Why a logger: Dagster hands every event of a run, as it happens, to each logger of the job as a log record
-    (the event on the record's ``dagster_meta``), and a logger is the public way to add a listener to a run."""
+    (the event on the record's ``dagster_meta``), so a logger follows a run without touching its assets."""
 
     class Counter(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
@@ -97,6 +97,7 @@ def _execute(
 
 
 def _assets_of(defs: dg.Definitions, *jobs: str) -> int:
+    """How many assets the jobs materialize (for a bar's total)."""
     return sum(len(defs.resolve_job_def(job).asset_layer.selected_asset_keys) for job in jobs)
 
 
