@@ -89,6 +89,7 @@ def experiment_effects(context: dg.AssetExecutionContext, warehouse: WarehouseRe
         metadata={
             "dagster/row_count": len(rows),
             "flagged_rows": sum(1 for r in rows if r.flags),
+            **estimates.experiments_metadata(),
             **({"floor": floor} if floor else {}),
             "effects": dg.MetadataValue.md(markdown_table(headline, max_rows=60)),
             **headline_metadata(rows),
