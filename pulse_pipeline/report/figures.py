@@ -86,7 +86,7 @@ def _svg(fig: Figure, fig_id: str, title: str, desc: str) -> str:
     """The figure as an ``<svg>`` element for inline use: no XML prolog, no metadata block (it names
     matplotlib's web site), an accessible name and description."""
     buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+    fig.savefig(buffer, format="svg", metadata={"Date": None})  # constrained layout: nothing to trim
     text = buffer.getvalue()
     text = text[text.index("<svg") :]
     text = re.sub(r"\s*<metadata>.*?</metadata>", "", text, count=1, flags=re.S)
@@ -405,9 +405,8 @@ def history(fig_id: str, title: str, looks: Sequence[Look]) -> str:
         )
         ax.plot(days, [x.cs_high for x in looks], color=BLACK, linestyle=":", linewidth=1.3)
         ax.axhline(0, color=GREY, linewidth=0.8)
-        locator = mdates.AutoDateLocator(maxticks=8)
-        ax.xaxis.set_major_locator(locator)
-        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+        ax.xaxis.set_major_locator(mdates.AutoDateLocator(maxticks=8))
+        ax.xaxis.set_major_formatter(mdates.DateFormatter("%d %b\n%Y"))  # every tick a whole date
         ax.set_ylabel("effect (0–1 scale)")
         fig.legend(loc="outside lower left", ncol=3)
         ax.set_title(title, loc="left")

@@ -31,7 +31,7 @@ from .figures import STARS_PER_UNIT, Interval, method_style
 esc = html.escape
 METHOD_ORDER = ("naive_welch", "naive_bootstrap", "ppi", "crossppi", "aipw", "ppi_insample")
 WIDTH_METHODS = ("ppi", "crossppi", "aipw")
-HISTORY_METHODS = ("ppi", "naive_welch")  # the history shows PPI's, else the naive one's
+HISTORY_METHODS = ("ppi", "naive_welch")  # without a chosen estimate: PPI's history, else the naive one
 GLOSSARY = (
     ("naive", "the difference of the rated sessions' mean ratings (Welch interval, or a bootstrap)"),
     (
@@ -390,11 +390,8 @@ def model_section(calibration: data.Rows, cv: data.Rows) -> Section:
     if cv.why_empty:
         s.empty(cv.why_empty)
         return s
-    preferred = ["mse", "mae", "pearson"]
-    metrics = sorted(
-        dict.fromkeys(cv.frame["metric"].to_list()),
-        key=lambda m: (m not in preferred, preferred.index(m) if m in preferred else 0, m),
-    )
+    preferred = ["mse", "mae", "pearson"]  # the paper's column order; any other metric after them
+    metrics = sorted(set(cv.frame["metric"]), key=lambda m: (preferred.index(m) if m in preferred else 9, m))
     by_model: dict[str, dict] = {}
     for r in cv.frame.to_dicts():
         by_model.setdefault(r["model"], {"chosen": False})[r["metric"]] = r
@@ -686,7 +683,10 @@ def segments_section(segments: data.Rows, min_note: str = "too few ratings in an
         control = rows[0]["control"]
         s.add(f"<h3>{esc(experiment)}: {esc(_comparison(treatment, control))}</h3>")
         estimated = [r for r in rows if not _missing(r["effect"])]
-        skipped = sorted({f"{r['dimension']}: {r['segment']}" for r in rows if _missing(r["effect"])})
+        skipped: dict[str, set[str]] = {}
+        for r in rows:
+            if _missing(r["effect"]):
+                skipped.setdefault(r["dimension"].replace("_", " ") + "s", set()).add(r["segment"])
         if estimated:
             intervals = [
                 Interval(
@@ -731,7 +731,8 @@ def segments_section(segments: data.Rows, min_note: str = "too few ratings in an
                 ").</p>"
             )
         if skipped and estimated:
-            s.add(f'<p class="small">Not estimated ({esc(min_note)}): {esc(", ".join(skipped))}.</p>')
+            lists = "; ".join(f"{dimension}: {', '.join(sorted(names))}" for dimension, names in skipped.items())
+            s.add(f'<p class="small">Not estimated ({esc(min_note)}): {esc(lists)}.</p>')
     return s
 
 
@@ -827,7 +828,7 @@ def split_power_section(srm: data.Rows, power: data.Rows) -> Section:
 # ---------------------------------------------------------------- 9. history
 
 
-def history_section(history: data.Rows) -> Section:
+def history_section(history: data.Rows, effects: data.Rows) -> Section:
     s = Section("history", "9. How did the estimate evolve?")
     s.add(
         "<p>The estimate as it stood at the end of each day. The dashed 95 % interval is valid for one look "
@@ -838,10 +839,15 @@ def history_section(history: data.Rows) -> Section:
     if history.why_empty:
         s.empty(history.why_empty)
         return s
-    frame = history.frame
-    for (experiment, treatment), group in frame.group_by(["experiment", "treatment"], maintain_order=True):
+    chosen = {}  # the method section 1 reads each comparison by, so both sections tell one story
+    if effects.why_empty is None:
+        for (experiment, treatment), group in effects.frame.group_by(["experiment", "treatment"]):
+            row, _ = choose(group.to_dicts())
+            chosen[(experiment, treatment)] = row["method"] if row else None
+    for (experiment, treatment), group in history.frame.group_by(["experiment", "treatment"], maintain_order=True):
         methods = set(group["method"].to_list())
-        method = next((m for m in HISTORY_METHODS if m in methods), sorted(methods)[0])
+        preferred = [chosen.get((experiment, treatment)), *HISTORY_METHODS]
+        method = next((m for m in preferred if m in methods), sorted(methods)[0])
         rows = group.filter((pl.col("method") == method) & pl.col("effect").is_not_null()).to_dicts()
         control = group["control"][0]
         name = method_style(method).label
@@ -986,7 +992,7 @@ def build_page(con: duckdb.DuckDBPyConnection, source: str, built: datetime) -> 
         benchmark_section(data.benchmark_points(con), data.benchmark_correlation(con)),
         segments_section(data.segment_effects(con)),
         split_power_section(data.srm(con), power),
-        history_section(data.history(con)),
+        history_section(data.history(con), effects),
         design_section(data.units(con), data.ask_policy(con)),
     ]
     toc = "".join(f'<li><a href="#{s.anchor}">{esc(s.title.split(". ", 1)[1])}</a></li>' for s in sections)
