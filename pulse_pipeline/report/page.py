@@ -31,6 +31,7 @@ from .figures import STARS_PER_UNIT, Interval, method_style
 esc = html.escape
 METHOD_ORDER = ("naive_welch", "naive_bootstrap", "ppi", "crossppi", "aipw", "ppi_insample")
 WIDTH_METHODS = ("ppi", "crossppi", "aipw")
+TOO_FEW = "too few ratings in an arm"  # why a segment has no estimate (its note has the count)
 HISTORY_METHODS = ("ppi", "naive_welch")  # without a chosen estimate: PPI's history, else the naive one
 GLOSSARY = (
     ("naive", "the difference of the rated sessions' mean ratings (Welch interval, or a bootstrap)"),
@@ -668,7 +669,7 @@ def benchmark_section(points: data.Rows, correlation: data.Rows) -> Section:
 # ---------------------------------------------------------------- 7. segments
 
 
-def segments_section(segments: data.Rows, min_note: str = "too few ratings in an arm") -> Section:
+def segments_section(segments: data.Rows) -> Section:
     s = Section("segments", "7. Effects per task type and development cluster")
     s.add(
         "<p>The naive and PPI++ effect within each task type and development cluster with enough ratings in both "
@@ -727,12 +728,12 @@ def segments_section(segments: data.Rows, min_note: str = "too few ratings in an
         else:
             notes = sorted({r["note"] for r in rows if r["note"]})
             s.add(
-                f'<p class="empty">No segment has enough ratings in both arms ({esc(notes[0] if notes else min_note)}'
+                f'<p class="empty">No segment has enough ratings in both arms ({esc(notes[0] if notes else TOO_FEW)}'
                 ").</p>"
             )
         if skipped and estimated:
             lists = "; ".join(f"{dimension}: {', '.join(sorted(names))}" for dimension, names in skipped.items())
-            s.add(f'<p class="small">Not estimated ({esc(min_note)}): {esc(lists)}.</p>')
+            s.add(f'<p class="small">Not estimated ({esc(TOO_FEW)}): {esc(lists)}.</p>')
     return s
 
 
