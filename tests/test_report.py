@@ -343,10 +343,11 @@ def test_the_asset_writes_the_report_and_its_check_passes(built):
     assert [p.name for p in folder.iterdir()] == ["index.html"]  # the temporary file was renamed, none left
 
 
-def test_pulse_report_rebuilds_from_the_published_warehouse(pulse_home, warehouse, capsys):
+def test_pulse_report_rebuilds_from_the_published_warehouse(pulse_home, capsys):
     assert main(["report"]) == 2
     assert "no warehouse at" in capsys.readouterr().err
-    pulse_home.warehouse.write_bytes(warehouse.read_bytes())
+    Warehouse(duckdb.connect(str(pulse_home.warehouse))).con.close()  # every table, empty: a quick page
     assert main(["report"]) == 0
     path = Path(capsys.readouterr().out.strip())
-    assert path == pulse_home.report / "index.html" and 'data-headline="effect"' in path.read_text()
+    assert path == pulse_home.report / "index.html"
+    assert "Nothing to show: estimates.experiment_effects has no rows" in _text(path.read_text())

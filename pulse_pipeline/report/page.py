@@ -975,7 +975,7 @@ td.num, td.na { text-align: right; font-variant-numeric: tabular-nums; white-spa
 thead th { border-bottom: 2px solid #999; }
 dl.glossary { display: grid; grid-template-columns: max-content 1fr; gap: .2rem 1rem; font-size: .9em; }
 dl.glossary dt { font-weight: 600; } dl.glossary dd { margin: 0; }
-@media print { details { display: block; } nav { display: none; } }
+@media print { nav { display: none; } }
 """
 
 
