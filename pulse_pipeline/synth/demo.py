@@ -94,15 +94,19 @@ def install_human_labels(drop: Path, home_file: Path) -> str:
     return f"human labels: {home_file} (true task types of {DEMO_HUMAN_LABELS} demo sessions, standing in for people)"
 
 
-DEMO_VALIDATION = {"replications": 10, "seed": 0, "workers": 1, "scenarios": ["random", "self_selected"]}
+DEMO_VALIDATION = {"replications": 5, "seed": 0, "workers": 1, "scenarios": ["random", "self_selected"]}
 """``estimates.coverage_validation``'s config in the demo: a small run (seconds), not ``pulse validate``'s 500."""
 
-DEMO_NOTES = (
-    f"the demo rates {DEMO_RATED_FRACTION:.0%} of sessions (the paper saw ~5 %), gives llm-backbone two thirds of "
-    "them and draws more CI and deployment tasks, so that four development clusters reach 35 ratings per arm for "
-    "the benchmark correlation (synth/demo.py says why)",
-    f"coverage validation: a small run ({DEMO_VALIDATION['replications']} replications of "
-    f"{' and '.join(DEMO_VALIDATION['scenarios'])}); `pulse validate` runs the full one",
-    "features.judge_scores and features.llm_cache stay empty: no LLM is configured (set PULSE_LLM_MODEL)",
-)
-"""What ``pulse demo`` prints about its own choices."""
+
+def demo_notes(llm_configured: bool) -> list[str]:
+    """What ``pulse demo`` prints about its own choices, and why the LLM tables are empty when no LLM is set."""
+    notes = [
+        f"the demo rates {DEMO_RATED_FRACTION * 100:.0f} % of sessions (the paper saw ~5 %), gives llm-backbone two "
+        "thirds of them and draws more CI and deployment tasks, so that four development clusters reach 35 ratings "
+        "per arm for the benchmark correlation (synth/demo.py says why)",
+        f"coverage validation: a small run ({DEMO_VALIDATION['replications']} replications each of "
+        f"{' and '.join(DEMO_VALIDATION['scenarios'])}: its coverages are rough); `pulse validate` runs the full one",
+    ]
+    if not llm_configured:
+        notes.append("features.judge_scores and features.llm_cache stay empty: no LLM is configured (PULSE_LLM_MODEL)")
+    return notes
