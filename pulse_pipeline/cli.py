@@ -180,10 +180,20 @@ def cmd_validate(args: argparse.Namespace) -> int:
         f"{args.workers} processes"
     )
     config = {"replications": args.replications, "seed": args.seed, "workers": args.workers, "scenarios": scenarios}
-    with progress.showing(True):
+    with progress.showing(not args.json):
         materialize(
             home, "key:estimates/coverage_validation", say=_say, op_config={"estimates__coverage_validation": config}
         )
+    import duckdb
+
+    from .estimates.validation import check_targets
+
+    with duckdb.connect(str(home.warehouse), read_only=True) as con:
+        coverage = con.sql("SELECT * FROM estimates.coverage_validation").pl()
+    unmet = check_targets(coverage, scenarios)
+    if args.json:
+        print(json.dumps({"coverage": coverage.to_dicts(), "targets_unmet": unmet}, indent=2))
+        return 1 if unmet else 0
     _show(
         home,
         "Coverage of 95 % intervals over replications with a known effect:",
@@ -192,12 +202,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
                printf('%+.4f', bias) AS bias, replications, printf('%.2f', share_flagged) AS share_flagged
         FROM estimates.coverage_validation ORDER BY scenario, method""",
     )
-    import duckdb
-
-    from .estimates.validation import check_targets
-
-    with duckdb.connect(str(home.warehouse), read_only=True) as con:
-        unmet = check_targets(con.sql("SELECT * FROM estimates.coverage_validation").pl(), scenarios)
     if unmet:
         print("targets NOT met:\n  " + "\n  ".join(unmet))
         return 1
@@ -415,6 +419,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--scenarios",
         help="comma-separated: random, self_selected, user_assigned, peeking, active, active_varying (default: all)",
     )
+    s.add_argument("--json", action="store_true", help="print coverage and unmet targets as JSON (and draw no bars)")
     s.set_defaults(func=cmd_validate)
 
     s = sub.add_parser("power", help="minimum detectable effect and ratings needed, for planning a test")
