@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from . import progress
-from .paths import PROJECT_ROOT, PulseHome
+from .paths import HUMAN_LABELS, PROJECT_ROOT, PulseHome
 
 
 def _say(message: str) -> None:
@@ -33,6 +33,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             f"{summary.quarantined} quarantined{'' if summary.reconciled else ' (COUNTS DO NOT RECONCILE)'}"
         )
         print(f"warehouse: {summary.warehouse}")
+        print("\n".join(PulseHome.from_env().settings_lines()))
     return 0 if summary.reconciled else 1
 
 
@@ -46,6 +47,7 @@ def cmd_materialize(args: argparse.Namespace) -> int:
         print(json.dumps({"assets": keys, "warehouse": str(home.warehouse)}, indent=2))
     else:
         print(f"materialized {len(keys)} assets into {home.warehouse}")
+        print("\n".join(home.settings_lines()))
     return 0
 
 
@@ -73,24 +75,30 @@ def cmd_synth(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from .ingest.register import register_drop
     from .runs import drop_summary, materialize
-    from .synth import write_corpus
+    from .settings import feature_settings
+    from .synth.demo import DEMO_VALIDATION, demo_notes, install_human_labels, write_demo_corpus
 
     home = PulseHome.from_env().ensure()
-    drop = home.root / "demo" / f"synthetic-{args.sessions}-seed{args.seed}"
+    drop = home.root / "demo" / f"demo-{args.sessions}-seed{args.seed}"
     if not (drop / "_truth.json").exists():
         _say(f"synthesizing {args.sessions} sessions into {drop}")
         with progress.showing(True), progress.bar("sessions", unit="session") as advance:
-            write_corpus(drop, args.sessions, seed=args.seed, advance=advance)
+            write_demo_corpus(drop, args.sessions, seed=args.seed, advance=advance)
+    labels = install_human_labels(drop, home.root / HUMAN_LABELS)
     key, _ = register_drop(home, drop)
     with progress.showing(True):
         materialize(home, say=_say)
+        validation = {"estimates__coverage_validation": DEMO_VALIDATION}
+        materialize(home, "key:estimates/coverage_validation", say=_say, op_config=validation)
     summary = drop_summary(home, key)
     print(
         f"\nPULSE demo: {summary.sessions} sessions, {summary.segments} work segments, {summary.ratings} ratings"
-        f" ({summary.quarantined} quarantined) in drop {summary.drop}"
+        f" ({summary.quarantined} quarantined: the demo's deliberately broken records) in drop {summary.drop}"
     )
     print(f"warehouse (open it with duckdb or `pulse sql`): {home.warehouse}")
     print(f"ground truth of the synthetic corpus: {drop / '_truth.json'}")
+    for line in [*home.settings_lines(), labels, *demo_notes(feature_settings().llm_model is not None)]:
+        print(line)
     _show(
         home,
         "Satisfaction models, out of fold (mean ± sd over CV seeds; * = chosen):",
@@ -155,7 +163,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                printf('%+.3f', rank_biserial) AS rank_biserial
         FROM estimates.label_shift WHERE rank_biserial IS NOT NULL ORDER BY abs(rank_biserial) DESC LIMIT 5""",
     )
-    print(f"report folder: {home.report}")
+    print(f"report: {home.report / 'index.html'}")
     print(
         'try: pulse sql "SELECT variant, count(*), avg(label) FROM staging.session_labels '
         'JOIN staging.assignments USING (session_id) GROUP BY variant"'
@@ -407,7 +415,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_synth)
 
     s = sub.add_parser("demo", help="synthesize a corpus, ingest it and materialize everything")
-    s.add_argument("--sessions", type=int, default=4000)
+    s.add_argument("--sessions", type=int, default=4000)  # synth.demo.DEMO_SESSIONS
     s.add_argument("--seed", type=int, default=0)
     s.set_defaults(func=cmd_demo)
 
