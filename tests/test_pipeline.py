@@ -9,6 +9,7 @@ import pytest
 from pulse_pipeline.cli import main
 from pulse_pipeline.runs import ingest
 from pulse_pipeline.synth import write_corpus
+from pulse_pipeline.synth.corpus import MALFORMED
 
 
 @pytest.mark.slow
@@ -40,9 +41,17 @@ def test_demo_materializes_everything_and_says_where(pulse_home, capsys):
     assert main(["demo", "--sessions", "150", "--seed", "5"]) == 0
     out = capsys.readouterr().out
     assert str(pulse_home.warehouse) in out and "_truth.json" in out
+    assert "experiments: " in out and "(shipped default; put your own at" in out  # an empty home: the defaults
     with duckdb.connect(str(pulse_home.warehouse), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM staging.sessions").fetchone()[0] == 150
-        assert con.execute("SELECT count(*) FROM raw.quarantine").fetchone()[0] == 0
+        # the demo's deliberately broken records (synth/corpus.py MALFORMED), one quarantine row each
+        assert con.execute("SELECT count(*) FROM raw.quarantine").fetchone()[0] == len(MALFORMED)
+        assert con.execute("SELECT count(*) FROM raw.asks").fetchone()[0] > 0
+        assert con.execute("SELECT count(*) FROM estimates.coverage_validation").fetchone()[0] > 0
+        kappa = (
+            "SELECT n_sessions FROM features.annotator_agreement WHERE annotator_b = 'human' AND feature = 'task_type'"
+        )
+        assert con.execute(kappa).fetchone()[0] == 150  # every session of the 150 has a stand-in human label
 
 
 def test_synth_cli_writes_a_corpus_with_its_truth(tmp_path, capsys):
