@@ -18,10 +18,11 @@ from pulse_pipeline.features.agreement import read_human_labels
 from pulse_pipeline.synth.corpus import MALFORMED, write_corpus
 from pulse_pipeline.synth.demo import (
     DEMO_ASK_LOG_SHARE,
+    DEMO_MALFORMED,
     DEMO_RATED_FRACTION,
     DEMO_SESSIONS,
     demo_params,
-    write_demo_corpus,
+    write_human_labels,
 )
 from pulse_pipeline.synth.model import default_n_users, simulate_sessions
 from pulse_pipeline.synth.render import BASE_TIME, SPAN_SECONDS
@@ -54,9 +55,12 @@ def test_the_llm_backbone_arms_get_enough_ratings_for_four_clusters() -> None:
 
 @pytest.fixture(scope="module")
 def small_demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Warehouse]:
-    """A 300-session drop written as the demo writes its own, read into an in-memory warehouse."""
+    """A 300-session drop with the demo's asks, broken records and human labels, read into an in-memory warehouse.
+    The generator's default params, not the demo's: their true arm means (a Monte Carlo, seconds) are cached for the
+    whole test session, and the demo's own mix is checked above and by the demo test in test_pipeline.py."""
     drop = tmp_path_factory.mktemp("demo") / "demo-300"
-    write_demo_corpus(drop, 300, seed=3)
+    write_corpus(drop, 300, seed=3, ask_log_share=DEMO_ASK_LOG_SHARE, malformed=DEMO_MALFORMED)
+    write_human_labels(drop, seed=3)
     wh = Warehouse(duckdb.connect())
     ingest_paths(wh, drop)
     staging.build_session_asks(wh)
@@ -125,9 +129,8 @@ def test_human_labels_are_the_true_task_types(small_demo: tuple[Path, Warehouse]
 
 def test_without_the_options_a_corpus_is_unchanged(tmp_path: Path) -> None:
     """ask_log_share=0 and malformed=0 (the defaults) write what write_corpus always wrote: no ask row."""
-    params = demo_params()  # the fixture's: its arm means are cached already
-    plain = write_corpus(tmp_path / "plain", 60, seed=1, params=params)
-    asked = write_corpus(tmp_path / "asked", 60, seed=1, params=params, ask_log_share=1.0)
+    plain = write_corpus(tmp_path / "plain", 60, seed=1)
+    asked = write_corpus(tmp_path / "asked", 60, seed=1, ask_log_share=1.0)
     assert plain.n_unanswered_asks == 0 and asked.n_unanswered_asks > 0
     assert plain.n_ratings == asked.n_ratings
     answered = [o for o in _lines(tmp_path / "asked" / "ratings.jsonl") if o and "rating" in o]
