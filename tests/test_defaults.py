@@ -58,7 +58,7 @@ def test_an_empty_home_uses_the_shipped_files(tmp_path: Path) -> None:
 
 
 def test_benchmark_points_come_from_the_shipped_file(tmp_path: Path) -> None:
-    """gpt-5 vs claude-4-sonnet in Testing code: ΔB 21.8 (paper Table 3), ΔH = 100 * (0.75 - 0.5) = 25 points from the ratings."""
+    """gpt-5 vs claude-4-sonnet in Testing code: ΔB 21.8 (paper Table 3); ΔH = 100 * (0.75 - 0.5) = 25 points."""
     resource = EstimatesResource(home=str(tmp_path))
     sessions = _sessions("Testing code", {"gpt-5": [0.75, 0.75], "claude-4-sonnet": [0.5, 0.5]})
     tables = build_benchmark_tables(resource.benchmarks_file().path, load_rubric(), sessions, min_ratings=2)
