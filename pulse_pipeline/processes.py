@@ -35,8 +35,8 @@ def ui_command(*, port: int, host: str, python: Path = Path(sys.executable)) -> 
 
 
 def environment_of(base: Mapping[str, str], *, python: Path = Path(sys.executable)) -> dict[str, str]:
-    """``base`` as if the environment of ``python`` were activated: its bin folder first on PATH, and when it is a
-    virtualenv, VIRTUAL_ENV naming it.
+    """``base`` as if the environment of ``python`` were activated: its bin folder first on PATH, and VIRTUAL_ENV
+    naming it when it is a virtualenv (else unset).
 
     So anything the children look up by name (``dagster``, ``python``, a run's own tools) is the same install,
     and ``dg`` does not warn that the active virtualenv differs from the project's when none was activated."""
@@ -44,6 +44,8 @@ def environment_of(base: Mapping[str, str], *, python: Path = Path(sys.executabl
     env["PATH"] = os.pathsep.join([str(python.parent), *(p for p in env.get("PATH", "").split(os.pathsep) if p)])
     if (python.parent.parent / "pyvenv.cfg").is_file():  # a virtualenv: <venv>/bin/python beside <venv>/pyvenv.cfg
         env["VIRTUAL_ENV"] = str(python.parent.parent)
+    else:  # not one: another virtualenv activated in the calling shell is not the one the children run from
+        env.pop("VIRTUAL_ENV", None)
     return env
 
 

@@ -18,7 +18,7 @@ import pytest
 from pulse_pipeline.definitions import build_definitions
 from pulse_pipeline.defs.ingest.sensors import drop_sensor
 from pulse_pipeline.paths import PulseHome
-from pulse_pipeline.processes import STOP_GRACE_SECONDS
+from pulse_pipeline.processes import STOP_GRACE_SECONDS, environment_of, ui_command
 
 from .test_ui_process import _descendants, _free_port, _still_running
 
@@ -149,3 +149,19 @@ def test_pulse_ui_serves_the_definitions_and_stops_on_ctrl_c(tmp_path):
             ui.wait()
             for pid in _still_running(children):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_the_children_run_from_the_environment_of_the_python_given(tmp_path):
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    python = venv / "bin" / "python"
+    base = {"PATH": "/usr/bin:/bin", "VIRTUAL_ENV": "/elsewhere/.venv", "HOME": "/home/x"}
+
+    env = environment_of(base, python=python)
+    assert env == {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "VIRTUAL_ENV": str(venv), "HOME": "/home/x"}
+    dg_dev = [str(venv / "bin" / "dg"), "dev", "--host", "0.0.0.0", "--port", "3001"]
+    assert ui_command(port=3001, host="0.0.0.0", python=python) == dg_dev
+    # a Python outside any virtualenv: its folder first, and the caller's virtualenv is not claimed
+    system = tmp_path / "usr" / "bin" / "python3"
+    assert environment_of(base, python=system) == {"PATH": f"{system.parent}:/usr/bin:/bin", "HOME": "/home/x"}
