@@ -74,11 +74,18 @@ CORRELATION = [
     {"treatment": "gpt-5", "control": "claude-4-sonnet", "measure": m, "n_clusters": 4, "coefficient": c,
      "ci_low": lo, "ci_high": hi}
     for m, c, lo, hi in (("pearson", 0.61, -0.2, 0.95), ("spearman", 0.4, -0.6, 1.0))
+] + [
+    {"treatment": "claude-4-sonnet", "control": "claude-3.7-sonnet", "measure": m, "n_clusters": 0,
+     "note": "0 pairs: a correlation needs at least 3"}
+    for m in ("pearson", "spearman")
 ]  # fmt: skip
 POINTS = [
     {"treatment": "gpt-5", "control": "claude-4-sonnet", "cluster": c, "benchmark": "swe-bench", "delta_b": b,
      "delta_h": h, "n_treatment": 40, "n_control": 40, "status": "used"}
     for c, b, h in (("fix_bugs", 2.0, 1.5), ("testing_code", -1.0, -0.5), ("write_docs", 4.0, 2.0), ("ci", 0.5, 1.0))
+] + [
+    {"treatment": "claude-4-sonnet", "control": "claude-3.7-sonnet", "cluster": "fix_bugs", "status": "skipped",
+     "reason": "no ratings for this comparison: none for claude-3.7-sonnet"}
 ]  # fmt: skip
 COST = [
     {**c, "population": "all", "feature": "llm_cost_usd", "kind": "numeric", "n_treatment": 700, "n_control": 690,
@@ -287,6 +294,9 @@ def test_conclusions_follow_the_chosen_estimate(page):
 
 def test_empty_tables_say_why(page):
     text = _text(page)
+    # a comparison of the benchmarks file the ratings lack: its correlation rows' notes and its points' reason
+    assert "0 pairs: a correlation needs at least 3" in text
+    assert "no figure. Left out: no ratings for this comparison: none for claude-3.7-sonnet (1 point)." in text
     for table in ("estimates.label_shift", "estimates.segment_effects", "estimates.ask_policy"):
         assert f"Nothing to show: {table} has no rows:" in text, table
 

@@ -170,6 +170,16 @@ def benchmark_reasons(con: duckdb.DuckDBPyConnection, limit: int = 5) -> list[st
     return [f"{reason} ({n} point{'s' if n > 1 else ''})" for reason, n in found]
 
 
+def benchmark_left_out(con: duckdb.DuckDBPyConnection) -> Rows:
+    """Per comparison, why its benchmark points were left out and how many (the points that are not used)."""
+    return _query(
+        con,
+        "estimates.benchmark_points",
+        """SELECT treatment, control, reason, count(*) AS n FROM estimates.benchmark_points
+           WHERE status <> 'used' AND reason IS NOT NULL GROUP BY ALL ORDER BY treatment, control, n DESC, reason""",
+    )
+
+
 def benchmark_correlation(con: duckdb.DuckDBPyConnection) -> Rows:
     """Pearson and Spearman per comparison (``estimates.benchmark_correlation``); when empty, why the points
     were left out."""

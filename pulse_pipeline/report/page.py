@@ -575,7 +575,7 @@ def features_section(differences: data.Rows, cost: data.Rows) -> Section:
 # ---------------------------------------------------------------- 6. benchmarks
 
 
-def benchmark_section(points: data.Rows, correlation: data.Rows) -> Section:
+def benchmark_section(points: data.Rows, correlation: data.Rows, left_out: data.Rows) -> Section:
     s = Section("benchmarks", "6. Do ratings agree with benchmarks?")
     s.add(
         "<p>Per task cluster, ΔH is the difference of mean ratings between two models (percentage points of the "
@@ -631,9 +631,20 @@ def benchmark_section(points: data.Rows, correlation: data.Rows) -> Section:
             else []
         )
         if len(mine) < 2:
+            reasons = (
+                [
+                    f"{r['reason']} ({r['n']} point{'s' if r['n'] > 1 else ''})"
+                    for r in left_out.frame.to_dicts()
+                    if r["treatment"] == treatment and r["control"] == control
+                ]
+                if left_out.why_empty is None
+                else []
+            )
+            why = f" Left out: {'; '.join(reasons)}." if reasons else ""
             s.add(
                 corr_table,
-                f'<p class="empty">Fewer than two clusters with both ΔB and ΔH for {esc(label)}: no figure.</p>',
+                f'<p class="empty">Fewer than two clusters with both ΔB and ΔH for {esc(label)}: no figure.'
+                f"{esc(why)}</p>",
             )
             continue
         pts = [figures.Point(p["cluster"], p["delta_b"], p["delta_h"]) for p in mine]
@@ -990,7 +1001,7 @@ def build_page(con: duckdb.DuckDBPyConnection, source: str, built: datetime) -> 
         model_section(data.calibration(con), data.cv_metrics(con)),
         shift_section(data.label_shift(con), effects),
         features_section(data.feature_differences(con), data.cost(con)),
-        benchmark_section(data.benchmark_points(con), data.benchmark_correlation(con)),
+        benchmark_section(data.benchmark_points(con), data.benchmark_correlation(con), data.benchmark_left_out(con)),
         segments_section(data.segment_effects(con)),
         split_power_section(data.srm(con), power),
         history_section(data.history(con), effects),
