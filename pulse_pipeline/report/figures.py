@@ -101,6 +101,12 @@ def _svg(fig: Figure, fig_id: str, title: str, desc: str) -> str:
     return opening + a11y + text[head_end:]
 
 
+def _title(fig: Figure, title: str) -> None:
+    """The title at the figure's left edge, above everything: an axes title starts where the axes do, after the
+    row labels, and runs off the figure when the labels are long."""
+    fig.suptitle(title, x=0.01, ha="left", fontsize=10)
+
+
 def _fmt(value: float | None, digits: int = 3) -> str:
     return "no value" if value is None or math.isnan(value) else f"{value:+.{digits}f}"
 
@@ -161,7 +167,7 @@ def forest(fig_id: str, title: str, rows: Sequence[Interval], reference: float |
         ax.grid(axis="y", visible=False)
         top = ax.secondary_xaxis("top", functions=(lambda x: x * STARS_PER_UNIT, lambda s: s / STARS_PER_UNIT))
         top.set_xlabel("stars")
-        ax.set_title(title, loc="left", pad=28)
+        _title(fig, title)
         desc = "; ".join(
             f"{r.label}: {_fmt(r.effect)} [{_fmt(r.low)}, {_fmt(r.high)}]" + (" flagged" if r.flagged else "")
             for r in rows
@@ -219,7 +225,7 @@ def width_gain(fig_id: str, rows: Sequence[WidthRow]) -> str:
         ax.grid(axis="y", visible=False)
         ax.set_xlabel("interval width ÷ naive interval width (left of 1 = narrower than naive)")
         fig.legend(loc="outside lower left", ncol=4)
-        ax.set_title(title, loc="left")
+        _title(fig, title)
         desc = "; ".join(
             f"{r.comparison}: best {_fmt(r.best, 2)}, "
             + ", ".join(f"{method_style(m).label} {_fmt(v, 2)}" for m, v in r.widths.items())
@@ -245,7 +251,7 @@ def calibration(fig_id: str, predicted: Sequence[float], observed: Sequence[floa
         ax.set_xlabel("mean predicted rating (stars)")
         ax.set_ylabel("mean observed rating (stars)")
         ax.legend(loc="upper left")
-        ax.set_title(title, loc="left", fontsize=9)
+        _title(fig, title)
         desc = "; ".join(
             f"decile {i + 1} ({n} sessions): predicted {p:.2f}, observed {o:.2f}"
             for i, (p, o, n) in enumerate(zip(predicted, observed, counts, strict=True))
@@ -285,7 +291,7 @@ def bars(
         ax.grid(axis="y", visible=False)
         ax.set_xlabel(xlabel)
         fig.legend(loc="outside lower left", ncol=2)
-        ax.set_title(title, loc="left")
+        _title(fig, title)
         desc = "; ".join(f"{label}: {value:+.3g}{unit}" for label, value in zip(labels, values, strict=True))
         return _svg(fig, fig_id, title, desc)
 
@@ -324,7 +330,7 @@ def scatter_fit(fig_id: str, title: str, points: Sequence[Point], xlabel: str, y
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         fig.legend(loc="outside lower left", ncol=2)
-        ax.set_title(f"{title}\n{summary}", loc="left", fontsize=9)
+        _title(fig, f"{title}\n{summary}")
         desc = f"{summary}. " + "; ".join(f"{p.label}: x {p.x:+.2f}, y {p.y:+.2f}" for p in points)
         return _svg(fig, fig_id, title, desc)
 
@@ -361,7 +367,7 @@ def segments(fig_id: str, title: str, rows: Sequence[Interval]) -> str:
         ax.grid(axis="y", visible=False)
         ax.set_xlabel("effect: treatment − control on the 0–1 rating scale (0.25 = one star)")
         fig.legend(loc="outside lower left", ncol=len(methods))
-        ax.set_title(title, loc="left")
+        _title(fig, title)
         desc = "; ".join(
             f"{r.label}, {method_style(r.method).label}: {_fmt(r.effect)} [{_fmt(r.low)}, {_fmt(r.high)}]" for r in rows
         )
@@ -409,7 +415,7 @@ def history(fig_id: str, title: str, looks: Sequence[Look]) -> str:
         ax.xaxis.set_major_formatter(mdates.DateFormatter("%d %b\n%Y"))  # every tick a whole date
         ax.set_ylabel("effect (0–1 scale)")
         fig.legend(loc="outside lower left", ncol=3)
-        ax.set_title(title, loc="left")
+        _title(fig, title)
         last = looks[-1]
         desc = (
             f"{len(looks)} looks from {looks[0].day:%Y-%m-%d} to {last.day:%Y-%m-%d}; on the last day the estimate is"
