@@ -47,6 +47,9 @@ def test_demo_materializes_everything_and_says_where(pulse_home, capsys):
         # the demo's deliberately broken records (synth/corpus.py MALFORMED), one quarantine row each
         assert con.execute("SELECT count(*) FROM raw.quarantine").fetchone()[0] == len(MALFORMED)
         assert con.execute("SELECT count(*) FROM raw.asks").fetchone()[0] > 0
+        # the shipped benchmarks.csv was found: its 14 rows are points, none rejected for want of a file
+        points = "SELECT count(*) FILTER (WHERE benchmark IS NOT NULL), count(*) FILTER (WHERE status = 'rejected')"
+        assert con.execute(points + " FROM estimates.benchmark_points").fetchone() == (14, 0)
         assert con.execute("SELECT count(*) FROM estimates.coverage_validation").fetchone()[0] > 0
         kappa = (
             "SELECT n_sessions FROM features.annotator_agreement WHERE annotator_b = 'human' AND feature = 'task_type'"
