@@ -606,7 +606,7 @@ BENCHMARK_POINTS = _t(
 BENCHMARK_CORRELATION = _t(
     "estimates.benchmark_correlation",
     "Per comparison: Pearson and Spearman correlation of rating and benchmark differences over task clusters,"
-    " with bootstrap intervals (wide with a handful of clusters).",
+    " with Fisher-z intervals (wide with a handful of clusters).",
     ("treatment", VARCHAR),
     ("control", VARCHAR),
     ("measure", VARCHAR),

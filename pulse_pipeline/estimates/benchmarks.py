@@ -234,7 +234,7 @@ def human_deltas(ratings: pl.DataFrame, comparisons: Iterable[tuple[str, str]], 
 
 
 def benchmark_correlation(
-    benchmarks: pl.DataFrame, ratings: pl.DataFrame, *, min_ratings: int = 35, n_boot: int = 10_000, seed: int = 0
+    benchmarks: pl.DataFrame, ratings: pl.DataFrame, *, min_ratings: int = 35
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Per comparison in ``benchmarks``, the correlation across clusters of ΔH (:func:`human_deltas`) with ΔB.
 
@@ -247,7 +247,7 @@ def benchmark_correlation(
       benchmarked comparison but the benchmarks lack (benchmark and delta_b null).
     - summary: treatment, control, measure ("pearson", "spearman"), n_clusters (used points), coefficient, ci_low,
       ci_high, note: :func:`pulse_pipeline.stats.correlation.correlations` of (delta_h, delta_b) over the used
-      points, with ``n_boot`` resamples and ``seed``. Fewer than 3 used points gives NaN and says so in the note.
+      points (Fisher-z intervals). Fewer than 3 used points gives NaN and says so in the note.
     """
     comparisons = list(dict.fromkeys(zip(benchmarks["treatment"], benchmarks["control"], strict=True)))
     deltas = human_deltas(ratings, comparisons, min_ratings)
@@ -280,7 +280,7 @@ def benchmark_correlation(
         used = points_df.filter(
             (pl.col("treatment") == treatment) & (pl.col("control") == control) & (pl.col("status") == "used")
         )
-        for c in correlations(used["delta_h"], used["delta_b"], n_boot=n_boot, seed=seed):
+        for c in correlations(used["delta_h"], used["delta_b"]):
             summary.append(
                 {
                     "treatment": treatment,
