@@ -63,6 +63,11 @@ EFFECTS = [
     _effect(PLANNING, "naive_welch", 0.02, -0.04, 0.08, width_vs_naive=1.0),
     _effect(PLANNING, "ppi", 0.03, -0.02, 0.08, flags=FLAG_SHIFT, width_vs_naive=0.83, best_width_theory=0.9),
     _effect(PLANNING, "aipw", -0.01234, -0.07, 0.046, width_vs_naive=0.97, best_width_theory=0.9, oof_rho=0.4),
+    *[
+        {"experiment": "tiny", "treatment": "t2", "control": "c2", "method": m, "valid": False,
+         "note": "arm t2 has fewer than 2 ratings"}
+        for m in ("naive_welch", "ppi")
+    ],
     {"experiment": "solo", "treatment": None, "control": "only-arm", "method": "none", "valid": False,
      "note": "single-arm experiment: every session is in only-arm"},
 ]  # fmt: skip
@@ -286,6 +291,8 @@ def test_conclusions_follow_the_chosen_estimate(page):
     assert "the test could have detected 0.120 or more (0.48 stars, 80 % power)" in text
     assert "PPI++ is flagged, AIPW corrects for who rates" in text
     assert "single-arm experiment: every session is in only-arm" in text
+    # an arm too small for any estimate: the rows' note, and no figure (the figure count below has none for it)
+    assert "No conclusion: no method has a valid estimate (arm t2 has fewer than 2 ratings)." in text
     # the flagged rows are named in the forest plot's caption
     assert f"PPI++: {FLAG_SHIFT}" in text and "PPI in-sample (paper): predictions may have seen the labels" in text
     # cost per arm: 0.3125 and 0.25 dollars; the 25 % more is (0.3125 - 0.25) / 0.25

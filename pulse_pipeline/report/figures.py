@@ -107,6 +107,13 @@ def _title(fig: Figure, title: str) -> None:
     fig.suptitle(title, x=0.01, ha="left", fontsize=10)
 
 
+def _legend(fig: Figure, ncol: int) -> None:
+    """The legend under the plot, when something drawn has a label (a figure whose values are all missing has
+    none)."""
+    if any(ax.get_legend_handles_labels()[0] for ax in fig.axes):
+        fig.legend(loc="outside lower left", ncol=ncol)
+
+
 def _fmt(value: float | None, digits: int = 3) -> str:
     return "no value" if value is None or math.isnan(value) else f"{value:+.{digits}f}"
 
@@ -161,7 +168,7 @@ def forest(fig_id: str, title: str, rows: Sequence[Interval], reference: float |
         ax.axvline(0, color=GREY, linewidth=0.8)
         if _is_number(reference):
             ax.axvline(reference, color=BLACK, linestyle=":", linewidth=1.2, label="naive estimate")
-            fig.legend(loc="outside lower left")
+            _legend(fig, 1)
         ax.set_xlabel("effect: treatment − control on the 0–1 rating scale (0.25 = one star)")
         ax.set_ylim(-0.7, len(rows) - 0.3)
         ax.grid(axis="y", visible=False)
@@ -224,7 +231,7 @@ def width_gain(fig_id: str, rows: Sequence[WidthRow]) -> str:
         ax.set_ylim(-0.7, len(rows) - 0.3)
         ax.grid(axis="y", visible=False)
         ax.set_xlabel("interval width ÷ naive interval width (left of 1 = narrower than naive)")
-        fig.legend(loc="outside lower left", ncol=4)
+        _legend(fig, 4)
         _title(fig, title)
         desc = "; ".join(
             f"{r.comparison}: best {_fmt(r.best, 2)}, "
@@ -290,7 +297,7 @@ def bars(
         ax.set_yticks(ys, labels)
         ax.grid(axis="y", visible=False)
         ax.set_xlabel(xlabel)
-        fig.legend(loc="outside lower left", ncol=2)
+        _legend(fig, 2)
         _title(fig, title)
         desc = "; ".join(f"{label}: {value:+.3g}{unit}" for label, value in zip(labels, values, strict=True))
         return _svg(fig, fig_id, title, desc)
@@ -329,7 +336,7 @@ def scatter_fit(fig_id: str, title: str, points: Sequence[Point], xlabel: str, y
         ax.axvline(0, color=GREY, linewidth=0.8)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
-        fig.legend(loc="outside lower left", ncol=2)
+        _legend(fig, 2)
         _title(fig, f"{title}\n{summary}")
         desc = f"{summary}. " + "; ".join(f"{p.label}: x {p.x:+.2f}, y {p.y:+.2f}" for p in points)
         return _svg(fig, fig_id, title, desc)
@@ -366,7 +373,7 @@ def segments(fig_id: str, title: str, rows: Sequence[Interval]) -> str:
         ax.set_ylim(-0.7, len(labels) - 0.3)
         ax.grid(axis="y", visible=False)
         ax.set_xlabel("effect: treatment − control on the 0–1 rating scale (0.25 = one star)")
-        fig.legend(loc="outside lower left", ncol=len(methods))
+        _legend(fig, len(methods))
         _title(fig, title)
         desc = "; ".join(
             f"{r.label}, {method_style(r.method).label}: {_fmt(r.effect)} [{_fmt(r.low)}, {_fmt(r.high)}]" for r in rows
@@ -414,7 +421,7 @@ def history(fig_id: str, title: str, looks: Sequence[Look]) -> str:
         ax.xaxis.set_major_locator(mdates.AutoDateLocator(maxticks=8))
         ax.xaxis.set_major_formatter(mdates.DateFormatter("%d %b\n%Y"))  # every tick a whole date
         ax.set_ylabel("effect (0–1 scale)")
-        fig.legend(loc="outside lower left", ncol=3)
+        _legend(fig, 3)
         _title(fig, title)
         last = looks[-1]
         desc = (

@@ -133,6 +133,11 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], caption: str | 
     return f'<div class="scroll"><table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
+def _pair(treatment: object, control: object) -> str:
+    """Two counts, treatment / control, '–' for a missing one."""
+    return " / ".join("–" if _missing(v) else str(v) for v in (treatment, control))
+
+
 def _percent(value: float | None) -> str:
     return "–" if _missing(value) else f"{100 * value:+.1f} %"
 
@@ -236,8 +241,6 @@ def _effects_figure(s: Section, experiment: str, treatment: str, control: str, r
         Interval(method_style(r["method"]).label, r["method"], r["effect"], r["ci_low"], r["ci_high"], bool(r["flags"]))
         for r in rows
     ]
-    fig_id = f"fig-effects-{_slug(experiment, treatment)}"
-    svg = figures.forest(fig_id, f"{experiment}: {treatment} vs {control}", intervals, naive)
     flagged = [r for r in rows if r["flags"]]
     caption = (
         f"Effect of {esc(treatment)} against {esc(control)} by method, with 95 % intervals; the dotted line is the "
@@ -259,8 +262,8 @@ def _effects_figure(s: Section, experiment: str, treatment: str, control: str, r
             td(r["effect_stars"], 2, True),
             td(r["p_value"]),
             td(r["p_holm"]),
-            td(f"{r['n_labeled_treatment']} / {r['n_labeled_control']}"),
-            td(f"{r['N_unlabeled_treatment']} / {r['N_unlabeled_control']}"),
+            td(_pair(r["n_labeled_treatment"], r["n_labeled_control"])),
+            td(_pair(r["N_unlabeled_treatment"], r["N_unlabeled_control"])),
             td(r["valid"]),
             td(r["flags"] or ""),
             td(r["note"] or ""),
@@ -284,6 +287,11 @@ def _effects_figure(s: Section, experiment: str, treatment: str, control: str, r
         ],
         table_rows,
     )
+    if all(_missing(r["effect"]) for r in rows):  # nothing to draw: the rows and their notes
+        s.add(numbers)
+        return
+    fig_id = f"fig-effects-{_slug(experiment, treatment)}"
+    svg = figures.forest(fig_id, f"{experiment}: {treatment} vs {control}", intervals, naive)
     s.figure(svg, caption, numbers)
 
 
@@ -308,6 +316,8 @@ def width_section(effects: data.Rows) -> Section:
         first = next(iter(by.values()))
         label = f"{experiment}: {treatment} vs {first['control']}"
         widths = {m: by[m]["width_vs_naive"] for m in WIDTH_METHODS if m in by}
+        if all(_missing(v) for v in [first["best_width_theory"], *widths.values()]):
+            continue  # an arm too small for any interval: section 1 shows why
         rows.append(figures.WidthRow(label, first["best_width_theory"], widths))
         key = {"experiment": experiment, "treatment": treatment}
         n = (first["n_labeled_treatment"] or 0) + (first["n_labeled_control"] or 0)
@@ -345,7 +355,7 @@ def width_section(effects: data.Rows) -> Section:
             ]
         )
     if not rows:
-        s.empty("no experiment has two arms to compare")
+        s.empty("no comparison has an interval width: no experiment with two arms, or arms too small")
         return s
     svg = figures.width_gain("fig-width", rows)
     caption = (
@@ -559,7 +569,7 @@ def features_section(differences: data.Rows, cost: data.Rows) -> Section:
                 td(r["difference"], 4, True),
                 td(_percent(r["relative_difference"])),
                 td(r["p_value"]),
-                td(f"{r['n_treatment']} / {r['n_control']}"),
+                td(_pair(r["n_treatment"], r["n_control"])),
             ]
         )
     s.add(
@@ -664,7 +674,7 @@ def benchmark_section(points: data.Rows, correlation: data.Rows, left_out: data.
                     td(p["benchmark"]),
                     td(p["delta_b"], 2, True),
                     td(p["delta_h"], 2, True),
-                    td(f"{p['n_treatment']} / {p['n_control']}"),
+                    td(_pair(p["n_treatment"], p["n_control"])),
                 ]
                 for p in mine
             ],
@@ -725,7 +735,7 @@ def segments_section(segments: data.Rows) -> Section:
                         td(r["effect"], 3, True),
                         td(r["ci_low"], 3, True),
                         td(r["ci_high"], 3, True),
-                        td(f"{r['n_labeled_treatment']} / {r['n_labeled_control']}"),
+                        td(_pair(r["n_labeled_treatment"], r["n_labeled_control"])),
                         td(r["p_value"]),
                     ]
                     for r in estimated
@@ -808,7 +818,7 @@ def split_power_section(srm: data.Rows, power: data.Rows) -> Section:
         cells.append(
             [
                 td(f"{r['experiment']}: {_comparison(r['treatment'], r['control'])}"),
-                td(f"{r['n_labeled_treatment']} / {r['n_labeled_control']}"),
+                td(_pair(r["n_labeled_treatment"], r["n_labeled_control"])),
                 td(r["oof_rho"], 2),
                 headline(r["mde_naive"], "estimates.power", "mde_naive", key, 3, False),
                 headline(r["mde_ppi"], "estimates.power", "mde_ppi", key, 3, False),
