@@ -134,6 +134,13 @@ def _is_number(value: float | None) -> bool:
     return value is not None and not math.isnan(value)
 
 
+def _xerr(row: Interval) -> list[list[float]] | None:
+    """The interval as matplotlib's error-bar lengths, or None when a bound is missing (the point alone)."""
+    if _is_number(row.low) and _is_number(row.high):
+        return [[row.effect - row.low], [row.high - row.effect]]
+    return None
+
+
 def forest(fig_id: str, title: str, rows: Sequence[Interval], reference: float | None) -> str:
     """Every method's effect with its 95 % interval, top to bottom in ``rows`` order; the naive estimate as a
     dotted reference line. Flagged rows: hollow marker, dashed interval, "(flagged)" in the label. Rows without
@@ -149,8 +156,8 @@ def forest(fig_id: str, title: str, rows: Sequence[Interval], reference: float |
                 labels.append(f"{row.label} (no estimate)")
                 continue
             labels.append(row.label + suffix)
-            have_ci = _is_number(row.low) and _is_number(row.high)
-            xerr = [[row.effect - row.low], [row.high - row.effect]] if have_ci else None
+            xerr = _xerr(row)
+            have_ci = xerr is not None
             bars = ax.errorbar(
                 row.effect,
                 y,
@@ -360,7 +367,7 @@ def segments(fig_id: str, title: str, rows: Sequence[Interval]) -> str:
             ax.errorbar(
                 row.effect,
                 position[row.label] + offsets[row.method],
-                xerr=[[row.effect - row.low], [row.high - row.effect]],
+                xerr=_xerr(row),
                 fmt=style.marker,
                 color=style.colour,
                 markersize=6,
