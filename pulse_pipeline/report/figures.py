@@ -157,7 +157,6 @@ def forest(fig_id: str, title: str, rows: Sequence[Interval], reference: float |
                 continue
             labels.append(row.label + suffix)
             xerr = _xerr(row)
-            have_ci = xerr is not None
             bars = ax.errorbar(
                 row.effect,
                 y,
@@ -169,7 +168,7 @@ def forest(fig_id: str, title: str, rows: Sequence[Interval], reference: float |
                 capsize=3,
                 linewidth=1.4,
             )
-            if row.flagged and have_ci:
+            if row.flagged and xerr is not None:
                 bars.lines[2][0].set_linestyle("--")
         ax.set_yticks(range(len(rows)), labels)
         ax.axvline(0, color=GREY, linewidth=0.8)
