@@ -334,15 +334,14 @@ def cmd_ui(args: argparse.Namespace) -> int:
     """`dg dev` (webserver, daemon, code servers, their runs) as one process group that stops with this command.
 
     SIGINT (Ctrl-C) or SIGTERM goes to the whole group, which gets ``processes.STOP_GRACE_SECONDS`` before it is
-    killed; the exit code is then 130 or 143. ``dg`` is the one installed beside this Python, so the command
-    works without an activated virtualenv."""
-    from .processes import run_process_group
+    killed; the exit code is then 130 or 143. Every child runs from the environment this Python belongs to, as if
+    it were activated (``processes.ui_command``, ``processes.environment_of``)."""
+    from .processes import environment_of, run_process_group, ui_command
 
     home = PulseHome.from_env().ensure()
-    env = {**os.environ, "DAGSTER_HOME": str(home.dagster_home), "PULSE_HOME": str(home.root)}
-    _say(f"Dagster UI on http://127.0.0.1:{args.port} (DAGSTER_HOME={home.dagster_home})")
-    dg = Path(sys.executable).parent / "dg"
-    return run_process_group([str(dg), "dev", "--port", str(args.port)], cwd=PROJECT_ROOT, env=env)
+    env = environment_of({**os.environ, "DAGSTER_HOME": str(home.dagster_home), "PULSE_HOME": str(home.root)})
+    _say(f"Dagster UI on http://{args.host}:{args.port} (DAGSTER_HOME={home.dagster_home}); Ctrl-C stops it")
+    return run_process_group(ui_command(port=args.port, host=args.host), cwd=PROJECT_ROOT, env=env)
 
 
 def cmd_discover(args: argparse.Namespace) -> int:
@@ -469,6 +468,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("ui", help="open the Dagster UI (dg dev) on PULSE_HOME")
     s.add_argument("--port", type=int, default=3000)
+    s.add_argument("--host", default="127.0.0.1", help="address the webserver listens on (0.0.0.0: every interface)")
     s.set_defaults(func=cmd_ui)
     return p
 
