@@ -317,6 +317,16 @@ def cmd_sql(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    """Rebuild PULSE_HOME/report/index.html from the published warehouse, without running the pipeline."""
+    from .report.build import report_from_warehouse
+
+    home = PulseHome.from_env()
+    report = report_from_warehouse(home.warehouse, home.report)
+    print(report.path)
+    return 0
+
+
 def cmd_diff(args: argparse.Namespace) -> int:
     from .warehouse_diff import diff_warehouses
 
@@ -450,6 +460,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--csv", action="store_true")
     s.add_argument("--max-rows", type=int, default=40)
     s.set_defaults(func=cmd_sql)
+
+    s = sub.add_parser("report", help="rebuild the HTML report (PULSE_HOME/report/index.html) from the warehouse")
+    s.set_defaults(func=cmd_report)
 
     s = sub.add_parser("diff", help="compare two warehouses table for table (exit 1 when any table differs)")
     s.add_argument("first")
