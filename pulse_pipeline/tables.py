@@ -589,8 +589,8 @@ POWER = _t(
 
 BENCHMARK_POINTS = _t(
     "estimates.benchmark_points",
-    "One row per comparison and task cluster: the benchmark score difference (data/benchmarks.csv) next to the"
-    " rating difference, or why the pair was left out.",
+    "One row per comparison and task cluster: the benchmark score difference (benchmarks.csv: PULSE_HOME's, else"
+    " the shipped default) next to the rating difference, or why the pair was left out.",
     ("treatment", VARCHAR),
     ("control", VARCHAR),
     ("cluster", VARCHAR),
