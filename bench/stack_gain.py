@@ -9,7 +9,8 @@ the same folds per seed (folds depend on the seed and the labels only), so the p
     d_s = r_stack,s - r_best,s,   mean d +/- sd(d) / sqrt(S)   over S seeds,
 
 where "best" is the before-family with the highest mean r (the choice the pipeline would make). The warehouse is a
-``pulse demo`` run (4 000 sessions, ~200 rated) built once under --workdir; ``--sessions`` makes a larger one.
+``pulse demo`` run (4 000 sessions, ~600 rated: the demo rates 15 %) built once under --workdir; ``--sessions``
+makes a larger one.
 
     .venv/bin/python bench/stack_gain.py                 # the demo corpus, 10 seeds
     .venv/bin/python bench/stack_gain.py --sessions 12000 --seeds 5
