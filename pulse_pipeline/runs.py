@@ -173,9 +173,11 @@ def materialize(
     defs = _definitions(home)
     graph = defs.resolve_asset_graph()
     # a raw table is written with the rest of its drop, so selecting one selects its whole multi-asset
-    chosen = (
-        dg.AssetSelection.from_string(selection) if selection else dg.AssetSelection.all() - ON_DEMAND
-    ).required_multi_asset_neighbors()
+    try:
+        picked = dg.AssetSelection.from_string(selection) if selection else dg.AssetSelection.all() - ON_DEMAND
+    except dg.DagsterError as e:  # a typo in the selection (Dagster's error is not public): a message, no traceback
+        raise ValueError(f"{e} (Dagster's selection syntax: key:raw/sessions, group:staging, A or B)") from None
+    chosen = picked.required_multi_asset_neighbors()
     keys = chosen.resolve(graph)
     if not keys:
         raise ValueError(f"selection {selection!r} matches no asset")

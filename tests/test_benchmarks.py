@@ -94,9 +94,13 @@ def test_three_points_give_the_whole_range_and_say_why():
     assert correlations([1.0, 2.0, 3.0], [1.0, 3.0, 2.0])[0].coefficient == pytest.approx(0.5)
 
 
-def test_a_perfect_line_has_a_point_interval():
+def test_a_perfect_order_has_no_interval_and_says_why():
     for c in correlations([1.0, 2.0, 3.0, 4.0, 5.0], [2.0, 4.0, 6.0, 8.0, 10.0]):
-        assert c.coefficient == pytest.approx(1.0) and c.ci_low == c.ci_high == c.coefficient
+        assert c.coefficient == pytest.approx(1.0) and math.isnan(c.ci_low) and math.isnan(c.ci_high)
+        assert "Fisher's z gives no interval at |r| = 1" in c.note
+    pearson, spearman = correlations([1.0, 2.0, 3.0, 4.0], [-1.0, -5.0, -6.0, -20.0])  # same order, not a line
+    assert spearman.coefficient == pytest.approx(-1.0) and math.isnan(spearman.ci_low) and "same order" in spearman.note
+    assert -1.0 < pearson.ci_low < pearson.coefficient < pearson.ci_high < 1.0 and pearson.note is None
 
 
 @pytest.mark.parametrize(

@@ -83,3 +83,5 @@ def test_materialize_a_selection_only_touches_it_and_publishes_only_a_whole_stat
     assert "not replaced: tables are older than what they read:" in err and "staging/" not in err, err
     assert main(["materialize", "--select", "key:nothing/here"]) == 2
     assert "matches no asset" in capsys.readouterr().err
+    assert main(["materialize", "--select", "key:raw/sessions key:raw/events"]) == 2  # "or" missing
+    assert "Invalid selection string" in capsys.readouterr().err

@@ -16,6 +16,7 @@ import html
 import io
 import math
 import re
+import textwrap
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -112,6 +113,12 @@ def _legend(fig: Figure, ncol: int) -> None:
     none)."""
     if any(ax.get_legend_handles_labels()[0] for ax in fig.axes):
         fig.legend(loc="outside lower left", ncol=ncol)
+
+
+def _wrapped(label: str) -> str:
+    """An axis label in lines of at most 50 characters: long row labels (segment and feature names) leave the
+    plot narrow, and one long line would run off the figure."""
+    return textwrap.fill(label, 50)
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
@@ -302,7 +309,7 @@ def bars(
         ax.axvline(0, color=GREY, linewidth=0.8)
         ax.set_yticks(ys, labels)
         ax.grid(axis="y", visible=False)
-        ax.set_xlabel(xlabel)
+        ax.set_xlabel(_wrapped(xlabel))
         _legend(fig, 2)
         _title(fig, title)
         desc = "; ".join(f"{label}: {value:+.3g}{unit}" for label, value in zip(labels, values, strict=True))
@@ -378,7 +385,7 @@ def segments(fig_id: str, title: str, rows: Sequence[Interval]) -> str:
         ax.set_yticks([position[label] for label in labels], labels)
         ax.set_ylim(-0.7, len(labels) - 0.3)
         ax.grid(axis="y", visible=False)
-        ax.set_xlabel("effect: treatment − control on the 0–1 rating scale (0.25 = one star)")
+        ax.set_xlabel(_wrapped("effect: treatment − control on the 0–1 rating scale (0.25 = one star)"))
         _legend(fig, len(methods))
         _title(fig, title)
         desc = "; ".join(

@@ -55,11 +55,12 @@ def _degenerate(x: np.ndarray, y: np.ndarray) -> str | None:
 
 def fisher_interval(r: float, n: int, measure: str = "pearson", alpha: float = 0.05) -> tuple[float, float]:
     """``tanh(atanh(r) -+ z_{1-alpha/2} * sqrt(c / (n - 3)))``, c from ``FISHER_VARIANCE``; all of [-1, 1] when
-    n <= 3 (no degrees of freedom left); [r, r] when |r| = 1 (the points lie on a line or a monotone curve)."""
+    n <= 3 (no degrees of freedom left); NaN when |r| = 1, where atanh is infinite and the approximation says
+    nothing (a point interval would claim certainty: four clusters fall in the same rank order by chance once in 12)."""
     if n <= 3:
         return -1.0, 1.0
-    if abs(r) >= 1.0 - 1e-12:  # atanh is infinite at +-1 (and r may come out a rounding error short of it)
-        return r, r
+    if abs(r) >= 1.0 - 1e-12:  # r may come out a rounding error short of +-1
+        return float("nan"), float("nan")
     half = float(stats.norm.ppf(1.0 - alpha / 2.0)) * np.sqrt(FISHER_VARIANCE[measure] / (n - 3))
     z = float(np.arctanh(r))
     return float(np.tanh(z - half)), float(np.tanh(z + half))
@@ -83,7 +84,8 @@ def correlations(x, y, *, alpha: float = 0.05) -> list[Correlation]:
 
     Returns:
         ``[pearson, spearman]``. Fewer than 3 pairs, a NaN or infinite value, or a constant x or y: coefficient
-        and interval NaN, with the reason in the note. Exactly 3 pairs: the coefficient, and [-1, 1] with a note.
+        and interval NaN, with the reason in the note. Exactly 3 pairs: the coefficient, and [-1, 1] with a note;
+        |r| = 1 (n > 3): the coefficient, the interval NaN, and a note.
     """
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
@@ -97,5 +99,11 @@ def correlations(x, y, *, alpha: float = 0.05) -> list[Correlation]:
     if why is not None:
         return [Correlation(m, n, nan, nan, nan, note=why) for m in MEASURES]
     observed = {"pearson": float(stats.pearsonr(x, y).statistic), "spearman": float(stats.spearmanr(x, y).statistic)}
-    note = "3 pairs: no interval narrower than [-1, 1] (Fisher's z needs at least 4)" if n == 3 else None
-    return [Correlation(m, n, observed[m], *fisher_interval(observed[m], n, m, alpha), note=note) for m in MEASURES]
+    out = []
+    for m in MEASURES:
+        note = "3 pairs: no interval narrower than [-1, 1] (Fisher's z needs at least 4)" if n == 3 else None
+        if n > 3 and abs(observed[m]) >= 1.0 - 1e-12:
+            shape = "line" if m == "pearson" else "order"
+            note = f"every pair in the same {shape}: Fisher's z gives no interval at |r| = 1"
+        out.append(Correlation(m, n, observed[m], *fisher_interval(observed[m], n, m, alpha), note=note))
+    return out
