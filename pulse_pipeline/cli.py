@@ -29,7 +29,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     else:
         print(
             f"drop {summary.drop}: {summary.sessions} sessions, {summary.events} events, {summary.segments} "
-            f"segments, {summary.ratings} ratings, {summary.assignments} assignments, "
+            f"segments, {summary.ratings} ratings, {summary.asks} asks, {summary.assignments} assignments, "
             f"{summary.quarantined} quarantined{'' if summary.reconciled else ' (COUNTS DO NOT RECONCILE)'}"
         )
         print(f"warehouse: {summary.warehouse}")
@@ -92,8 +92,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         materialize(home, "key:estimates/coverage_validation", say=_say, op_config=validation)
     summary = drop_summary(home, key)
     print(
-        f"\nPULSE demo: {summary.sessions} sessions, {summary.segments} work segments, {summary.ratings} ratings"
-        f" ({summary.quarantined} quarantined: the demo's deliberately broken records) in drop {summary.drop}"
+        f"\nPULSE demo: {summary.sessions} sessions, {summary.segments} work segments, {summary.ratings} ratings,"
+        f" {summary.asks} asks ({summary.quarantined} quarantined: the demo's deliberately broken records) in drop"
+        f" {summary.drop}"
     )
     print(f"warehouse (open it with duckdb or `pulse sql`): {home.warehouse}")
     print(f"ground truth of the synthetic corpus: {drop / '_truth.json'}")

@@ -43,7 +43,8 @@ class DropSummary:
     sessions: int
     events: int
     segments: int
-    ratings: int
+    ratings: int  # rating rows and answered asks (an ask row with its rating)
+    asks: int  # asks logged (ratings-file rows with ask_probability), answered or not
     assignments: int
     quarantined: int
     reconciled: bool
@@ -149,7 +150,9 @@ def drop_summary(home: PulseHome, key: str) -> DropSummary:
             segments=con.execute(
                 "SELECT coalesce(sum(n_segments), 0) FROM raw.sessions WHERE drop_id = ?", [key]
             ).fetchone()[0],
-            ratings=wh.count(tables.RATINGS, *where),
+            ratings=wh.count(tables.RATINGS, *where)
+            + wh.count(tables.ASKS, "drop_id = ? AND rating IS NOT NULL", [key]),
+            asks=wh.count(tables.ASKS, *where),
             assignments=wh.count(tables.ASSIGNMENTS, *where),
             quarantined=wh.count(tables.QUARANTINE, *where),
             reconciled=ok,

@@ -55,6 +55,13 @@ def test_demo_materializes_everything_and_says_where(pulse_home, capsys):
             "SELECT n_sessions FROM features.annotator_agreement WHERE annotator_b = 'human' AND feature = 'task_type'"
         )
         assert con.execute(kappa).fetchone()[0] == 150  # every session of the 150 has a stand-in human label
+        # the summary counts answered asks as ratings: a rating row or an ask row with its rating
+        ratings, asks = con.execute(
+            "SELECT (SELECT count(*) FROM raw.ratings) + (SELECT count(*) FROM raw.asks WHERE rating IS NOT NULL),"
+            " (SELECT count(*) FROM raw.asks)"
+        ).fetchone()
+    assert f" {ratings} ratings, {asks} asks (" in out
+    assert f"report: {pulse_home.report / 'index.html'}" in out and (pulse_home.report / "index.html").stat().st_size
 
 
 def test_synth_cli_writes_a_corpus_with_its_truth(tmp_path, capsys):
