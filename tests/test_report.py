@@ -368,3 +368,15 @@ def test_pulse_report_rebuilds_from_the_published_warehouse(pulse_home, capsys):
     path = Path(capsys.readouterr().out.strip())
     assert path == pulse_home.report / "index.html"
     assert "Nothing to show: estimates.experiment_effects has no rows" in _text(path.read_text())
+
+
+def test_a_one_arm_experiment_in_segment_effects_gives_its_note(tmp_path):
+    """segment_effects' row for an experiment with one arm has no treatment, dimension or segment (the estimates
+    stage writes it so; tests/test_bad_input.py's mixed drop has one): the section shows its note, no crash."""
+    from pulse_pipeline.report.data import Rows
+    from pulse_pipeline.report.page import segments_section
+
+    row = {"experiment": "solo", "treatment": None, "control": "only-arm", "dimension": None, "segment": None}
+    row |= {"method": "none", "effect": None, "note": "one arm: nothing to compare"}
+    html = segments_section(Rows(pl.DataFrame([row]), None)).render(2)
+    assert "solo: only-arm (one arm)" in html and "one arm: nothing to compare" in html

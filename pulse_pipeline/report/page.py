@@ -706,8 +706,8 @@ def segments_section(segments: data.Rows) -> Section:
         s.add(f"<h3>{esc(experiment)}: {esc(_comparison(treatment, control))}</h3>")
         estimated = [r for r in rows if not _missing(r["effect"])]
         skipped: dict[str, set[str]] = {}
-        for r in rows:
-            if _missing(r["effect"]):
+        for r in rows:  # a row without a segment speaks for the whole comparison: its note is shown below
+            if _missing(r["effect"]) and r["dimension"] and r["segment"]:
                 skipped.setdefault(r["dimension"].replace("_", " ") + "s", set()).add(r["segment"])
         if estimated:
             intervals = [
