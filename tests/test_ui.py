@@ -144,7 +144,8 @@ def test_pulse_ui_serves_the_definitions_and_stops_on_ctrl_c(tmp_path):
             while _still_running(children) and time.monotonic() < stop_deadline:
                 time.sleep(0.2)
             assert _still_running(children) == []
-        finally:
+        finally:  # a failure before the stop must not leave the UI running: kill what is alive now
+            children |= _descendants(ui.pid) if ui.poll() is None else {}
             ui.kill()
             ui.wait()
             for pid in _still_running(children):

@@ -95,7 +95,8 @@ def test_pulse_ui_stops_every_child(tmp_path, signum, code):
         while _still_running(children) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert _still_running(children) == []
-    finally:
+    finally:  # a failure before the stop must not leave the UI running: kill what is alive now
+        children |= _descendants(ui.pid) if ui.poll() is None else {}
         ui.kill()
         ui.wait()
         for pid in _still_running(children):
