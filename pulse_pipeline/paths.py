@@ -7,7 +7,8 @@ Everything lives under ``PULSE_HOME`` (default ``./data``, resolved once, to an 
                      on it never blocks a run, and every table in it comes from the same complete state;
 - ``.work/``         the working database the pipeline writes (``pulse-work.duckdb``);
 - ``drops/``         the drop folder: each file or folder in it is one drop (one Dagster partition);
-- ``dagster/``       the Dagster instance (``DAGSTER_HOME``), seeded with the project's ``dagster.yaml``;
+- ``dagster/``       the Dagster instance (``DAGSTER_HOME``): the project's ``dagster.yaml``, plus a PostgreSQL
+                     ``storage`` section when PULSE_DAGSTER_POSTGRES_URL is set (else SQLite files here);
 - ``report/``        the report;
 - ``experiments.toml``, ``benchmarks.csv``, ``human_labels.csv``  settings files of your own (optional).
 
@@ -18,12 +19,11 @@ benchmark differences. Each resolved file says where it came from, and ``pulse``
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from .settings import home_root
+from .settings import DAGSTER_POSTGRES_URL, Env, dagster_postgres_url, home_root
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULTS = Path(__file__).resolve().parent / "defaults"  # settings files shipped inside the package
@@ -103,12 +103,34 @@ class PulseHome:
             f"benchmarks: {self.benchmarks_file.describe(self.root)}",
         ]
 
-    def ensure(self) -> PulseHome:
-        """Create the folders and seed the Dagster instance with the project's dagster.yaml."""
+    def ensure(self, environ: Env | None = None) -> PulseHome:
+        """Create the folders and write the Dagster instance's dagster.yaml (:func:`instance_yaml`)."""
         for folder in (self.root, self.work_db.parent, self.drops, self.dagster_home, self.report):
             folder.mkdir(parents=True, exist_ok=True)
         template = PROJECT_ROOT / "dagster.yaml"
         target = self.dagster_home / "dagster.yaml"
-        if template.exists() and (not target.exists() or target.read_bytes() != template.read_bytes()):
-            shutil.copyfile(template, target)
+        if template.exists():
+            wanted = instance_yaml(template.read_text(), dagster_postgres_url(environ) is not None)
+            if not target.exists() or target.read_text() != wanted:
+                target.write_text(wanted)
         return self
+
+
+POSTGRES_STORAGE = f"""
+# Added by PULSE because {DAGSTER_POSTGRES_URL} is set: runs, event logs, schedules and sensor ticks live in
+# that PostgreSQL database. Dagster reads the URL from the variable in each process (webserver, daemon, run
+# workers), so the password is never written here.
+storage:
+  postgres:
+    postgres_url:
+      env: {DAGSTER_POSTGRES_URL}
+"""
+
+
+def instance_yaml(template: str, postgres: bool) -> str:
+    """The instance's dagster.yaml: the project's dagster.yaml as it is (run queue, launcher, run monitoring),
+    plus, when the instance is on PostgreSQL, a ``storage`` section that names the URL's variable.
+
+    Appended as text rather than re-dumped, so the project file's comments stay; the project's dagster.yaml has
+    no ``storage`` key of its own (``tests/test_postgres_instance.py`` checks the merged result)."""
+    return template + POSTGRES_STORAGE if postgres else template

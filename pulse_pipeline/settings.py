@@ -7,6 +7,7 @@ an optional mapping in place of ``os.environ`` so tests can pass settings withou
 | variable | default | what it sets |
 |---|---|---|
 | PULSE_HOME | ``./data`` | where PULSE keeps its state (``paths.PulseHome``) |
+| PULSE_DAGSTER_POSTGRES_URL | none: SQLite files | the Dagster instance's database, ``postgresql+psycopg2://...`` |
 | PULSE_DUCKDB_MEMORY | 1GB | DuckDB's memory limit; it spills to disk beyond it |
 | PULSE_INGEST_WORKERS | one per core for large drops (at most 4) | reader processes per drop |
 | PULSE_ANNOTATOR | heuristic | ``heuristic`` or ``llm`` |
@@ -32,6 +33,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 Env = Mapping[str, str]
 V = TypeVar("V")
@@ -86,6 +88,42 @@ def _path(env: Env, name: str) -> Path | None:
 def home_root(environ: Env | None = None) -> Path:
     """``PULSE_HOME`` (default ``./data``), as an absolute path."""
     return Path(_text(_env(environ), "PULSE_HOME") or "data").expanduser().resolve()
+
+
+DAGSTER_POSTGRES_URL = "PULSE_DAGSTER_POSTGRES_URL"
+POSTGRES_SCHEME = "postgresql+psycopg2"
+
+
+def redacted_url(url: str) -> str:
+    """The URL with its password replaced by ``***``, for messages and logs (a URL is otherwise printed whole)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
+def dagster_postgres_url(environ: Env | None = None) -> str | None:
+    """PULSE_DAGSTER_POSTGRES_URL: a ``postgresql+psycopg2://user:password@host:5432/database`` URL
+    (``?host=/socket/dir`` for a unix socket) of the database that holds the Dagster instance (runs, event log,
+    schedules, sensor ticks); None when unset, and the instance stays in SQLite files under PULSE_HOME/dagster.
+
+    Why PostgreSQL: runs on several machines, or a webserver and a daemon on different hosts, must share one run
+    history; SQLite files are on one disk and serialize writers. Why the driver in the scheme: dagster-postgres
+    drives PostgreSQL with psycopg2 (its retries on concurrent table creation read psycopg2's error codes), and
+    SQLAlchemy 2.1 reads a bare ``postgresql://`` as psycopg 3. Dagster reads the variable itself (the instance's
+    dagster.yaml names it, ``paths.instance_yaml``), so it is checked here, where a mistake is one sentence that
+    never shows the password."""
+    url = _text(_env(environ), DAGSTER_POSTGRES_URL)
+    if url is None:
+        return None
+    parts = urlsplit(url)
+    if parts.scheme != POSTGRES_SCHEME or not parts.path.strip("/"):
+        raise SettingsError(
+            f"{DAGSTER_POSTGRES_URL}={redacted_url(url)!r} is not a PostgreSQL URL with a database "
+            f"({POSTGRES_SCHEME}://user:password@host:5432/database)"
+        )
+    return url
 
 
 # --- ingest --------------------------------------------------------------------------------------------------
