@@ -132,25 +132,24 @@ def _wait_for_runs(instance: dg.DagsterInstance, daemon: subprocess.Popen, log: 
 def test_two_queued_runs_on_postgres_give_the_embedded_warehouse(tmp_path, monkeypatch):
     """The daemon's drop sensor requests both drops' runs in one tick; the run queue (dagster.yaml: one run at a
     time, they share one DuckDB file) holds the second while the first runs, all of it in PostgreSQL. The derived
-    tables are then rebuilt, and every table equals the same drops run with the SQLite instance."""
+    tables are then rebuilt, and every table equals the same drops run with the SQLite instance.
+
+    The embedded run goes on in this process while the daemon works (different PULSE_HOMEs; the daemon's time is
+    mostly waiting for code to load), which keeps the test near half a minute on an idle machine."""
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))  # runs.materialize points it at the home it runs
     embedded = PulseHome(tmp_path / "embedded").ensure({})
     _two_drops(embedded)
-    monkeypatch.delenv(DAGSTER_POSTGRES_URL, raising=False)
-    runs.materialize(embedded, say=lambda _: None)
-
+    daemon_log = tmp_path / "daemon.log"
     with postgres_server() as url:
-        monkeypatch.setenv(DAGSTER_POSTGRES_URL, url)
-        home = PulseHome(tmp_path / "postgres").ensure()
+        home = PulseHome(tmp_path / "postgres").ensure({DAGSTER_POSTGRES_URL: url})
         _two_drops(home)
-        instance = dg.DagsterInstance.from_config(str(home.dagster_home))
+        monkeypatch.setenv(DAGSTER_POSTGRES_URL, url)
+        instance = dg.DagsterInstance.from_config(str(home.dagster_home))  # reads the URL now, once
         assert type(instance.run_storage).__name__ == "PostgresRunStorage"
         env = {**os.environ, "DAGSTER_HOME": str(home.dagster_home), "PULSE_HOME": str(home.root)}
-        daemon_log = tmp_path / "daemon.log"
-        daemon_bin = Path(sys.executable).parent / "dagster-daemon"
         with daemon_log.open("w") as out:
             daemon = subprocess.Popen(
-                [daemon_bin, "run", "-w", PROJECT_ROOT / "workspace.yaml"],
+                [Path(sys.executable).parent / "dagster-daemon", "run", "-w", PROJECT_ROOT / "workspace.yaml"],
                 cwd=PROJECT_ROOT,
                 env=env,
                 stdout=out,
@@ -158,6 +157,8 @@ def test_two_queued_runs_on_postgres_give_the_embedded_warehouse(tmp_path, monke
                 start_new_session=True,
             )
         try:
+            monkeypatch.delenv(DAGSTER_POSTGRES_URL)
+            runs.materialize(embedded, say=lambda _: None)  # the SQLite instance: the variable is unset
             records = _wait_for_runs(instance, daemon, daemon_log)
         finally:  # the daemon, its code server and any run it started (the automation sensor's, say)
             os.killpg(daemon.pid, signal.SIGKILL)
@@ -168,10 +169,13 @@ def test_two_queued_runs_on_postgres_give_the_embedded_warehouse(tmp_path, monke
         assert second.create_timestamp.timestamp() < first.end_time, "the second run was not queued while the first ran"
         assert second.start_time >= first.end_time, "the queue let two runs write the DuckDB file at once"
 
+        monkeypatch.setenv(DAGSTER_POSTGRES_URL, url)
         runs.materialize(home, DERIVED, say=lambda _: None)
         assert instance.get_run_records(filters=dg.RunsFilter(job_name=runs.MATERIALIZE_JOB), limit=1)
         instance.dispose()
 
     assert diff_warehouses(embedded.work_db, home.work_db, digits=10) == []
+    # every process (daemon, run workers, this one) kept the run history in PostgreSQL, none in SQLite files
+    assert list(home.dagster_home.rglob("*.db")) == [] and list(embedded.dagster_home.rglob("*.db"))
     for written in (home.dagster_home / "dagster.yaml", daemon_log):
         assert SECRET not in written.read_text()
