@@ -24,16 +24,13 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
-import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import orjson
+from _measure import pulse_ingest
 
 from pulse_pipeline.synth import write_corpus
 
@@ -55,21 +52,6 @@ def parse_only(folder: Path) -> tuple[float, int]:
         else:
             orjson.loads(data)
     return time.perf_counter() - started, total
-
-
-def pulse_ingest(home: Path, drop: Path) -> tuple[float, dict, float]:
-    """`pulse ingest` in a fresh interpreter: seconds, its JSON summary, and that process's peak RSS in MiB."""
-    started = time.perf_counter()
-    out = subprocess.run(
-        [sys.executable, "-c", _RSS_CHILD, str(drop)],
-        env={**os.environ, "PULSE_HOME": str(home)},
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    seconds = time.perf_counter() - started
-    *summary, rss = out.stdout.strip().splitlines()
-    return seconds, json.loads("\n".join(summary)), float(rss)
 
 
 def data_bytes(folder: Path) -> int:
@@ -202,38 +184,6 @@ def main() -> None:
                     f"{summary['read_rss_mib']:.0f} MiB reading, {rss:.0f} MiB whole command"
                 )
 
-
-# Runs `pulse ingest` in a fresh interpreter and prints that process's own peak RSS (MiB) last.
-_RSS_CHILD = """
-import json, resource, sys, time
-from dataclasses import asdict
-from pathlib import Path
-from pulse_pipeline.paths import PulseHome
-from pulse_pipeline.runs import ingest
-
-def mib():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-marks = {}
-read_rss = []
-def say(message):  # runs.ingest says "ingesting drop" as the run starts, "rebuilding derived tables" after it
-    marks.setdefault(message.split()[0], time.perf_counter())
-    if message.startswith("rebuilding"):
-        read_rss.append(mib())
-started = time.perf_counter()
-summary = ingest(PulseHome.from_env().ensure(), Path(sys.argv[1]), say=say)
-done = time.perf_counter()
-if "rebuilding" not in marks or "ingesting" not in marks:
-    sys.exit("bench: runs.ingest no longer says 'ingesting drop' and 'rebuilding derived tables'; update the markers")
-timing = {
-    "read_seconds": marks["rebuilding"] - started,
-    "setup_seconds": marks["ingesting"] - started,
-    "derived_seconds": done - marks["rebuilding"],
-    "read_rss_mib": read_rss[0],
-}
-print(json.dumps({**asdict(summary), **timing}))
-print(mib())
-"""
 
 if __name__ == "__main__":
     main()

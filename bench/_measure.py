@@ -1,0 +1,104 @@
+"""What the ingest and scale benchmarks share: `pulse ingest` in a fresh interpreter, timed, with its peak RSS."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def pulse_ingest(home: Path, drop: Path) -> tuple[float, dict, float]:
+    """`pulse ingest` in a fresh interpreter: seconds, its JSON summary, and that process's peak RSS in MiB.
+
+    The summary adds to the command's own summary: ``read_seconds`` (up to the derived tables' rebuild),
+    ``setup_seconds`` (before the run starts), ``derived_seconds``, ``read_rss_mib`` (the process's peak RSS when
+    the drop is read) and ``tree_rss_mib``: the largest sum of the RSS of the process and every process under it
+    (the reader processes of a large drop), sampled every ``SAMPLE_SECONDS``. Why sampled: a process's peak RSS
+    leaves its children out, and the kernel's peak for children counts each forked child at its parent's size
+    before it runs another program (Dagster starts small ``tail`` processes that way)."""
+    started = time.perf_counter()
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        child = subprocess.Popen(
+            [sys.executable, "-c", _RSS_CHILD, str(drop)],
+            env={**os.environ, "PULSE_HOME": str(home)},
+            stdout=out,
+            stderr=err,
+            text=True,
+        )
+        tree_peak = 0.0
+        while child.poll() is None:
+            tree_peak = max(tree_peak, tree_rss_mib(child.pid))
+            time.sleep(SAMPLE_SECONDS)
+        seconds = time.perf_counter() - started
+        out.seek(0)
+        err.seek(0)
+        if child.returncode != 0:
+            raise subprocess.CalledProcessError(child.returncode, "pulse ingest", out.read(), err.read())
+        *summary, rss = out.read().strip().splitlines()
+    # a sample can miss a short peak: the tree took at least the process's own peak
+    return seconds, {**json.loads("\n".join(summary)), "tree_rss_mib": max(tree_peak, float(rss))}, float(rss)
+
+
+SAMPLE_SECONDS = 0.2
+_PAGE_MIB = os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def tree_rss_mib(pid: int) -> float:
+    """RSS (MiB) of the process and every process under it now, from /proc (pages shared between them count in
+    each, so this is an upper bound); 0 once the process is gone."""
+    parent_of: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):  # the process ended while being read
+            continue
+        parent_of[int(stat.parent.name)] = int(fields[1])
+    tree, grown = {pid}, True
+    while grown:
+        below = {p for p, parent in parent_of.items() if parent in tree} - tree
+        tree |= below
+        grown = bool(below)
+    pages = 0
+    for p in tree:
+        try:
+            pages += int(Path(f"/proc/{p}/statm").read_text().split()[1])
+        except (OSError, IndexError):
+            continue
+    return pages * _PAGE_MIB
+
+
+# Runs `pulse ingest` in a fresh interpreter and prints that process's own peak RSS (MiB) last.
+_RSS_CHILD = """
+import json, resource, sys, time
+from dataclasses import asdict
+from pathlib import Path
+from pulse_pipeline.paths import PulseHome
+from pulse_pipeline.runs import ingest
+
+def mib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+marks = {}
+read_rss = []
+def say(message):  # runs.ingest says "ingesting drop" as the run starts, "rebuilding derived tables" after it
+    marks.setdefault(message.split()[0], time.perf_counter())
+    if message.startswith("rebuilding"):
+        read_rss.append(mib())
+started = time.perf_counter()
+summary = ingest(PulseHome.from_env().ensure(), Path(sys.argv[1]), say=say)
+done = time.perf_counter()
+if "rebuilding" not in marks or "ingesting" not in marks:
+    sys.exit("bench: runs.ingest no longer says 'ingesting drop' and 'rebuilding derived tables'; update the markers")
+timing = {
+    "read_seconds": marks["rebuilding"] - started,
+    "setup_seconds": marks["ingesting"] - started,
+    "derived_seconds": done - marks["rebuilding"],
+    "read_rss_mib": read_rss[0],
+}
+print(json.dumps({**asdict(summary), **timing}))
+print(mib())
+"""

@@ -1,0 +1,297 @@
+"""Scale benchmark: k drops of the paper's size ingested one after another into one PULSE_HOME, k = 1, 3, 10.
+
+    .venv/bin/python bench/scale.py                       # 1x, 3x and 10x: 36 000 to 360 000 sessions
+    .venv/bin/python bench/scale.py --scales 1            # the paper's scale only
+    .venv/bin/python bench/scale.py --quick               # a smoke run: 2 drops of 300 sessions
+
+For each scale k, a fresh PULSE_HOME takes k drops of --sessions-per-drop sessions, each by `pulse ingest` in its
+own interpreter (``_measure.pulse_ingest``). Printed per drop and summed per scale:
+- wall time per stage: reading the drop (up to the derived tables' rebuild, as the command itself says), then each
+  derived asset's step duration from Dagster's event log, summed by the asset's group (staging, features,
+  modeling, estimates, report), and "other": the rest of the command's wall time (interpreter and Dagster start,
+  time between steps, publishing the analysts' copy);
+- peak RSS of the command with every process under it (the drop's readers), sampled, and of its own process;
+- disk: the PULSE_HOME folder and the published pulse.duckdb.
+Then one 100-session drop is added to the largest scale's warehouse, with its refresh time and how many sessions
+the per-session stages touched: a per-session asset materialized without a partition touches every session of the
+warehouse, one materialized for drop partitions the sessions of those drops. Each figure is printed beside the
+issue's target (issue 16, "Speed and memory") with met or missed.
+
+Drop i is ``synth.write_corpus`` with seed ``1000 + i`` and its session and rating ids prefixed ``d<i>-`` (the
+generator numbers sessions from s000001 whatever the seed, and a later drop replaces a session with the same id).
+Users keep their ids: the same users come back drop after drop. Drops are written once into --workdir and kept
+(drop i is the same at every scale); each PULSE_HOME is removed once measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import shutil
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import orjson
+from _measure import pulse_ingest
+
+from pulse_pipeline.definitions import build_definitions
+from pulse_pipeline.paths import PulseHome
+from pulse_pipeline.synth import write_corpus
+
+ROOT = Path(__file__).resolve().parent.parent
+STAGES = ("staging", "features", "modeling", "estimates", "report")  # asset groups, in pipeline order
+# The assets that depend on one session only (issue 16: segments, labels, event features, annotations): the ones
+# that should touch only a new drop's sessions.
+PER_SESSION = (
+    "staging/sessions",
+    "staging/work_segments",
+    "staging/session_labels",
+    "staging/segment_ratings",
+    "features/event_features",
+    "features/session_features",
+    "features/annotations",
+    "features/annotation_values",
+)
+SMALL_DROP = 100
+# Issue 16's targets on a 2-core machine
+TARGET_1X_SECONDS = 120.0
+TARGET_RATIO_PER_LINEAR = 1.2  # 10x/1x at most 12
+TARGET_RSS_MIB = 3 * 1024.0  # at 10x
+TARGET_SMALL_DROP_SECONDS = 60.0  # on the 10x warehouse
+
+
+@dataclass
+class Ingest:
+    """One `pulse ingest`: wall seconds, reading, derived seconds by stage, peak RSS (MiB), what it materialized."""
+
+    total: float
+    read: float
+    stages: dict[str, float]
+    rss: float  # the command's process
+    tree_rss: float  # the command's process and every process under it, at once
+    sessions: int
+    materialized: list[tuple[str, str | None]] = field(default_factory=list)  # (asset key, partition)
+
+    @property
+    def other(self) -> float:
+        return self.total - self.read - sum(self.stages.values())
+
+
+def verdict(met: bool) -> str:
+    return "met" if met else "missed"
+
+
+def prefix_ids(folder: Path, prefix: str) -> None:
+    """Prefix the corpus's session and rating ids (sessions, ratings, assignments, the truth sidecar) in place."""
+    for f in sorted(folder.glob("sessions-*.jsonl")):
+        rows = [orjson.loads(line) for line in f.read_bytes().splitlines() if line]
+        for row in rows:
+            row["session_id"] = prefix + row["session_id"]
+        f.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in rows))
+    ratings = folder / "ratings.jsonl"
+    rows = [orjson.loads(line) for line in ratings.read_bytes().splitlines() if line]
+    for row in rows:
+        row["id"], row["conversation_id"] = prefix + row["id"], prefix + row["conversation_id"]
+    ratings.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in rows))
+    for name in ("assignments.csv", "_sessions_truth.csv"):
+        with (folder / name).open(newline="") as fh:
+            reader = csv.DictReader(fh)
+            fields, table = reader.fieldnames, list(reader)
+        for row in table:
+            row["session_id"] = prefix + row["session_id"]
+        with (folder / name).open("w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=fields)
+            writer.writeheader()
+            writer.writerows(table)
+
+
+def session_ids(folder: Path) -> set[str]:
+    with (folder / "assignments.csv").open(newline="") as fh:
+        return {row["session_id"] for row in csv.DictReader(fh)}
+
+
+def write_drop(workdir: Path, n_sessions: int, index: int, prefix: str) -> Path:
+    """Drop ``index`` of ``n_sessions`` sessions, written once (``_complete`` marks it finished)."""
+    folder = workdir / f"drop-{n_sessions}-{prefix.rstrip('-')}"
+    if (folder / "_complete").exists():
+        return folder
+    shutil.rmtree(folder, ignore_errors=True)
+    started = time.perf_counter()
+    s = write_corpus(folder, n_sessions, seed=1000 + index)
+    prefix_ids(folder, prefix)
+    (folder / "_complete").touch()
+    print(
+        f"  wrote {folder.name}: {s.n_sessions:,} sessions, {s.n_events:,} events, {s.bytes_written / 1e6:.0f} MB "
+        f"in {time.perf_counter() - started:.1f} s",
+        flush=True,
+    )
+    return folder
+
+
+def stage_of_step(home: PulseHome) -> dict[str, str]:
+    """Each op's asset group (an asset check's op: its asset's group), by op name as the event log keys steps."""
+    graph = build_definitions(home).resolve_asset_graph()
+    stages = {}
+    for a in graph.assets_defs:
+        keys = list(a.keys) or [c.asset_key for c in a.check_keys]
+        stages[a.node_def.name] = graph.get(keys[0]).group_name
+    return stages
+
+
+def measure(home: PulseHome, drop: Path, stage_of: dict[str, str]) -> Ingest:
+    """`pulse ingest` of the drop, its derived steps' durations and its materializations from the event log."""
+    instance = dg.DagsterInstance.from_config(str(home.dagster_home)) if home.dagster_home.exists() else None
+    before = {r.run_id for r in instance.get_runs()} if instance else set()
+    total, summary, rss = pulse_ingest(home.root, drop)
+    instance = dg.DagsterInstance.from_config(str(home.dagster_home))
+    stages: dict[str, float] = defaultdict(float)
+    materialized = []
+    for run in instance.get_runs():
+        if run.run_id in before:
+            continue
+        for step in instance.get_run_step_stats(run.run_id):
+            stage = stage_of.get(step.step_key, "other")
+            if stage in STAGES and step.start_time and step.end_time:
+                stages[stage] += step.end_time - step.start_time
+        for entry in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION):
+            event = entry.dagster_event
+            materialized.append((event.asset_key.to_user_string(), event.partition))
+    return Ingest(
+        total=total,
+        read=summary["read_seconds"],
+        stages={s: stages.get(s, 0.0) for s in STAGES},
+        rss=rss,
+        tree_rss=summary["tree_rss_mib"],
+        sessions=summary["sessions"],
+        materialized=materialized,
+    )
+
+
+def line(name: str, m: Ingest) -> str:
+    stages = "  ".join(f"{s} {m.stages[s]:.1f} s" for s in STAGES)
+    return (
+        f"{name}: read {m.read:.1f} s | {stages} | other {m.other:.1f} s | total {m.total:.1f} s | "
+        f"peak RSS {m.tree_rss:.0f} MiB with its children ({m.rss:.0f} MiB alone)"
+    )
+
+
+def folder_bytes(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+
+
+def touched_sessions(home: PulseHome, m: Ingest) -> tuple[int, int, list[str]]:
+    """(sessions the per-session assets touched, at most; sessions in the warehouse; those assets materialized)."""
+    con = duckdb.connect(str(home.warehouse), read_only=True)
+    try:
+        everyone = con.execute("SELECT count(DISTINCT session_id) FROM raw.sessions").fetchone()[0]
+        touched, names = 0, []
+        for key, partition in m.materialized:
+            if key not in PER_SESSION:
+                continue
+            names.append(key)
+            if partition is None:
+                touched = everyone
+            else:
+                n = con.execute(
+                    "SELECT count(DISTINCT session_id) FROM raw.sessions WHERE drop_id = ?", [partition]
+                ).fetchone()[0]
+                touched = max(touched, n)
+        return touched, everyone, sorted(set(names))
+    finally:
+        con.close()
+
+
+def run_scale(k: int, n_sessions: int, workdir: Path, small_drop: bool) -> float:
+    """Ingest k drops into a fresh PULSE_HOME, print their figures (and, if asked, the small drop's); total s."""
+    print(f"== {k}x: {k} drop{'s' * (k > 1)} of {n_sessions:,} sessions ==", flush=True)
+    home = PulseHome(workdir / f"home-{n_sessions}-{k}x")
+    shutil.rmtree(home.root, ignore_errors=True)
+    home.ensure()
+    stage_of = stage_of_step(home)
+    runs = []
+    for i in range(k):
+        drop = write_drop(workdir, n_sessions, i, f"d{i:02d}-")
+        m = measure(home, drop, stage_of)
+        runs.append(m)
+        print(line(f"drop {i + 1}/{k}", m), flush=True)
+    total = sum(m.total for m in runs)
+    summed = Ingest(
+        total=total,
+        read=sum(m.read for m in runs),
+        stages={s: sum(m.stages[s] for m in runs) for s in STAGES},
+        rss=max(m.rss for m in runs),
+        tree_rss=max(m.tree_rss for m in runs),
+        sessions=sum(m.sessions for m in runs),
+    )
+    print(line(f"{k}x all drops", summed))
+    end_target = f"  [target < {TARGET_1X_SECONDS:.0f} s: {verdict(total < TARGET_1X_SECONDS)}]" if k == 1 else ""
+    print(f"{k}x end to end: {total:.1f} s{end_target}")
+    rss = summed.tree_rss
+    rss_target = f"target < {TARGET_RSS_MIB:.0f} MiB at 10x" + (f": {verdict(rss < TARGET_RSS_MIB)}" if k == 10 else "")
+    print(f"{k}x peak RSS: {rss:.0f} MiB with its children (the command alone {summed.rss:.0f} MiB)  [{rss_target}]")
+    print(
+        f"{k}x disk: PULSE_HOME {folder_bytes(home.root) / 1e6:,.0f} MB, "
+        f"published pulse.duckdb {home.warehouse.stat().st_size / 1e6:,.0f} MB",
+        flush=True,
+    )
+    if small_drop:
+        drop = workdir / f"drop-{SMALL_DROP}-extra"
+        if not (drop / "_complete").exists():
+            shutil.rmtree(drop, ignore_errors=True)
+            write_corpus(drop, SMALL_DROP, seed=999)
+            prefix_ids(drop, "extra-")
+            (drop / "_complete").touch()
+        m = measure(home, drop, stage_of)
+        touched, everyone, names = touched_sessions(home, m)
+        target = f"target < {TARGET_SMALL_DROP_SECONDS:.0f} s on the 10x warehouse" + (
+            f": {verdict(m.total < TARGET_SMALL_DROP_SECONDS)}" if k == 10 else ""
+        )
+        print(
+            f"one {SMALL_DROP}-session drop added to the largest warehouse ({k}x, {summed.sessions:,} sessions): "
+            f"refreshed in {m.total:.1f} s  [{target}]"
+        )
+        print(line("  that drop", m))
+        print(
+            f"  per-session stages touched {touched:,} of {everyone:,} sessions (the drop holds {m.sessions:,}): "
+            + ", ".join(names)
+        )
+    shutil.rmtree(home.root)
+    return total
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scales", default="1,3,10", help="comma-separated numbers of drops (default 1,3,10)")
+    ap.add_argument("--sessions-per-drop", type=int, default=36_000)
+    ap.add_argument("--workdir", type=Path, default=ROOT / "bench" / "out" / "scale")
+    ap.add_argument("--quick", action="store_true", help=f"a smoke run: 2 drops of 300 sessions, then {SMALL_DROP}")
+    args = ap.parse_args()
+    scales = [2] if args.quick else sorted({int(s) for s in args.scales.split(",")})
+    n_sessions = 300 if args.quick else args.sessions_per_drop
+    args.workdir.mkdir(parents=True, exist_ok=True)
+
+    # distinct session ids across drops, or a later drop would replace the sessions of an earlier one
+    seen: set[str] = set()
+    for i in range(max(scales)):
+        ids = session_ids(write_drop(args.workdir, n_sessions, i, f"d{i:02d}-"))
+        if seen & ids:
+            raise SystemExit(f"drop {i} repeats session ids of an earlier drop: {sorted(seen & ids)[:3]}")
+        seen |= ids
+
+    totals = {k: run_scale(k, n_sessions, args.workdir, small_drop=k == scales[-1]) for k in scales}
+    if len(scales) > 1:
+        small, big = scales[0], scales[-1]
+        ratio, limit = totals[big] / totals[small], TARGET_RATIO_PER_LINEAR * big / small
+        print(
+            f"{big}x/{small}x time ratio: {ratio:.2f}  [target <= {limit:.1f} (1.2x linear): {verdict(ratio <= limit)}]"
+        )
+    else:
+        print("time ratio: one scale measured (the target, 10x/1x <= 12, needs two)")
+
+
+if __name__ == "__main__":
+    main()
