@@ -82,9 +82,14 @@ class Batch:
         """Move ``other``'s rows and counts into this batch, so the rows of many small files are inserted as one.
 
         Why: DuckDB keeps a partly filled block for every INSERT of an open transaction, so inserting each small
-        file on its own made memory grow with the number of files (issue 11)."""
+        file on its own made memory grow with the number of files (issue 11). A table this batch holds no rows of
+        takes ``other``'s lists as they are (no copy: a large file's batches are each absorbed into an empty one),
+        so ``other`` is not to be used afterwards."""
         for name, columns in other.columns.items():
             mine = self.columns[name]
+            if not mine["drop_id"]:  # every raw table has a drop_id
+                self.columns[name] = columns
+                continue
             for column, values in columns.items():
                 mine[column].extend(values)
         self.read.update(other.read)

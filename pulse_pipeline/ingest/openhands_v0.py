@@ -54,16 +54,18 @@ class OpenHandsV0(Adapter):
 
     def parse(self, event: dict[str, Any]) -> EventFields:
         action = event.get("action")
-        observation = event.get("observation")
-        source = event.get("source") if isinstance(event.get("source"), str) else None
+        source = event.get("source")
+        if not isinstance(source, str):
+            source = None
         if isinstance(action, str):
             fields = self._action(event, action, source)
-        elif isinstance(observation, str):
+        elif isinstance(observation := event.get("observation"), str):
             fields = _observation(event, observation, source)
         else:
             original = as_text(event.get("kind") or event.get("type"))
             fields = EventFields(source or "unknown", "other", "other", original_name=original)
-        fields.cause = read_id(event.get("cause"), "cause")
+        cause = event.get("cause")
+        fields.cause = None if cause is None else read_id(cause, "cause")  # no call for the many events without one
         return fields
 
     def _action(self, event: dict[str, Any], action: str, source: str | None) -> EventFields:
@@ -96,7 +98,9 @@ class OpenHandsV0(Adapter):
 
 
 def _observation(event: dict[str, Any], observation: str, source: str | None) -> EventFields:
-    extras = event.get("extras") if isinstance(event.get("extras"), dict) else event
+    extras = event.get("extras")
+    if not isinstance(extras, dict):
+        extras = event
     fields = EventFields(source or "environment", "observation", observation)
     if observation == "agent_state_changed":
         fields.kind, fields.agent_state = "state", extras.get("agent_state")
