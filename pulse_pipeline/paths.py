@@ -19,6 +19,7 @@ benchmark differences. Each resolved file says where it came from, and ``pulse``
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -112,7 +113,10 @@ class PulseHome:
         if template.exists():
             wanted = instance_yaml(template.read_text(), dagster_postgres_url(environ) is not None)
             if not target.exists() or target.read_text() != wanted:
-                target.write_text(wanted)
+                # whole or not at all: a daemon or run worker may be loading the instance at this moment
+                partial = target.with_name(f".{target.name}.{os.getpid()}")
+                partial.write_text(wanted)
+                os.replace(partial, target)
         return self
 
 
