@@ -37,7 +37,8 @@ def pulse_ingest(home: Path, drop: Path) -> tuple[float, dict, float]:
         out.seek(0)
         err.seek(0)
         if child.returncode != 0:
-            raise subprocess.CalledProcessError(child.returncode, "pulse ingest", out.read(), err.read())
+            # the command's own last words: a bench that fails at scale must say why (e.g. DuckDB out of memory)
+            raise RuntimeError(f"pulse ingest of {drop} failed (exit {child.returncode}):\n{err.read()[-3000:]}")
         *summary, rss = out.read().strip().splitlines()
     # a sample can miss a short peak: the tree took at least the process's own peak
     return seconds, {**json.loads("\n".join(summary)), "tree_rss_mib": max(tree_peak, float(rss))}, float(rss)
