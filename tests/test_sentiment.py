@@ -15,6 +15,7 @@ from pulse_pipeline.features.sentiment import (
     is_complaint,
     is_english,
     is_thanks,
+    sentiment_table,
     session_sentiment,
     slope,
     vader_text,
@@ -199,3 +200,18 @@ def test_through_event_features(wh, tmp_path):
     assert none["user_message_count"] == 0 and none["user_english_share"] is None
     assert none["last_user_message_chars"] is None
     assert (none["ends_on_thanks"], none["ends_on_complaint"], none["ends_on_agent_turn"]) == (0, 0, 1)
+
+
+def test_gathered_in_parts_gives_the_same_rows(wh, tmp_path):
+    """sentiment_table gathers the sessions' messages a part at a time (memory bounded at scale): one session per
+    part gives exactly the rows of one part for all."""
+    drop = tmp_path / "parts.jsonl"
+    turns = [("user", "fix it please"), ("agent", "done"), ("user", "thanks!"), ("user", "no, wrong file")]
+    sessions = [_session(f"s{i}", *turns[: 1 + i % 4]) for i in range(7)]
+    drop.write_text("\n".join(json.dumps(s) for s in sessions) + "\n")
+    ingest_paths(wh, drop)
+    whole = sentiment_table(wh).to_pylist()
+    assert len(whole) == 7
+    assert sorted(sentiment_table(wh, sessions_per_part=1).to_pylist(), key=lambda r: r["session_id"]) == sorted(
+        whole, key=lambda r: r["session_id"]
+    )

@@ -348,11 +348,16 @@ SELECT s.session_id,
     arg_max(length(coalesce(e.text, '')), e.seq) FILTER (WHERE e.source = 'user') AS last_user_chars,
     coalesce(arg_max(e.source, e.seq), 'user') <> 'user' AS agent_spoke_last
 FROM raw.events e JOIN staging.sessions s USING (record_key)
-WHERE e.kind = 'action' AND e.name = 'message'
+WHERE e.kind = 'action' AND e.name = 'message' AND hash(s.session_id) % $parts = $part
 GROUP BY s.session_id
 """
 """Per session with a ``message`` action: its user messages cut as ``vader_text`` cuts them (stream order), the
-uncut length of the last one, and whether the last message is not the user's."""
+uncut length of the last one, and whether the last message is not the user's; for the sessions in one part of
+``$parts`` (by a hash of the session id)."""
+
+SESSIONS_PER_PART = 20_000
+"""Sessions whose messages are gathered by one query. All at once, the lists of every session's messages outgrew
+DuckDB's default memory limit (1 GB) at 108 000 sessions (`bench/scale.py`, three paper-scale drops)."""
 
 SCHEMA = pa.schema(
     [("session_id", pa.string())]
@@ -361,12 +366,17 @@ SCHEMA = pa.schema(
 )
 
 
-def sentiment_table(wh: Warehouse) -> pa.Table:
-    """``SCHEMA`` rows for every session with a ``message`` action (others have no user message and no agent turn)."""
+def sentiment_table(wh: Warehouse, sessions_per_part: int = SESSIONS_PER_PART) -> pa.Table:
+    """``SCHEMA`` rows for every session with a ``message`` action (others have no user message and no agent turn),
+    gathered ``sessions_per_part`` sessions at a time so memory does not grow with the warehouse."""
+    sessions = wh.con.execute("SELECT count(*) FROM staging.sessions").fetchone()[0]
+    parts = max(1, -(-sessions // sessions_per_part))
     rows: dict[str, list] = {name: [] for name in SCHEMA.names}
-    for session_id, messages, last_chars, agent_last in wh.con.execute(USER_MESSAGES_SQL).fetchall():
-        values = session_sentiment(messages or [], agent_last, last_chars)
-        rows["session_id"].append(session_id)
-        for c in COLUMNS:
-            rows[c].append(getattr(values, c))
+    for part in range(parts):
+        query = wh.con.execute(USER_MESSAGES_SQL, {"parts": parts, "part": part})
+        for session_id, messages, last_chars, agent_last in query.fetchall():
+            values = session_sentiment(messages or [], agent_last, last_chars)
+            rows["session_id"].append(session_id)
+            for c in COLUMNS:
+                rows[c].append(getattr(values, c))
     return pa.table(rows, schema=SCHEMA)
