@@ -18,9 +18,9 @@ import pytest
 from pulse_pipeline.definitions import build_definitions
 from pulse_pipeline.defs.ingest.sensors import drop_sensor
 from pulse_pipeline.paths import PulseHome
-from pulse_pipeline.processes import STOP_GRACE_SECONDS, environment_of, ui_command
+from pulse_pipeline.processes import environment_of, ui_command
 
-from .test_ui_process import _descendants, _free_port, _still_running
+from .test_ui_process import _free_port, kill_what_is_left, stop_and_check_gone
 
 VENV_BIN = Path(sys.executable).parent
 START_TIMEOUT_SECONDS = 90
@@ -99,7 +99,6 @@ def test_pulse_ui_serves_the_definitions_and_stops_on_ctrl_c(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "VIRTUAL_ENV")}
     env.update(PULSE_HOME=str(home), PATH=path)
     log_path = tmp_path / "ui.log"
-    children: dict[int, str] = {}
     with log_path.open("w") as log:
         ui = subprocess.Popen(
             [str(VENV_BIN / "pulse"), "ui", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT
@@ -136,20 +135,9 @@ def test_pulse_ui_serves_the_definitions_and_stops_on_ctrl_c(tmp_path):
             schedules = {s["name"]: (s["cronSchedule"], s["scheduleState"]["status"]) for s in repository["schedules"]}
             assert schedules == expected_schedules
 
-            children = _descendants(ui.pid)
-            assert len(children) >= 4, children  # at least dg dev, the webserver, the daemon and a code server
-            ui.send_signal(signal.SIGINT)  # Ctrl-C
-            assert ui.wait(timeout=STOP_GRACE_SECONDS + 5) == 130
-            stop_deadline = time.monotonic() + 5
-            while _still_running(children) and time.monotonic() < stop_deadline:
-                time.sleep(0.2)
-            assert _still_running(children) == []
-        finally:  # a failure before the stop must not leave the UI running: kill what is alive now
-            children |= _descendants(ui.pid) if ui.poll() is None else {}
-            ui.kill()
-            ui.wait()
-            for pid in _still_running(children):
-                os.kill(pid, signal.SIGKILL)
+            stop_and_check_gone(ui, signal.SIGINT, 130)  # Ctrl-C
+        finally:
+            kill_what_is_left(ui)
 
 
 def test_the_children_run_from_the_environment_of_the_python_given(tmp_path):

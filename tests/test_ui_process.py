@@ -55,6 +55,30 @@ def _still_running(recorded: dict[int, str]) -> list[int]:
     return [pid for pid, started in recorded.items() if pid in table and table[pid][2] == started]
 
 
+def stop_and_check_gone(ui: subprocess.Popen, signum: int, code: int) -> dict[int, str]:
+    """Send ``signum`` to `pulse ui` and assert it exits with ``code`` and leaves none of its processes running
+    (at least dg dev, the webserver, the daemon and a code server were there). Returns the processes it had."""
+    children = _descendants(ui.pid)
+    assert len(children) >= 4, children
+    ui.send_signal(signum)
+    assert ui.wait(timeout=15) == code
+    deadline = time.monotonic() + 15
+    while _still_running(children) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _still_running(children) == []
+    return children
+
+
+def kill_what_is_left(ui: subprocess.Popen) -> None:
+    """After a test, pass or fail: kill `pulse ui` and every process under it still alive (a failure before the
+    stop must not leave a webserver and a daemon running)."""
+    children = _descendants(ui.pid) if ui.poll() is None else {}
+    ui.kill()
+    ui.wait()
+    for pid in _still_running(children):
+        os.kill(pid, signal.SIGKILL)
+
+
 def _answers(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=2) as response:
@@ -78,29 +102,15 @@ def test_pulse_ui_stops_every_child(tmp_path, signum, code):
     ui = subprocess.Popen(
         [str(VENV_BIN / "pulse"), "ui", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT
     )
-    children: dict[int, str] = {}
     try:
         deadline = time.monotonic() + 90
         while not _answers(f"http://127.0.0.1:{port}/server_info"):
             assert ui.poll() is None, f"pulse ui exited with {ui.returncode}: {(tmp_path / 'ui.log').read_text()}"
             assert time.monotonic() < deadline, "the Dagster UI did not answer within 90 s"
             time.sleep(1)
-        children = _descendants(ui.pid)
-        # at least dg dev, the webserver, the daemon and a code server
-        assert len(children) >= 4, children
-
-        ui.send_signal(signum)
-        deadline = time.monotonic() + 15
-        assert ui.wait(timeout=15) == code
-        while _still_running(children) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert _still_running(children) == []
-    finally:  # a failure before the stop must not leave the UI running: kill what is alive now
-        children |= _descendants(ui.pid) if ui.poll() is None else {}
-        ui.kill()
-        ui.wait()
-        for pid in _still_running(children):
-            os.kill(pid, signal.SIGKILL)
+        stop_and_check_gone(ui, signum, code)
+    finally:
+        kill_what_is_left(ui)
         log.close()
 
 
