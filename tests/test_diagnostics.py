@@ -132,6 +132,14 @@ def test_label_shift_by_hand():
     assert math.isnan(_col(t, by["constant"], "rank_biserial")) and "constant" in _col(t, by["constant"], "note")
 
 
+def test_label_shift_without_rated_sessions_says_so():
+    unrated_only = _sessions().with_columns(pl.lit(False).alias("labeled"))
+    (row,) = label_shift_rows(unrated_only, ["messages"])
+    t = tables.LABEL_SHIFT
+    assert (_col(t, row, "n_rated"), _col(t, row, "n_unrated")) == (0, 7)
+    assert _col(t, row, "note") == "no rated sessions with a value: no shift measurable"
+
+
 # ---------------------------------------------------------------- segments and power
 
 

@@ -47,6 +47,8 @@ def label_shift_rows(frame: pl.DataFrame, features: Sequence[str]) -> list[Label
         x_r = rated[feature].drop_nulls().cast(pl.Float64).to_numpy()
         x_u = unrated[feature].drop_nulls().cast(pl.Float64).to_numpy()
         result = rank_biserial(x_r, x_u)
+        missing = [side for side, x in (("rated", x_r), ("unrated", x_u)) if not x.size]
+        note = f"no {' and no '.join(missing)} sessions with a value: no shift measurable" if missing else result.note
         rows.append(
             LabelShiftRow(
                 feature=feature,
@@ -57,7 +59,7 @@ def label_shift_rows(frame: pl.DataFrame, features: Sequence[str]) -> list[Label
                 rank_biserial=result.statistic,
                 p_value=result.p_value,
                 p_bh=None,
-                note=result.note,
+                note=note,
             )
         )
     p_bh = benjamini_hochberg(np.array([r.p_value for r in rows], dtype=float))
