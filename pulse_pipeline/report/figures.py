@@ -412,24 +412,14 @@ def history(fig_id: str, title: str, looks: Sequence[Look]) -> str:
         ax = fig.add_subplot()
         days = [look.day for look in looks]
         ax.plot(days, [x.effect for x in looks], color=BLUE, linewidth=1.6, label="estimate")
-        ax.plot(
-            days,
-            [x.ci_low for x in looks],
-            color=BLUE,
-            linestyle="--",
-            linewidth=1,
-            label="95 % interval (valid for one look)",
+        bands = (
+            ("ci", BLUE, "--", 1.0, "95 % interval (valid for one look)"),
+            ("cs", BLACK, ":", 1.3, "confidence sequence (valid every day)"),
         )
-        ax.plot(days, [x.ci_high for x in looks], color=BLUE, linestyle="--", linewidth=1)
-        ax.plot(
-            days,
-            [x.cs_low for x in looks],
-            color=BLACK,
-            linestyle=":",
-            linewidth=1.3,
-            label="confidence sequence (valid every day)",
-        )
-        ax.plot(days, [x.cs_high for x in looks], color=BLACK, linestyle=":", linewidth=1.3)
+        for prefix, colour, style, width, label in bands:  # each band's two edges, the label on the lower one
+            for edge, edge_label in (("low", label), ("high", None)):
+                values = [getattr(x, f"{prefix}_{edge}") for x in looks]
+                ax.plot(days, values, color=colour, linestyle=style, linewidth=width, label=edge_label)
         ax.axhline(0, color=GREY, linewidth=0.8)
         ax.xaxis.set_major_locator(mdates.AutoDateLocator(maxticks=8))
         ax.xaxis.set_major_formatter(mdates.DateFormatter("%d %b\n%Y"))  # every tick a whole date
