@@ -9,13 +9,15 @@ numbers measure the models, not the warehouse.
     .venv/bin/python bench/modeling.py --seeds 2 --families hist_gbm,lightgbm
     .venv/bin/python bench/modeling.py --pad-features 40     # 60 columns, like a wide table with a rubric
     .venv/bin/python bench/modeling.py --stage               # the stage itself, text and stack, on a warehouse
+    .venv/bin/python bench/modeling.py --stage --profile-fits --workdir /tmp/bench   # CPU of each kind of fit
 
-``--stage`` measures what the pipeline's two modeling assets run, on a warehouse built from a synthetic corpus of
-``--sessions`` sessions (written and ingested once with ``pulse ingest``, kept under --workdir): ``cv_metrics``
-(load the features and vectorize the rated sessions' text, cross-validate every configured family, the text model
-and the stack) and ``crossfit`` (load every session's features and text, cross-fit the chosen family, predict
-every unrated session, importance and top terms). The session-level table above has no text, so only this mode
-measures the text model.
+``--stage`` measures what the pipeline's modeling step (``defs/modeling/assets.py``' ``models``) runs, on a
+warehouse built from a synthetic corpus of ``--sessions`` sessions (written and ingested once with ``pulse ingest``,
+kept under --workdir): load every session's features and text, cross-validate every configured family, the text
+model and the stack keeping seed 42's fits, then the cross-fit of the chosen family from those fits (predict every
+unrated session, importance and top terms); wall and CPU seconds of the process and its workers per step. The
+session-level table above has no text, so only this mode measures the text model. ``--stage --profile-fits``
+prints the CPU seconds of one fit of each kind instead, and how many of each the step runs.
 """
 
 from __future__ import annotations
@@ -55,6 +57,33 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: kilobytes
 
 
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process, its finished children and every live process under it (the
+    worker processes of ``modeling/workers.py`` live on between steps, so ``RUSAGE_CHILDREN`` alone misses them).
+    Why CPU and not wall time: on a machine shared with other runs, wall time measures the neighbours too."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    done = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = own.ru_utime + own.ru_stime + done.ru_utime + done.ru_stime
+    parent_of: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):  # the process ended while being read
+            continue
+        pid = int(stat.parent.name)
+        parent_of[pid], ticks[pid] = int(fields[1]), int(fields[11]) + int(fields[12])
+    tree, grown = {os.getpid()}, True
+    while grown:
+        below = {p for p, parent in parent_of.items() if parent in tree} - tree
+        tree |= below
+        grown = bool(below)
+    return total + sum(ticks.get(p, 0) for p in tree - {os.getpid()}) / _TICKS
+
+
 def fmt(result: CVResult, name: str) -> str:
     m = result.metric(name)
     return f"{m.mean:.3f} ± {m.sd:.3f}"
@@ -76,8 +105,16 @@ def main() -> None:
         "features.session_features has ~60 columns once the rubric's one-hot options are added",
     )
     parser.add_argument("--stage", action="store_true", help="time the two modeling assets on a warehouse (see above)")
+    parser.add_argument(
+        "--profile-fits",
+        action="store_true",
+        help="with --stage: CPU seconds of one fit of each kind (one outer fold, one thread) instead of the stage",
+    )
     parser.add_argument("--workdir", type=Path, default=ROOT / "bench" / "out")
     args = parser.parse_args()
+    if args.stage and args.profile_fits:
+        profile_fits(args.sessions, args.seed, args.folds, args.workdir)
+        return
     if args.stage:
         run_stage(args.sessions, args.seed, args.seeds, args.folds, args.workdir)
         return
@@ -178,47 +215,54 @@ def stage_home(sessions: int, seed: int, workdir: Path) -> Path:
 
 
 def run_stage(sessions: int, seed: int, n_seeds: int, folds: int, workdir: Path) -> None:
-    """Time ``cv_metrics`` and ``crossfit`` as the assets run them, with every family (text and stack included)."""
+    """Time the modeling step as the asset runs it, with every family (text and stack included)."""
     import polars as pl
 
     from pulse_pipeline.modeling.comparison import compare_models
     from pulse_pipeline.modeling.data import load_modeling_data
     from pulse_pipeline.modeling.predictions import crossfit_tables
     from pulse_pipeline.paths import PulseHome
-    from pulse_pipeline.settings import MODEL_FAMILIES
+    from pulse_pipeline.settings import MODEL_FAMILIES, modeling_settings
     from pulse_pipeline.warehouse import Warehouse, connect
 
     home = stage_home(sessions, seed, workdir)
     wh = Warehouse(connect(PulseHome(home).work_db))  # the bench's own home: tables a newer PULSE adds get created
     seeds = tuple(42 + i for i in range(n_seeds))
+    seed_rows = modeling_settings().cv_seed_rows  # PULSE_CV_SEED_ROWS, as the pipeline reads it
     print(f"load average before start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
     steps: list[tuple[str, float]] = []
 
+    cpu: list[float] = []
+
     def timed(label: str, fn):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), tree_cpu_seconds()
         out = fn()
         steps.append((label, time.perf_counter() - t0))
-        print(f"  {label:<58} {steps[-1][1]:7.1f} s   peak RSS {peak_rss_mb():5.0f} MB", flush=True)
+        cpu.append(tree_cpu_seconds() - c0)
+        print(
+            f"  {label:<58} {steps[-1][1]:7.1f} s  {cpu[-1]:7.1f} CPU-s   peak RSS {peak_rss_mb():5.0f} MB",
+            flush=True,
+        )
         return out
 
-    print("cv_metrics:")
-    rated = timed("load features, vectorize the rated sessions' text", lambda: load_modeling_data(wh, "rated"))
-    n_rated = int(rated.labeled.sum())
+    print("the modeling step (cv_metrics and the cross-fit tables):")
+    data = timed("load features, vectorize every session's text", lambda: load_modeling_data(wh, "all"))
+    n_rated = int(data.labeled.sum())
     print(
-        f"  ({len(rated.y)} sessions, {n_rated} rated, {rated.X.shape[1]} feature columns, "
-        f"{rated.text.Z.shape[1] if rated.text is not None else 0} text terms)"
+        f"  ({len(data.y)} sessions, {n_rated} rated, {data.X.shape[1]} feature columns, "
+        f"{data.text.Z.shape[1] if data.text is not None else 0} text terms)"
     )
     comparison = timed(
-        f"cross-validate {len(MODEL_FAMILIES)} families, {folds} folds x {len(seeds)} seeds",
-        lambda: compare_models(rated, pl.DataFrame(), MODEL_FAMILIES, seeds, folds, "pearson"),
+        f"cross-validate {len(MODEL_FAMILIES)} families, {folds} folds x up to {len(seeds)} seeds",
+        lambda: compare_models(
+            data, pl.DataFrame(), MODEL_FAMILIES, seeds, folds, "pearson", keep_seed=42, seed_rows=seed_rows
+        ),
     )
-    rated = None  # the stage frees it too: the asset returns
-    print("crossfit:")
-    data = timed("load features, vectorize every session's text", lambda: load_modeling_data(wh, "all"))
     chosen = comparison.chosen.family
+    print(f"  (seeds used: {comparison.rows[0].n_seeds}, PULSE_CV_SEED_ROWS {seed_rows})")
     result = timed(
-        f"cross-fit {chosen}, predict the unrated, importance, terms",
-        lambda: crossfit_tables(data, chosen, folds, families=MODEL_FAMILIES),
+        f"cross-fit {chosen} from the kept fits: predict the unrated, importance, terms",
+        lambda: crossfit_tables(data, chosen, folds, families=MODEL_FAMILIES, kept=comparison.kept),
     )
     total = sum(s for _, s in steps)
     print("\nTable 2 (out-of-fold, mean over seeds):")
@@ -227,11 +271,74 @@ def run_stage(sessions: int, seed: int, n_seeds: int, folds: int, workdir: Path)
         print(f"  {model:<14} MSE {cells['mse']:.3f}  MAE {cells['mae']:.3f}  r {cells['pearson']:.3f}")
     print(f"chosen: {chosen}; cross-fit out-of-fold r (seed 42) {result.oof_pearson:.3f}")
     peak = peak_rss_mb()
+    print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(
-        f"\nstage: {total:.1f} s (target under {STAGE_TARGET_SECONDS:.0f} s: "
+        f"\nstage: {total:.1f} s, {sum(cpu):.1f} CPU-s (target under {STAGE_TARGET_SECONDS:.0f} s: "
         f"{'met' if total < STAGE_TARGET_SECONDS else 'NOT met'}); peak RSS {peak:.0f} MB "
         f"(target under {STAGE_TARGET_MB:.0f} MB: {'met' if peak < STAGE_TARGET_MB else 'NOT met'})"
     )
+
+
+def _cpu(fn, *args):
+    """(result, CPU seconds of this process) of ``fn(*args)``: the fits below run here, on one thread."""
+    t0 = time.process_time()
+    out = fn(*args)
+    return out, time.process_time() - t0
+
+
+def profile_fits(sessions: int, seed: int, folds: int, workdir: Path) -> None:
+    """CPU seconds of one fit of each kind the modeling stage runs, on the first outer fold of seed 42, one thread,
+    and how many of each the two assets run with the defaults (5 folds x 5 seeds, every family, the stack chosen):
+    what to multiply to see where the stage's CPU goes."""
+    from pulse_pipeline.modeling.data import load_modeling_data
+    from pulse_pipeline.modeling.families import make_model
+    from pulse_pipeline.modeling.importance import _fold_rise
+    from pulse_pipeline.modeling.stack import _inner_crossfit, out_of_bag, outer_folds
+    from pulse_pipeline.modeling.threads import native_threads
+    from pulse_pipeline.paths import PulseHome
+    from pulse_pipeline.warehouse import Warehouse, connect
+
+    home = stage_home(sessions, seed, workdir)
+    wh = Warehouse(connect(PulseHome(home).work_db))
+    print(f"load average before start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
+    data, t_load = _cpu(load_modeling_data, wh, "all")
+    rated = data.labeled
+    X, y, Xu = data.X[rated], data.y[rated], data.X[~rated]
+    text = data.text_feature()
+    print(f"load features + vectorize every session's text: {t_load:.1f} CPU-s in this process (workers not counted)")
+    print(f"{len(y)} rated, {len(Xu)} unrated, {X.shape[1]} columns\n")
+    rows = []
+    with native_threads(1):
+        fold_list, t_text = _cpu(outer_folds, y, folds, 42, text)
+        rows.append(("text: nested scores of one seed (k outer + k*5 inner ridges)", t_text, 5, 1))
+        fold = fold_list[0]
+        A_train = np.column_stack([X[fold.train], fold.text.train_scores])
+        A_test = np.column_stack([X[fold.test], fold.text.held_out_scores])
+        A_u = np.column_stack([Xu, fold.text.unlabeled_scores])
+        rng = np.random.default_rng(0)
+        held = A_test.shape[0]
+        perms = rng.permuted(np.broadcast_to(np.arange(held), (5, A_test.shape[1], held)), axis=-1)
+        for family in ("ordinal_logit", "random_forest", "hist_gbm", "lightgbm"):
+            model = make_model(family, random_state=42, threads=1, forest_jobs=1)
+            _, t_fit = _cpu(model.fit, A_train, y[fold.train])
+            oob, t_oob = _cpu(out_of_bag, model, A_train)
+            if oob is None:
+                _, t_inner = _cpu(_inner_crossfit, A_train, y[fold.train], family, 42, 1)
+                inner = "2 inner fits"
+            else:
+                t_inner, inner = t_oob, "out-of-bag"
+            _, t_pred_u = _cpu(model.predict, A_u)
+            _, t_imp = _cpu(_fold_rise, model, A_test, y[fold.test], perms)
+            rows.append((f"{family}: outer fit", t_fit, 25, folds))
+            rows.append((f"{family}: level-one ({inner})", t_inner, 25, folds))
+            rows.append((f"{family}: predict {len(Xu)} unrated", t_pred_u, 0, folds))
+            rows.append((f"{family}: permutation importance of one fold", t_imp, 0, folds))
+    print(f"{'one fit (fold 0 of seed 42, 1 thread)':<62} {'CPU-s':>6} {'in cv_metrics':>14} {'in crossfit':>12}")
+    total_cv = total_cf = 0.0
+    for label, t, n_cv, n_cf in rows:
+        total_cv, total_cf = total_cv + t * n_cv, total_cf + t * n_cf
+        print(f"{label:<62} {t:6.2f} {n_cv:>5} = {t * n_cv:5.1f} {n_cf:>4} = {t * n_cf:5.1f}")
+    print(f"{'sum (the stack chosen: every family cross-fit)':<62} {'':>6} {total_cv:>14.1f} {total_cf:>12.1f}")
 
 
 if __name__ == "__main__":

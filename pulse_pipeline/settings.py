@@ -18,6 +18,7 @@ an optional mapping in place of ``os.environ`` so tests can pass settings withou
 | PULSE_MODEL_FAMILIES | all six | comma-separated model families to compare (four tabular, ``text``, ``stack``) |
 | PULSE_MODEL_CHOICE | pearson | how the family is chosen: pearson, mse or mae |
 | PULSE_CV_SEEDS | 5 | cross-validation repetitions (seeds 42, 43, ...) |
+| PULSE_CV_SEED_ROWS | 10000 | fewer seeds (>= 2) when seeds x rated sessions passes it; 0: always PULSE_CV_SEEDS |
 | PULSE_MODEL_THREADS | 1 | OpenMP, BLAS and LightGBM threads per model fit (``all``: every usable core) |
 | PULSE_SHIFT_AUC | 0.6 | AUC above which rated sessions count as not representative |
 | PULSE_WIDTH_TOLERANCE | 0.02 | slack before a PPI interval narrower than theory allows is flagged |
@@ -272,6 +273,7 @@ class ModelingSettings:
     choose_by: str = "pearson"
     cv_seeds: int = 5
     threads: int = DEFAULT_MODEL_THREADS  # OpenMP, BLAS and LightGBM threads per model fit (PULSE_MODEL_THREADS)
+    cv_seed_rows: int = 10_000  # PULSE_CV_SEED_ROWS: the seeds x rated sessions cross-validation aims for
 
 
 def model_threads(environ: Env | None = None) -> int:
@@ -307,7 +309,12 @@ def modeling_settings(environ: Env | None = None) -> ModelingSettings:
     seeds = _integer(env, "PULSE_CV_SEEDS", 5)
     if seeds < 1:
         raise SettingsError(f"PULSE_CV_SEEDS={seeds} must be at least 1")
-    return ModelingSettings(families=families, choose_by=choose_by, cv_seeds=seeds, threads=model_threads(env))
+    seed_rows = _integer(env, "PULSE_CV_SEED_ROWS", 10_000)
+    if seed_rows < 0:
+        raise SettingsError(f"PULSE_CV_SEED_ROWS={seed_rows} must be 0 (always PULSE_CV_SEEDS) or more")
+    return ModelingSettings(
+        families=families, choose_by=choose_by, cv_seeds=seeds, threads=model_threads(env), cv_seed_rows=seed_rows
+    )
 
 
 # --- estimates -----------------------------------------------------------------------------------------------

@@ -31,7 +31,8 @@ from .. import tables
 from ..warehouse import Warehouse, nan_to_null, to_frame
 from .crossfit import TEXT_FAMILY, CVResult, choose_family
 from .data import ModelingData
-from .stack import CONSTANT, STACK, cross_validate_all
+from .stack import CONSTANT, STACK, SeedFits, cross_validate_keeping
+from .text import TextFeature
 
 MIN_RATED_SESSIONS = 10
 """Fewer rated sessions than this: no model is cross-validated, and the modeling tables are left empty."""
@@ -41,6 +42,27 @@ FLOOR_MAX_LABELS = 300
 constant's) set PPI's lambda to 0. lambda-hat = Cov(Y, f) / Var(f) (about) has sampling sd ~ sd(Y) / (sd(f) sqrt(n))
 for an f unrelated to Y: with 60 labels it is ~2.2x what it is with 300, so with few labels PPI++ picks a
 clearly positive lambda from noise alone, and a useless f then only adds variance."""
+
+MIN_SEEDS = 2
+"""Fewest cross-validation seeds ``seeds_for`` keeps (when more are configured): an sd over seeds needs two."""
+
+
+def seeds_for(n_rated: int, seeds: Sequence[int], seed_rows: int) -> tuple[int, ...]:
+    """The first of ``seeds`` to cross-validate ``n_rated`` rated sessions with: as many as keep
+    seeds x n_rated <= ``seed_rows``, at least ``MIN_SEEDS``, at most all of them (``seed_rows`` 0: all of them).
+
+    Why: the seeds only average out which rows fall in which fold, and that noise shrinks as the ratings grow (the
+    sd over seeds of a family's r goes like 1/sqrt(n_rated)), while each seed costs k fits of every family, the
+    costliest part of the modeling step (a forest's fit grows faster than n_rated). The standard error of the mean
+    over s seeds, sd_1 sqrt(n_1 / n) / sqrt(s), stays at or below that of the paper's 5 seeds on 1 837 ratings
+    as long as s x n >= 5 x 1 837 = 9 185: the default 10 000 keeps the paper's protocol, 5 seeds, up to 2 000
+    rated sessions, and at 18 000 (ten times the paper's) 2 seeds give half the paper's standard error."""
+    seeds = tuple(seeds)
+    if seed_rows <= 0:
+        return seeds
+    fit = max(MIN_SEEDS, seed_rows // max(1, n_rated))
+    return seeds[: max(1, min(len(seeds), fit))]
+
 
 JUDGE_AGREEMENT_SQL = """
 SELECT j.model, count(*) AS n, avg((j.likert_score - l.label_stars) ^ 2) AS mse,
@@ -72,6 +94,7 @@ class ModelComparison:
     chosen: CVResult | None
     skipped: str | None = None
     floor: str | None = None  # why PPI's lambda goes to 0 (every family lost to the constant), or None
+    kept: SeedFits | None = None  # the fits of seed ``keep_seed``, for the cross-fit to reuse (``compare_models``)
 
 
 def load_judge_agreement(wh: Warehouse) -> pl.DataFrame:
@@ -133,9 +156,13 @@ def compare_models(
     folds: int,
     choose_by: str,
     say: Callable[[str], None] = lambda _: None,
+    keep_seed: int | None = None,
+    seed_rows: int = 0,
 ) -> ModelComparison:
     """Cross-validate each family (and the stack of them when ``families`` holds ``stack``) on the rated sessions,
-    choose one by ``choose_by``, add the constant's rows (never chosen) and the judge's.
+    choose one by ``choose_by``, add the constant's rows (never chosen) and the judge's. With ``keep_seed`` (one of
+    the seeds used), ``kept`` holds that seed's fits for ``predictions.crossfit_tables`` to reuse. ``seed_rows``:
+    use the first ``seeds_for(n_rated, seeds, seed_rows)`` of ``seeds`` (0: every one).
 
     With fewer than ``MIN_RATED_SESSIONS`` rated sessions nothing is fit: no rows, and ``skipped`` says why.
     """
@@ -146,14 +173,19 @@ def compare_models(
         )
         return ModelComparison([], None, reason)
     X, y = data.X[data.labeled], data.y[data.labeled]
+    seeds = seeds_for(n_rated, seeds, seed_rows)
     text = data.text_feature()  # None when no session has user text
+    if text is not None:  # cross-validation scores the rated rows only; the workers need not get the rest
+        text = TextFeature(text.labeled, text.unlabeled[:0])
     base = [f for f in families if f != STACK]
     if TEXT_FAMILY in base and text is None:
         say("skipping the text family: no session has user text")
         base.remove(TEXT_FAMILY)
     stacked = " and their stack" if STACK in families and len(base) >= 2 else ""
     say(f"cross-validating {', '.join(base)}{stacked} on {n_rated} rated sessions ({len(seeds)} seeds)")
-    results = cross_validate_all(X, y, base, k=folds, seeds=seeds, stack=STACK in families, text=text)
+    results, kept = cross_validate_keeping(
+        X, y, base, k=folds, seeds=seeds, stack=STACK in families, text=text, keep_seed=keep_seed
+    )
     chosen = choose_family([r for r in results if r.family != CONSTANT], by=choose_by)
     rows = [
         CVMetricRow(
@@ -169,7 +201,7 @@ def compare_models(
         for result in results
         for metric in result.metrics
     ]
-    return ModelComparison(rows + judge_metric_rows(judge_agreement), chosen, floor=floor_reason(rows))
+    return ModelComparison(rows + judge_metric_rows(judge_agreement), chosen, floor=floor_reason(rows), kept=kept)
 
 
 def table_2(rows: Sequence[CVMetricRow]) -> pl.DataFrame:

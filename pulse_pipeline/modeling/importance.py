@@ -11,11 +11,13 @@ permuted among themselves (a random permutation per fold, repeat and feature)::
     importance_j = mean over (f, r) of d_{f,r,j}                     (= the mean over folds of the fold means)
     sd_j         = sample sd (ddof=1) over the k * n_repeats values d_{f,r,j}
 
-Cost: one ``predict`` per chunk of (repeat, feature) pairs, the permuted copies stacked into one matrix, so a
-fold costs about n_repeats * n_features * |H_f| predicted rows in a handful of calls, all inside
-``threads.native_threads`` like every fit (the fold models keep the ``n_jobs`` they were built with). Folds run
-in worker processes (``workers.py``) from ``workers.MIN_ROWS`` labeled rows; the permutations are drawn here
-first, fold by fold, so the result does not depend on where a fold ran.
+Cost: a fold with more than ``MAX_FOLD_ROWS`` held-out rows is measured on that many of them, drawn at random
+(the rest would only refine a mean that is already precise); one ``predict`` per chunk of (repeat, feature) pairs,
+the permuted copies stacked into one matrix, so a fold costs about n_repeats * n_features * |H_f| predicted rows
+in a handful of calls, all inside ``threads.native_threads`` like every fit (the fold models keep the ``n_jobs``
+they were built with). Folds run in worker processes (``workers.py``) from ``workers.MIN_ROWS`` labeled rows; the
+permutations (and any subset of rows) are drawn here first, fold by fold, so the result does not depend on where a
+fold ran.
 """
 
 from __future__ import annotations
@@ -32,6 +34,13 @@ from .workers import map_jobs, workers_for
 
 MAX_ROWS_PER_PREDICT = 250_000
 """Rows per stacked ``predict`` call: bounds memory at ~rows x features x 8 bytes (60 features: 120 MB)."""
+
+MAX_FOLD_ROWS = 1_000
+"""Held-out rows per fold the importance is measured on (a random subset above it). Why: the cost is
+n_repeats x features x rows predicted per fold, at the paper's scale (367 held-out rows a fold) ~19 CPU-s for the
+stack's families, a sixth of the modeling step, and it grows with the ratings; a feature's mean rise in MSE over
+5 folds x 1 000 rows is already measured on 2.7x the rows the paper's whole labeled set gives. At and below
+5 000 rated sessions (5 folds) every held-out row is used, as before."""
 
 
 @dataclass(frozen=True)
@@ -74,13 +83,14 @@ def permutation_importance_oof(
     n_repeats: int = 5,
     seed: int = 0,
     threads: int | None = None,
+    max_fold_rows: int = MAX_FOLD_ROWS,
 ) -> list[Importance]:
     """Permutation importance of ``crossfit``'s fold models on their held-out rows (formula in the module
     docstring), sorted by rank (mean descending; ties keep the column order; NaN last).
 
     ``X_labeled`` and ``y`` are the labeled rows the cross-fit was trained on, in the same order. In-sample
     predictions have no held-out rows, so they are refused. ``threads``: the OpenMP/BLAS cap while predicting
-    (None: PULSE_MODEL_THREADS).
+    (None: PULSE_MODEL_THREADS). ``max_fold_rows``: held-out rows measured per fold (``MAX_FOLD_ROWS``).
     """
     if crossfit.method != "crossfit":
         raise ValueError(
@@ -106,6 +116,8 @@ def permutation_importance_oof(
         held = np.flatnonzero(crossfit.fold == f)
         if held.size < 2:
             continue
+        if held.size > max_fold_rows:
+            held = np.sort(rng.choice(held, max_fold_rows, replace=False))
         # perms[r, j] is the permutation of the held-out rows for repeat r, feature j
         perms = rng.permuted(np.broadcast_to(np.arange(held.size), (n_repeats, p, held.size)), axis=-1)
         jobs.append((model, X[held], y[held], perms))

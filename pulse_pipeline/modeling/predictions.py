@@ -34,7 +34,7 @@ from ..warehouse import Warehouse
 from .crossfit import TEXT_FAMILY, TEXT_SCORE, CrossFit, crossfit_predict, oof_violations, pearson
 from .data import ModelingData
 from .importance import permutation_importance_oof
-from .stack import STACK, stack_crossfit_predict
+from .stack import STACK, SeedFits, crossfit_from_fits, stack_crossfit_predict
 from .text import top_terms
 
 CROSSFIT_SEED = 42
@@ -60,17 +60,25 @@ def crossfit_tables(
     folds: int,
     say: Callable[[str], None] = lambda _: None,
     families: Sequence[str] = (),
+    kept: SeedFits | None = None,
 ) -> CrossFitTables:
     """Cross-fit ``family`` on the rated sessions of ``data``, predict every session, measure importance.
 
     ``family`` "stack" blends ``families`` (the configured ones; "text" only when there is text) with
-    ``stack.stack_crossfit_predict``; its fold_training rows are every label each fold's blend used."""
+    ``stack.stack_crossfit_predict``; its fold_training rows are every label each fold's blend used. ``kept``:
+    cross-validation's fits of seed ``CROSSFIT_SEED`` on the same rated rows (``comparison.compare_models``), the
+    very fits the cross-fit would make, so they are reused (``stack.crossfit_from_fits``) and only the unrated
+    sessions are predicted."""
     rated = data.labeled
     say(f"cross-fitting {family}: {int(rated.sum())} rated, {int((~rated).sum())} unrated sessions")
     X, y = data.X[rated], data.y[rated]
     text = data.text_feature()
-    if family == STACK:
-        base = [f for f in families if f != STACK and (f != TEXT_FAMILY or text is not None)]
+    base = [f for f in families if f != STACK and (f != TEXT_FAMILY or text is not None)]
+    if kept is not None:
+        if kept.seed != CROSSFIT_SEED:
+            raise ValueError(f"the cross-fit uses seed {CROSSFIT_SEED}; cross-validation kept seed {kept.seed}")
+        fit = crossfit_from_fits(kept, X, y, data.X[~rated], family, families=base, text=text)
+    elif family == STACK:
         fit, _ = stack_crossfit_predict(X, y, data.X[~rated], base, k=folds, seed=CROSSFIT_SEED, text=text)
     else:
         fit = crossfit_predict(X, y, data.X[~rated], family, k=folds, seed=CROSSFIT_SEED, text=text)

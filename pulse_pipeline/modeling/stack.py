@@ -281,6 +281,20 @@ def _check_families(families: Sequence[str], text: TextFeature | None) -> None:
             raise ValueError(f"the {TEXT_FAMILY!r} family needs the sessions' text: pass text=TextFeature(...)")
 
 
+@dataclass(frozen=True, eq=False)
+class SeedFits:
+    """Every family's outer fold models of one cross-validation seed, with that seed's folds and level-one
+    predictions, kept so the cross-fit reuses them (``crossfit_from_fits``) instead of fitting them again: they
+    are exactly the fits ``stack_crossfit_predict`` and ``crossfit.crossfit_predict`` make with that seed (same
+    folds, features, text scores and model seeds). ``note`` says when k was reduced (``effective_k``)."""
+
+    seed: int
+    k: int
+    note: str | None
+    folds: tuple[Fold, ...]
+    fits: dict[str, FoldPredictions]
+
+
 def cross_validate_all(
     X: np.ndarray,
     y: np.ndarray,
@@ -298,6 +312,23 @@ def cross_validate_all(
     is always there. Results come in the order families, stack, constant. ``text``: as in ``cross_validate``.
     The text scores of each seed, then each (family, seed)'s fits, run in worker processes (``workers.py``).
     """
+    return cross_validate_keeping(X, y, families, k, seeds, stack, threads, text)[0]
+
+
+def cross_validate_keeping(
+    X: np.ndarray,
+    y: np.ndarray,
+    families: Sequence[str],
+    k: int = 5,
+    seeds: Sequence[int] = (42, 43, 44, 45, 46),
+    stack: bool = True,
+    threads: int | None = None,
+    text: TextFeature | None = None,
+    keep_seed: int | None = None,
+) -> tuple[list[CVResult], SeedFits | None]:
+    """``cross_validate_all``, and the fits of seed ``keep_seed`` (when it is one of ``seeds``) as ``SeedFits``
+    for ``crossfit_from_fits``: the cross-fit of that seed then costs no fit at all. ``text`` may hold the
+    labeled rows alone (cross-validation scores no unlabeled row; ``crossfit_from_fits`` scores them later)."""
     X, y = _as_xy(X, y)
     _check_families(families, text)
     seeds = tuple(int(s) for s in seeds)
@@ -312,7 +343,7 @@ def cross_validate_all(
     with native_threads(threads) as n_threads:
         folds_of = dict(zip(seeds, map_jobs(outer_folds, [(y, k_used, s, text) for s in seeds], workers), strict=True))
         jobs = [
-            (X, y, no_rows, f, folds_of[s], s, n_threads, with_stack, False, forest_threads(y.shape[0], workers))
+            (X, y, no_rows, f, folds_of[s], s, n_threads, with_stack, s == keep_seed, forest_threads(len(y), workers))
             for f in _longest_first(families)
             for s in seeds
         ]
@@ -329,7 +360,13 @@ def cross_validate_all(
             per_seed[name].append(_seed_metrics(seed, y, oof))
             first_oof.setdefault(name, oof)
     order = [*families, *([STACK] if with_stack else []), CONSTANT]
-    return [_result(name, y, per_seed[name], first_oof[name], k_used, note) for name in order]
+    results = [_result(name, y, per_seed[name], first_oof[name], k_used, note) for name in order]
+    kept = None
+    if keep_seed in folds_of:
+        kept = SeedFits(
+            keep_seed, k_used, note, tuple(folds_of[keep_seed]), {f: fitted[f, keep_seed] for f in families}
+        )
+    return results, kept
 
 
 def stack_crossfit_predict(
@@ -362,16 +399,19 @@ def stack_crossfit_predict(
         jobs = [(X, y, Xu, f, folds, seed, n_threads, True, True, forest_threads(y.shape[0], workers)) for f in order]
         by_family = dict(zip(order, map_jobs(_fit_family, jobs, workers), strict=True))
         fits = [by_family[f] for f in families]
+    return _stack_crossfit(fits, y, folds, Xu.shape[0], seed, note)
+
+
+def _stack_crossfit(
+    fits: Sequence[FoldPredictions], y: np.ndarray, folds: Sequence[Fold], n_unlabeled: int, seed: int, note
+) -> tuple[CrossFit, StackFit]:
+    """``stack_crossfit_predict``'s result from the families' fits (with their unlabeled predictions)."""
+    k_used = len(folds)
     stack = blend(fits, y, folds)
-    unlabeled = np.zeros(Xu.shape[0])
+    unlabeled = np.zeros(n_unlabeled)
     for k in range(k_used):
         unlabeled += stack.intercepts[k] + np.column_stack([f.unlabeled[k] for f in fits]) @ stack.weights[k]
     text_folds = tuple(f.text for f in folds if f.text is not None)  # the text scores' own record, for the audit
-    text_score = None
-    if text_folds:  # each held-out row's text score, the last column its fold's blend reads
-        text_score = np.empty(y.shape[0])
-        for fold in folds:
-            text_score[fold.test] = fold.text.held_out_scores
     models = tuple(
         FoldBlend(
             float(stack.intercepts[k]),
@@ -382,4 +422,88 @@ def stack_crossfit_predict(
         for k in range(k_used)
     )
     fit = CrossFit(STACK, k_used, seed, stack.oof, stack.fold, unlabeled / k_used, stack.train_index_by_fold, models)
-    return replace(fit, note=note, text_folds=text_folds, text_score=text_score), stack
+    return replace(fit, note=note, text_folds=text_folds, text_score=_held_out_text_scores(folds, y.shape[0])), stack
+
+
+def _held_out_text_scores(folds: Sequence[Fold], n: int) -> np.ndarray | None:
+    """Each labeled row's held-out text score (the last column its fold's model reads), None without text."""
+    if any(fold.text is None for fold in folds):
+        return None
+    scores = np.empty(n)
+    for fold in folds:
+        scores[fold.test] = fold.text.held_out_scores
+    return scores
+
+
+def _predict_unlabeled(model: Pipeline, Xu: np.ndarray, text_scores: np.ndarray | None) -> np.ndarray:
+    """A fold model's predictions for the unlabeled rows (their text score last, as in ``_fit_family``)."""
+    if not Xu.shape[0]:
+        return np.empty(0)
+    return model.predict(Xu if text_scores is None else np.column_stack([Xu, text_scores]))
+
+
+def crossfit_from_fits(
+    kept: SeedFits,
+    X_labeled: np.ndarray,
+    y: np.ndarray,
+    X_unlabeled: np.ndarray | None,
+    family: str,
+    families: Sequence[str] = (),
+    threads: int | None = None,
+    text: TextFeature | None = None,
+) -> CrossFit:
+    """The cross-fit of ``family`` (``STACK``: the stack of ``families``) from the fits cross-validation kept:
+    what ``crossfit.crossfit_predict`` / ``stack_crossfit_predict`` return with ``kept.seed``, without fitting.
+
+    Only the unlabeled rows are new: their text scores come from each fold's outer ridge (``with_unlabeled``) and
+    their predictions from the kept fold models, (family, fold) pairs in worker processes. ``X_labeled``, ``y``
+    and ``text.labeled`` must be the rows cross-validation saw, in the same order (their number is checked)."""
+    X, y = _as_xy(X_labeled, y)
+    Xu = _as_unlabeled(X_unlabeled, X.shape[1])
+    members = list(families) if family == STACK else [family]
+    missing = [f for f in members if f not in kept.fits]
+    if missing:
+        raise ValueError(f"cross-validation kept no fits of {', '.join(missing)} (seed {kept.seed})")
+    if (text is None) != (kept.folds[0].text is None):
+        raise ValueError("the text must be given exactly when cross-validation had it")
+    if kept.fits[members[0]].oof.shape[0] != y.shape[0]:
+        raise ValueError(f"cross-validation kept fits of {kept.fits[members[0]].oof.shape[0]} rows, not {len(y)}")
+    folds = [
+        Fold(f.train, f.test, None if f.text is None else f.text.with_unlabeled(text.unlabeled)) for f in kept.folds
+    ]
+    jobs = [
+        (kept.fits[f].models[k], Xu, None if fold.text is None else fold.text.unlabeled_scores)
+        for f in _longest_first(members)
+        if f != TEXT_FAMILY
+        for k, fold in enumerate(folds)
+    ]
+    with native_threads(threads):
+        predicted = iter(map_jobs(_predict_unlabeled, jobs, workers_for(len(jobs), y.shape[0])))
+    unlabeled = {
+        f: tuple(fold.text.unlabeled_scores if f == TEXT_FAMILY else next(predicted) for fold in folds)
+        for f in _longest_first(members)
+    }
+    fits = [replace(kept.fits[f], unlabeled=unlabeled[f]) for f in members]
+    if family == STACK:
+        return _stack_crossfit(fits, y, folds, Xu.shape[0], kept.seed, kept.note)[0]
+    fit = fits[0]
+    fold_of = np.empty(y.shape[0], dtype=np.int64)
+    for k, fold in enumerate(folds):
+        fold_of[fold.test] = k
+    train_rows = tuple(f.train if f.text is None else np.union1d(f.train, f.text.labels_used) for f in folds)
+    mean_unlabeled = np.mean(np.stack(fit.unlabeled), axis=0) if Xu.shape[0] else np.empty(0)
+    text_folds = tuple(f.text for f in folds if f.text is not None)
+    return CrossFit(
+        family,
+        kept.k,
+        kept.seed,
+        fit.oof,
+        fold_of,
+        mean_unlabeled,
+        train_rows,
+        fit.models,
+        "crossfit",
+        kept.note,
+        _held_out_text_scores(folds, y.shape[0]),
+        text_folds,
+    )

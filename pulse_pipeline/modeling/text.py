@@ -32,7 +32,7 @@ never in a file, a log line or Dagster metadata beyond counts.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -235,8 +235,9 @@ class FoldTextScores:
     ``train_rows`` (T_k) and ``held_out_rows`` are the outer fold's rows; ``train_scores[j]`` is the inner cross-fit
     score of row ``train_rows[j]``, made by the inner ridge ``inner_fold[j]``, which was fitted on
     ``inner_train[inner_fold[j]]``; ``held_out_scores`` and ``unlabeled_scores`` come from the outer ridge fitted
-    on ``outer_train``. Exact cross-fitting: ``outer_train`` has no held-out row and no row of ``train_rows`` is in
-    the inner training set of its own inner fold (``text_score_violations``).
+    on ``outer_train`` (``outer_ridge``, kept so unlabeled rows can be scored later: ``with_unlabeled``). Exact
+    cross-fitting: ``outer_train`` has no held-out row and no row of ``train_rows`` is in the inner training set of
+    its own inner fold (``text_score_violations``).
     """
 
     train_rows: np.ndarray
@@ -247,11 +248,21 @@ class FoldTextScores:
     outer_train: np.ndarray
     inner_fold: np.ndarray
     inner_train: tuple[np.ndarray, ...]
+    outer_ridge: Ridge | None = None
 
     @property
     def labels_used(self) -> np.ndarray:
         """Every labeled row whose label entered this fold's text scores (outer and inner ridges), sorted."""
         return np.unique(np.concatenate([self.outer_train, *self.inner_train]))
+
+    def with_unlabeled(self, Z_unlabeled: sp.spmatrix) -> FoldTextScores:
+        """The same fold with ``unlabeled_scores`` those of ``Z_unlabeled`` by its outer ridge: the scores
+        ``nested_text_scores`` gives when the unlabeled rows are passed, for folds cross-validation computed on the
+        labeled rows alone (the ridge is the same fit, so the scores are identical)."""
+        if self.outer_ridge is None:
+            raise ValueError("this fold kept no outer ridge to score unlabeled rows with")
+        scores = self.outer_ridge.predict(Z_unlabeled) if Z_unlabeled.shape[0] else np.empty(0)
+        return replace(self, unlabeled_scores=scores)
 
 
 def nested_text_scores(
@@ -288,7 +299,15 @@ def nested_text_scores(
             inner_train.append(train[fit_pos])
         folds.append(
             FoldTextScores(
-                train, test, inner_scores, outer.predict(Z[test]), unlabeled, train, inner_fold, tuple(inner_train)
+                train,
+                test,
+                inner_scores,
+                outer.predict(Z[test]),
+                unlabeled,
+                train,
+                inner_fold,
+                tuple(inner_train),
+                outer,
             )
         )
     return tuple(folds)

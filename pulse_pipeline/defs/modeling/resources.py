@@ -1,5 +1,5 @@
 """How models are compared and chosen, from ``settings.modeling_settings()`` (PULSE_MODEL_CHOICE,
-PULSE_MODEL_FAMILIES, PULSE_CV_SEEDS; the defaults are there)."""
+PULSE_MODEL_FAMILIES, PULSE_CV_SEEDS, PULSE_CV_SEED_ROWS; the defaults are there)."""
 
 import dagster as dg
 
@@ -12,6 +12,7 @@ class ModelingResource(dg.ConfigurableResource):
     choose_by: str = DEFAULTS.choose_by
     families: list[str] = list(DEFAULTS.families)
     n_seeds: int = DEFAULTS.cv_seeds
+    seed_rows: int = DEFAULTS.cv_seed_rows  # fewer seeds with many ratings (``comparison.seeds_for``)
     folds: int = 5
 
     @property
@@ -22,4 +23,9 @@ class ModelingResource(dg.ConfigurableResource):
 
 def modeling_resource() -> ModelingResource:
     settings = modeling_settings()
-    return ModelingResource(choose_by=settings.choose_by, families=list(settings.families), n_seeds=settings.cv_seeds)
+    return ModelingResource(
+        choose_by=settings.choose_by,
+        families=list(settings.families),
+        n_seeds=settings.cv_seeds,
+        seed_rows=settings.cv_seed_rows,
+    )
