@@ -5,6 +5,9 @@ Rules, each in one query below:
 - **Duplicate sessions**: a session id delivered more than once counts once: the record from the latest drop
   (by the drop's modification time, then its id); within one drop, the later file, then the later record.
 - **Work segments** come from the events of that winning record (segments are cut at ingest: ``segments.py``).
+  They are refreshed for the sessions whose record changed (``incremental.py``); a session's version, what its
+  per-session rows are computed from, is its winning record and that record's drop fingerprint
+  (``SESSION_VERSIONS_SQL``).
 - **Ratings** join a segment through ``event_id`` (the event's segment; an event after a segment closed, such
   as the state change that follows it, belongs to the segment before it), else through ``segment_index``,
   else they rate the session's last segment. A segment rated twice keeps its latest rating (by
@@ -22,6 +25,7 @@ Rules, each in one query below:
 from __future__ import annotations
 
 from . import tables
+from .incremental import Refreshed, code_digest, refreshing
 from .stars import stars_to_label_sql
 from .warehouse import Warehouse
 
@@ -31,7 +35,17 @@ QUALIFY row_number() OVER (
     PARTITION BY s.session_id ORDER BY d.mtime DESC, d.drop_id DESC, s.source_file DESC, s.record_index DESC) = 1
 """
 
-WORK_SEGMENTS_SQL = """
+SESSION_VERSIONS_SQL = """
+SELECT s.session_id, s.record_key || '@' || d.fingerprint AS version
+FROM staging.sessions s JOIN raw.drops d USING (drop_id)
+"""
+"""Each staged session's version: its winning record, and its drop's fingerprint (a drop rewritten under the same
+name keeps its record keys but may change what they hold)."""
+
+
+def work_segments_sql(sessions: str) -> str:
+    """The work segments of the sessions whose ``staging.sessions`` rows are in relation ``sessions``."""
+    return f"""
 SELECT e.session_id, e.segment_index,
        arg_min(e.event_id, e.seq) AS open_event_id,
        arg_max(e.event_id, e.seq) AS close_event_id,
@@ -44,11 +58,12 @@ SELECT e.session_id, e.segment_index,
        (count(*) FILTER (WHERE e.kind = 'action' AND e.name = 'message' AND e.source = 'user'))::INTEGER,
        max(e.segment_close) AS close_reason,
        coalesce(max(e.segment_close), 'stream_end') <> 'stream_end' AS closed
-FROM raw.events e JOIN staging.sessions s USING (record_key)
+FROM raw.events e JOIN {sessions} s USING (record_key)
 WHERE e.segment_index IS NOT NULL
 GROUP BY e.session_id, e.segment_index
 ORDER BY e.session_id, e.segment_index
 """
+
 
 _RESOLVED_RATINGS = """
 WITH r AS (
@@ -151,8 +166,13 @@ def build_sessions(wh: Warehouse) -> int:
     return wh.replace_table(tables.STAGING_SESSIONS, SESSIONS_SQL)
 
 
-def build_work_segments(wh: Warehouse) -> int:
-    return wh.replace_table(tables.WORK_SEGMENTS, WORK_SEGMENTS_SQL)
+def build_work_segments(wh: Warehouse) -> Refreshed:
+    """Refresh the work segments of the sessions whose record changed (``incremental.py``)."""
+    t = tables.WORK_SEGMENTS
+    with refreshing(wh, t.qualified, SESSION_VERSIONS_SQL, code_digest(text=work_segments_sql(""))) as refresh:
+        refresh.delete(wh, t)
+        wh.con.execute(f"INSERT INTO {t.qualified} ({', '.join(t.column_names)}) {work_segments_sql(refresh.sessions)}")
+    return Refreshed(wh.count(t), refresh.touched)
 
 
 def _replace_staging_quarantine(wh: Warehouse, record_type: str, select_sql: str) -> int:

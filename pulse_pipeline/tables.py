@@ -219,6 +219,16 @@ STAGING_ASSIGNMENTS = _t(
     ("assigned_by", VARCHAR),
 )
 
+COMPUTED_VERSIONS = _t(
+    "staging.computed_versions",
+    "Bookkeeping of the per-session tables refreshed incrementally (incremental.py): per table (and annotator"
+    " scope), the version of the inputs each session's rows were computed from; a session whose version changed is"
+    " recomputed.",
+    ("table_name", VARCHAR),
+    ("session_id", VARCHAR),
+    ("version", VARCHAR),
+)
+
 EVENT_FEATURES = _t(
     "features.event_features",
     "One row per session: signals read off the event stream (the paper's six plus what a user would feel).",
@@ -421,7 +431,15 @@ EXPERIMENT_EFFECTS = _t(
 )
 
 RAW_TABLES = (DROPS, SESSIONS, EVENTS, RATINGS, ASKS, ASSIGNMENTS, QUARANTINE)
-STAGING_TABLES = (STAGING_SESSIONS, WORK_SEGMENTS, SEGMENT_RATINGS, SESSION_LABELS, SESSION_ASKS, STAGING_ASSIGNMENTS)
+STAGING_TABLES = (
+    STAGING_SESSIONS,
+    WORK_SEGMENTS,
+    SEGMENT_RATINGS,
+    SESSION_LABELS,
+    SESSION_ASKS,
+    STAGING_ASSIGNMENTS,
+    COMPUTED_VERSIONS,
+)
 FEATURE_TABLES = (EVENT_FEATURES, ANNOTATIONS, ANNOTATION_VALUES, LLM_CACHE, JUDGE_SCORES, ANNOTATOR_AGREEMENT)
 TEXT_FOLD_TRAINING = _t(
     "modeling.text_fold_training",

@@ -37,9 +37,11 @@ from .settings import ingest_settings
 from .tables import Table
 
 DERIVED_SCHEMAS = ("modeling", "estimates")  # rebuilt whole by every materialization
-RECOMPUTED_TABLES = ("features.event_features",)
-"""Tables outside ``DERIVED_SCHEMAS`` that are also rebuilt whole from the raw events, at no cost but time: one of
-an older shape is recreated like a derived table. (Annotations are not: LLM answers are paid for.)"""
+RECOMPUTED_TABLES = ("features.event_features", "staging.computed_versions")
+"""Tables outside ``DERIVED_SCHEMAS`` that are also recomputed from the raw events, at no cost but time: one of
+an older shape is recreated like a derived table, and its bookkeeping forgotten (``_forget_computed``), so its
+next refresh is whole; a recreated bookkeeping table makes every refresh whole. (Annotations are not recreated:
+LLM answers are paid for.)"""
 
 Rows = pl.DataFrame | Sequence[Any]
 """What a writer hands the warehouse: a polars frame with the table's columns, or dataclass instances whose fields
@@ -143,8 +145,23 @@ def ensure_tables(con: duckdb.DuckDBPyConnection, which: Iterable[Table] = table
                     " move the old warehouse aside and re-ingest the drops"
                 )
             con.execute(f"DROP TABLE {t.qualified}")
+            _forget_computed(con, t)
         cols = ", ".join(f'"{c}" {typ}' for c, typ in t.columns)
         con.execute(f"CREATE TABLE IF NOT EXISTS {t.qualified} ({cols})")
+
+
+def _forget_computed(con: duckdb.DuckDBPyConnection, t: Table) -> None:
+    """Forget which sessions table ``t`` (and its scopes, ``<table>/...``) was computed for (``incremental.py``)."""
+    bookkeeping = tables.COMPUTED_VERSIONS
+    found = (
+        "SELECT count(*) FROM duckdb_tables()"
+        " WHERE database_name = current_database() AND schema_name = ? AND table_name = ?"
+    )
+    if t is not bookkeeping and con.execute(found, [bookkeeping.schema, bookkeeping.name]).fetchone()[0]:
+        con.execute(
+            f"DELETE FROM {bookkeeping.qualified} WHERE table_name = $t OR starts_with(table_name, $t || '/')",
+            {"t": t.qualified},
+        )
 
 
 def _select_cast(t: Table, source: str) -> str:

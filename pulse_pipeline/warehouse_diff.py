@@ -20,6 +20,7 @@ VOLATILE = {
     "features.annotations": ("annotated_at",),
     "features.llm_cache": ("created_at",),
     "raw.drops": ("path", "mtime", "fingerprint"),  # where and when the drop was copied, not what it holds
+    "staging.computed_versions": ("version",),  # a record key and its drop's fingerprint (above)
 }
 TINY = 1e-12  # doubles closer to zero than this compare as zero (a sum's rounding leaves ~1e-17 where 0 was)
 

@@ -24,9 +24,10 @@ def test_definitions_load_with_every_contract_table(pulse_home):
     defs = build_definitions(pulse_home)
     dg.Definitions.validate_loadable(defs)
     keys = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
-    # every contract table is an asset, except the LLM cache (the annotator's own), plus the rubric-shaped wide table;
-    # one asset is a file, not a table: the HTML report
-    expected = {f"{t.schema}/{t.name}" for t in tables.ALL_TABLES if t is not tables.LLM_CACHE}
+    # every contract table is an asset, except the LLM cache (the annotator's own) and the per-session tables'
+    # bookkeeping (incremental.py), plus the rubric-shaped wide table; one asset is a file, not a table: the report
+    not_assets = (tables.LLM_CACHE, tables.COMPUTED_VERSIONS)
+    expected = {f"{t.schema}/{t.name}" for t in tables.ALL_TABLES if t not in not_assets}
     assert keys == expected | {"features/session_features", "report/index_html"}
     assert {j.name for j in defs.resolve_all_job_defs()} >= {"ingest_drop", "refresh_downstream"}
     assert {s.name for s in defs.sensors} == {"drop_sensor", "pulse_automation", "publish_warehouse"}
@@ -86,9 +87,9 @@ def test_materialize_runs_every_asset_and_its_checks(pulse_home):
     for name in ("trajs_basic_gui_mode.json", "resolver_mock_output.jsonl"):
         shutil.copy2(SAMPLES / "openhands_v0" / name, pulse_home.drops / name)
     keys = materialize(pulse_home, say=lambda _: None)
-    # every asset but the on-demand coverage validation: the contract tables less the LLM cache and the validation,
-    # plus features/session_features and the report (a file)
-    assert len(keys) == len(tables.ALL_TABLES)
+    # every asset but the on-demand coverage validation: the contract tables less the LLM cache, the bookkeeping
+    # and the validation, plus features/session_features and the report (a file)
+    assert len(keys) == len(tables.ALL_TABLES) - 1
     assert (pulse_home.report / "index.html").is_file()
     con = duckdb.connect(str(pulse_home.warehouse), read_only=True)  # the published copy
     try:

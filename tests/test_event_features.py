@@ -61,7 +61,7 @@ COUNTS = [
 
 
 def features(wh: Warehouse) -> dict[str, dict]:
-    n = build_event_features(wh)
+    n = build_event_features(wh).rows
     rows = wh.frame("SELECT * FROM features.event_features ORDER BY session_id").to_dicts()
     assert n == len(rows) == wh.count(tables.STAGING_SESSIONS)
     return {r["session_id"]: r for r in rows}
@@ -279,7 +279,7 @@ def test_only_the_winning_record_counts_and_rebuilds_replace(wh, tmp_path):
 
 
 def test_empty_warehouse(wh):
-    assert build_event_features(wh) == 0
+    assert build_event_features(wh).rows == 0
 
 
 @pytest.mark.parametrize(

@@ -533,7 +533,7 @@ def test_answers_paid_for_survive_a_rolled_back_run(fake_llm: FakeLLM, tmp_path:
     sessions = [session(f"s{i}", f"task {i}") for i in range(3)]
     con.begin()
     annotations = LLMAnnotator(settings_for(fake_llm), LLMCache(con)).annotate(sessions, RUBRIC)
-    store.write_annotations(Warehouse(con), annotations, first_batch=True)
+    store.append_annotations(Warehouse(con), annotations)
     con.rollback()
     assert con.execute("SELECT count(*) FROM features.annotations").fetchone() == (0,)
     assert con.execute("SELECT count(*) FROM features.llm_cache").fetchone() == (6,)

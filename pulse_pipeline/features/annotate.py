@@ -1,4 +1,9 @@
-"""Every staged session through an annotator (or the LLM judge), batch by batch: read transcripts, ask, write.
+"""Staged sessions through an annotator (or the LLM judge), batch by batch: read transcripts, ask, write.
+
+Only the sessions whose record changed since the annotator last wrote them are read and annotated
+(``incremental.py``): a session's version is its record's, plus what else the answers depend on (the annotator's
+prompt version, which scopes its rows, and ``Annotator.depends_on``: an LLM's model). A new prompt version, or a
+new model, annotates every session again; the LLM cache (``llm/cache.py``) answers what was asked before.
 
 Batches (``transcripts.iter_transcripts``) keep memory to one batch's events whatever the size of the warehouse;
 each batch is written as soon as it is answered. The asset's writes are one transaction, so a run that stops
@@ -8,52 +13,69 @@ re-run pays for nothing already answered.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .. import tables
+from ..incremental import Refreshed, refreshing
+from ..staging import SESSION_VERSIONS_SQL
 from ..warehouse import Warehouse
 from . import store
 from .annotation import Annotator
 from .llm.judge import LLMJudge
+from .prompts import PROMPT_VERSION
 from .rubric import Rubric
 from .transcripts import iter_transcripts
 
 
 @dataclass
 class AnnotationRun:
-    """What ``annotate_sessions`` wrote: sessions annotated, how many per status, the prompt version written."""
+    """What ``annotate_sessions`` left: the annotator's sessions (this prompt version) and how many per status, the
+    sessions it annotated now, and the prompt version."""
 
     sessions: int = 0
     statuses: dict[str, int] = field(default_factory=dict)
     prompt_version: str = ""
+    sessions_touched: int = 0
 
 
 def annotate_sessions(
     wh: Warehouse, annotator: Annotator, rubric: Rubric, say: Callable[[str], None] = print
 ) -> AnnotationRun:
-    """Annotate every staged session with ``annotator`` and write the answers (``store.write_annotations``; the
-    first batch replaces what the same annotator and prompt version wrote before). ``say`` gets a line per batch."""
-    run = AnnotationRun()
-    statuses: Counter[str] = Counter()
-    for i, batch in enumerate(iter_transcripts(wh)):
-        annotations = annotator.annotate(batch, rubric)
-        store.write_annotations(wh, annotations, first_batch=i == 0)
-        statuses.update(a.status for a in annotations)
-        run.sessions += len(annotations)
-        run.prompt_version = run.prompt_version or (annotations[0].prompt_version if annotations else "")
-        run.statuses = dict(statuses)
-        say(f"annotated {run.sessions} sessions with {annotator.name} ({run.statuses})")
-    return run
+    """Annotate the staged sessions whose record changed (every one, for a new prompt version or model) and write
+    the answers, replacing the rows of the same annotator and prompt version; rows of sessions no longer staged go.
+    ``say`` gets a line per batch."""
+    version = annotator.prompt_version(rubric)
+    key = f"{tables.ANNOTATIONS.qualified}/{annotator.name}/{version}"
+    scope, params = "annotator = ? AND prompt_version = ?", [annotator.name, version]
+    with refreshing(wh, key, SESSION_VERSIONS_SQL, annotator.depends_on()) as refresh:
+        for t in (tables.ANNOTATIONS, tables.ANNOTATION_VALUES):
+            refresh.delete(wh, t, scope, params)
+        done = 0
+        for batch in iter_transcripts(wh, session_ids=refresh.session_ids(wh)):
+            annotations = annotator.annotate(batch, rubric)
+            store.append_annotations(wh, annotations)
+            done += len(annotations)
+            say(f"annotated {done} of {refresh.touched} changed sessions with {annotator.name}")
+    statuses = wh.con.execute(
+        f"SELECT status, count(*) FROM {tables.ANNOTATIONS.qualified} WHERE {scope} GROUP BY 1 ORDER BY 1", params
+    ).fetchall()
+    return AnnotationRun(
+        sessions=sum(n for _, n in statuses),
+        statuses=dict(statuses),
+        prompt_version=version,
+        sessions_touched=refresh.touched,
+    )
 
 
-def judge_sessions(wh: Warehouse, judge: LLMJudge) -> int:
-    """Score every staged session with the LLM judge, replacing what it wrote before with the same model; returns
-    how many sessions were scored."""
-    store.clear_judge_scores(wh, judge.settings.model)
-    n = 0
-    for batch in iter_transcripts(wh):
-        scores = judge.judge(batch)
-        store.append_judge_scores(wh, scores)
-        n += len(scores)
-    return n
+def judge_sessions(wh: Warehouse, judge: LLMJudge) -> Refreshed:
+    """Score the staged sessions whose record changed with the LLM judge (every one, for a new prompt version or
+    transcript budget), replacing what it wrote for them with the same model."""
+    model = judge.settings.model
+    t = tables.JUDGE_SCORES
+    depends_on = f"{PROMPT_VERSION}/{judge.settings.transcript_chars}"
+    with refreshing(wh, f"{t.qualified}/{model}", SESSION_VERSIONS_SQL, depends_on) as refresh:
+        refresh.delete(wh, t, "model = ?", [model])
+        for batch in iter_transcripts(wh, session_ids=refresh.session_ids(wh)):
+            store.append_judge_scores(wh, judge.judge(batch))
+    return Refreshed(wh.count(t, "model = ?", [model]), refresh.touched)

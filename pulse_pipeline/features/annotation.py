@@ -57,6 +57,16 @@ class Annotation:
 class Annotator(Protocol):
     name: str
 
+    def prompt_version(self, rubric: Rubric) -> str:
+        """The ``prompt_version`` its annotations of ``rubric`` carry: a new one means every session is annotated
+        anew (rows of older versions are kept)."""
+        ...
+
+    def depends_on(self) -> str:
+        """What else its answers depend on (an LLM's model, say): when it changes, every session is annotated anew,
+        replacing the rows of the same prompt version."""
+        ...
+
     def annotate(self, transcripts: list[SessionTranscript], rubric: Rubric) -> list[Annotation]:
         """One annotation per transcript, in order; never raises for one bad session (status says so)."""
         ...

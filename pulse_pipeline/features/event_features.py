@@ -57,12 +57,17 @@ Rules (events are those of the session's winning record in ``staging.sessions``)
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
+from importlib import metadata
 
 import pyarrow as pa
 
 from .. import tables
+from ..incremental import Refreshed, code_digest, refreshing
+from ..staging import SESSION_VERSIONS_SQL
 from ..warehouse import Warehouse
+from . import sentiment, shell
 from .sentiment import COLUMNS as SENTIMENT_COLUMNS
 from .sentiment import sentiment_table
 from .shell import GIT_OPERATIONS, git_subcommands, is_test_command, python_shell_commands
@@ -77,13 +82,15 @@ _CODE = (
 BODY_SQL = f"CASE WHEN e.name = 'run' THEN coalesce(e.command, e.text) ELSE {_CODE} END"
 """The text parsed for a ``run`` / ``run_ipython`` action (``e`` is a ``raw.events`` row)."""
 
-DISTINCT_BODIES_SQL = f"""
+
+def distinct_bodies_sql(sessions: str) -> str:
+    """Every command / cell to parse, of the sessions whose ``staging.sessions`` rows are in relation ``sessions``."""
+    return f"""
 SELECT DISTINCT e.name = 'run_ipython' AS is_code, {BODY_SQL} AS body
-FROM raw.events e
+FROM raw.events e JOIN {sessions} s USING (record_key)
 WHERE e.kind = 'action' AND e.name IN ('run', 'run_ipython') AND body IS NOT NULL
 """
-"""Every command / cell to parse. All drops' events, not only the winning records: a superset is harmless and
-spares a join."""
+
 
 _SUM_OPS = ",\n    ".join(f"sum(c.{op}_n)::INTEGER AS {op}_n" for op in GIT_OPERATIONS)
 _OP_COLUMNS = ",\n    ".join(f"coalesce(g.{op}_n, 0), (coalesce(g.{op}_n, 0) > 0)::INTEGER" for op in GIT_OPERATIONS)
@@ -102,10 +109,14 @@ def _v1_sum(path: str, cast: str) -> str:
     )
 
 
-EVENT_FEATURES_SQL = f"""
+def event_features_sql(sessions: str) -> str:
+    """The rows of the sessions whose ``staging.sessions`` rows are in relation ``sessions``, given the lookup
+    ``{LOOKUP}(is_code, body, <op>_n..., is_test)`` of their parsed commands and their ``{SENTIMENT}``
+    (``sentiment.SCHEMA``)."""
+    return f"""
 WITH ev AS NOT MATERIALIZED (
     SELECT s.session_id, e.*
-    FROM raw.events e JOIN staging.sessions s USING (record_key)
+    FROM raw.events e JOIN {sessions} s USING (record_key)
 ), counts AS (
     SELECT session_id,
         count(*) FILTER (WHERE kind = 'action' AND name = 'message' AND source = 'user') AS user_message_count,
@@ -143,12 +154,13 @@ WITH ev AS NOT MATERIALIZED (
 ), tests AS (
     SELECT s.session_id, count(*) AS test_runs,
         count(*) FILTER (WHERE coalesce(b.observation, p.next_observation).exit_code <> 0) AS test_failures
-    FROM paired p JOIN staging.sessions s USING (record_key)
+    FROM paired p JOIN {sessions} s USING (record_key)
     LEFT JOIN by_cause b ON b.record_key = p.record_key AND b.cause = p.event_id
     WHERE p.is_action
     GROUP BY s.session_id
 ), last_segment AS (
-    SELECT session_id, max(segment_index) AS last_segment FROM staging.work_segments GROUP BY session_id
+    SELECT session_id, max(segment_index) AS last_segment FROM staging.work_segments
+    WHERE session_id IN (SELECT session_id FROM {sessions}) GROUP BY session_id
 ), v0 AS (
     SELECT session_id, max(TRY_CAST(m[1] AS DOUBLE)) AS cost, max(TRY_CAST(m[2] AS BIGINT)) AS prompt_tokens,
         max(TRY_CAST(m[3] AS BIGINT)) AS completion_tokens
@@ -175,7 +187,7 @@ WITH ev AS NOT MATERIALIZED (
         SELECT s.session_id, list_transform(['cost_usd', 'prompt_tokens', 'completion_tokens'], k -> coalesce(
             json_extract_string(s.metadata_json, '$.llm_usage.' || k),
             json_extract_string(s.metadata_json, '$.metadata.llm_usage.' || k))) AS u
-        FROM staging.sessions s WHERE s.metadata_json LIKE '%"llm_usage"%'
+        FROM {sessions} s WHERE s.metadata_json LIKE '%"llm_usage"%'
     )
 ), critic AS (
     SELECT session_id, arg_max(score, seq) AS last, avg(score) AS mean, min(score) AS min, count(*) AS n
@@ -210,7 +222,7 @@ SELECT s.session_id,
     critic.min,
     coalesce(critic.n, 0),
     {_SENTIMENT_COLUMNS}
-FROM staging.sessions s
+FROM {sessions} s
 LEFT JOIN counts k USING (session_id)
 LEFT JOIN git g USING (session_id)
 LEFT JOIN tests t USING (session_id)
@@ -222,8 +234,7 @@ LEFT JOIN critic USING (session_id)
 LEFT JOIN {SENTIMENT} snt USING (session_id)
 ORDER BY s.session_id
 """
-"""The table, given the lookup ``{LOOKUP}(is_code, body, <op>_n..., is_test)`` of parsed commands and the
-per-session ``{SENTIMENT}`` (``sentiment.SCHEMA``)."""
+
 
 LOOKUP_SCHEMA = pa.schema(
     [("is_code", pa.bool_()), ("body", pa.string())]
@@ -243,10 +254,11 @@ def parse_command(body: str, is_code: bool) -> tuple[dict[str, int], bool]:
     return ops, (not is_code and is_test_command(body))
 
 
-def command_lookup(wh: Warehouse) -> pa.Table:
-    """Every distinct command / cell that runs a counted git operation or a test, parsed once (others omitted)."""
+def command_lookup(wh: Warehouse, sessions: str = tables.STAGING_SESSIONS.qualified) -> pa.Table:
+    """Every distinct command / cell of the sessions in relation ``sessions`` that runs a counted git operation or
+    a test, parsed once (others omitted)."""
     rows: dict[str, list] = {name: [] for name in LOOKUP_SCHEMA.names}
-    for is_code, body in wh.con.execute(DISTINCT_BODIES_SQL).fetchall():
+    for is_code, body in wh.con.execute(distinct_bodies_sql(sessions)).fetchall():
         ops, is_test = parse_command(body, is_code)
         if not is_test and not any(ops.values()):
             continue
@@ -258,14 +270,34 @@ def command_lookup(wh: Warehouse) -> pa.Table:
     return pa.table(rows, schema=LOOKUP_SCHEMA)
 
 
-def build_event_features(wh: Warehouse) -> int:
-    """Replace ``features.event_features`` (one row per session of ``staging.sessions``); returns its row count."""
-    lookup = command_lookup(wh)
-    sentiment = sentiment_table(wh)
-    wh.con.register(LOOKUP, lookup)
-    wh.con.register(SENTIMENT, sentiment)
-    try:
-        return wh.replace_table(tables.EVENT_FEATURES, EVENT_FEATURES_SQL)
-    finally:
-        wh.con.unregister(LOOKUP)
-        wh.con.unregister(SENTIMENT)
+EVENT_FEATURES_VERSIONS_SQL = f"""
+SELECT v.session_id, v.version || '|' || coalesce(w.version, '') AS version
+FROM ({SESSION_VERSIONS_SQL}) v
+LEFT JOIN staging.computed_versions w
+    ON w.table_name = '{tables.WORK_SEGMENTS.qualified}' AND w.session_id = v.session_id
+"""
+"""A session's version for its event features: its record's, and the one its work segments were computed from."""
+
+
+def code_version() -> str:
+    """What the rows are computed by: this module, ``sentiment.py``, ``shell.py`` and VADER's release."""
+    return code_digest(sentiment, shell, sys.modules[__name__], text=metadata.version("vaderSentiment"))
+
+
+def build_event_features(wh: Warehouse) -> Refreshed:
+    """Refresh ``features.event_features`` (one row per session of ``staging.sessions``) for the sessions whose
+    record or work segments changed (``incremental.py``): their commands parsed, their messages scored."""
+    t = tables.EVENT_FEATURES
+    with refreshing(wh, t.qualified, EVENT_FEATURES_VERSIONS_SQL, code_version()) as refresh:
+        lookup = command_lookup(wh, refresh.sessions)
+        scores = sentiment_table(wh, sessions=refresh.sessions)
+        refresh.delete(wh, t)
+        wh.con.register(LOOKUP, lookup)
+        wh.con.register(SENTIMENT, scores)
+        try:
+            sql = event_features_sql(refresh.sessions)
+            wh.con.execute(f"INSERT INTO {t.qualified} ({', '.join(t.column_names)}) {sql}")
+        finally:
+            wh.con.unregister(LOOKUP)
+            wh.con.unregister(SENTIMENT)
+    return Refreshed(wh.count(t), refresh.touched)

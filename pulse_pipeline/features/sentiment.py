@@ -340,20 +340,22 @@ def session_sentiment(
     )
 
 
-USER_MESSAGES_SQL = f"""
+def user_messages_sql(sessions: str) -> str:
+    """Per session of relation ``sessions`` (``staging.sessions`` rows) with a ``message`` action: its user messages
+    cut as ``vader_text`` cuts them (stream order), the uncut length of the last one, and whether the last message
+    is not the user's; for the sessions in one part of ``$parts`` (by a hash of the session id)."""
+    return f"""
 SELECT s.session_id,
     list(CASE WHEN length(coalesce(e.text, '')) <= {2 * VADER_CHARS} THEN coalesce(e.text, '')
         ELSE left(e.text, {VADER_CHARS}) || ' ... ' || right(e.text, {VADER_CHARS}) END ORDER BY e.seq)
         FILTER (WHERE e.source = 'user') AS user_messages,
     arg_max(length(coalesce(e.text, '')), e.seq) FILTER (WHERE e.source = 'user') AS last_user_chars,
     coalesce(arg_max(e.source, e.seq), 'user') <> 'user' AS agent_spoke_last
-FROM raw.events e JOIN staging.sessions s USING (record_key)
+FROM raw.events e JOIN {sessions} s USING (record_key)
 WHERE e.kind = 'action' AND e.name = 'message' AND hash(s.session_id) % $parts = $part
 GROUP BY s.session_id
 """
-"""Per session with a ``message`` action: its user messages cut as ``vader_text`` cuts them (stream order), the
-uncut length of the last one, and whether the last message is not the user's; for the sessions in one part of
-``$parts`` (by a hash of the session id)."""
+
 
 SESSIONS_PER_PART = 20_000
 """Sessions whose messages are gathered by one query. All at once, the lists of every session's messages outgrew
@@ -366,14 +368,18 @@ SCHEMA = pa.schema(
 )
 
 
-def sentiment_table(wh: Warehouse, sessions_per_part: int = SESSIONS_PER_PART) -> pa.Table:
-    """``SCHEMA`` rows for every session with a ``message`` action (others have no user message and no agent turn),
-    gathered ``sessions_per_part`` sessions at a time so memory does not grow with the warehouse."""
-    sessions = wh.con.execute("SELECT count(*) FROM staging.sessions").fetchone()[0]
-    parts = max(1, -(-sessions // sessions_per_part))
+def sentiment_table(
+    wh: Warehouse, sessions_per_part: int = SESSIONS_PER_PART, sessions: str = "staging.sessions"
+) -> pa.Table:
+    """``SCHEMA`` rows for every session of relation ``sessions`` (``staging.sessions`` rows: all of them, or those
+    being refreshed) with a ``message`` action (others have no user message and no agent turn), gathered
+    ``sessions_per_part`` sessions at a time so memory does not grow with the warehouse."""
+    n = wh.con.execute(f"SELECT count(*) FROM {sessions}").fetchone()[0]
+    parts = max(1, -(-n // sessions_per_part))
+    sql = user_messages_sql(sessions)
     rows: dict[str, list] = {name: [] for name in SCHEMA.names}
     for part in range(parts):
-        query = wh.con.execute(USER_MESSAGES_SQL, {"parts": parts, "part": part})
+        query = wh.con.execute(sql, {"parts": parts, "part": part})
         for session_id, messages, last_chars, agent_last in query.fetchall():
             values = session_sentiment(messages or [], agent_last, last_chars)
             rows["session_id"].append(session_id)

@@ -1,7 +1,8 @@
 """The annotators' tables: features.annotations (one row per session), features.annotation_values (one row per
 session and rubric feature) and features.judge_scores, written by column name; and the labels read back from them.
 
-A re-run replaces what the same annotator and prompt version (or, for the judge, the same model) wrote before."""
+``features/annotate.py`` replaces what the same annotator and prompt version (or, for the judge, the same model)
+wrote before for the sessions it annotates again."""
 
 from __future__ import annotations
 
@@ -90,24 +91,10 @@ def annotation_value_rows(a: Annotation) -> list[AnnotationValueRow]:
     ]
 
 
-def write_annotations(wh: Warehouse, annotations: list[Annotation], *, first_batch: bool) -> None:
-    """Append one batch; the first batch of a run first deletes the rows of the annotator and prompt versions
-    it writes, so a re-run replaces them."""
-    if not annotations:
-        return
-    if first_batch:
-        for annotator, version in {(a.annotator, a.prompt_version) for a in annotations}:
-            for t in (tables.ANNOTATIONS, tables.ANNOTATION_VALUES):
-                wh.con.execute(
-                    f"DELETE FROM {t.qualified} WHERE annotator = ? AND prompt_version = ?", [annotator, version]
-                )
+def append_annotations(wh: Warehouse, annotations: list[Annotation]) -> None:
+    """Append one batch of annotations: a summary row each, and a row per rubric feature answered."""
     wh.append(tables.ANNOTATIONS, [annotation_row(a) for a in annotations])
     wh.append(tables.ANNOTATION_VALUES, [row for a in annotations for row in annotation_value_rows(a)])
-
-
-def clear_judge_scores(wh: Warehouse, model: str) -> None:
-    """Delete what the judge wrote with ``model``, before a run writes it anew."""
-    wh.con.execute(f"DELETE FROM {tables.JUDGE_SCORES.qualified} WHERE model = ?", [model])
 
 
 def append_judge_scores(wh: Warehouse, scores: list[JudgeScore]) -> None:

@@ -24,11 +24,18 @@ _STAGED = [tables.STAGING_SESSIONS]
 
 @dg.asset(**table_spec(tables.EVENT_FEATURES, [*_STAGED, tables.WORK_SEGMENTS, tables.EVENTS], "features"))
 def event_features(warehouse: WarehouseResource) -> dg.MaterializeResult:
+    """Refreshed for the sessions whose record changed (``sessions_touched``), not rebuilt whole."""
     started = time.perf_counter()
     with warehouse.warehouse() as wh:
-        n = build_event_features(wh)
+        refreshed = build_event_features(wh)
     seconds = time.perf_counter() - started
-    return dg.MaterializeResult(metadata={"dagster/row_count": n, "sessions_per_second": round(n / max(seconds, 1e-9))})
+    return dg.MaterializeResult(
+        metadata={
+            "dagster/row_count": refreshed.rows,
+            "sessions_touched": refreshed.sessions_touched,
+            "sessions_per_second": round(refreshed.sessions_touched / max(seconds, 1e-9)),
+        }
+    )
 
 
 @dg.multi_asset(
@@ -39,7 +46,8 @@ def event_features(warehouse: WarehouseResource) -> dg.MaterializeResult:
     name="annotations",
 )
 def annotations(context: dg.AssetExecutionContext, warehouse: WarehouseResource, annotator: AnnotatorResource):
-    """Label every staged session with the configured annotator; one bad session never fails the run."""
+    """Label the staged sessions whose record changed (every one for a new prompt version or model) with the
+    configured annotator; one bad session never fails the run."""
     rubric = annotator.rubric()
     with warehouse.warehouse() as wh:
         labeller = annotator.build(wh.con, context.log.info, rubric)
@@ -49,14 +57,14 @@ def annotations(context: dg.AssetExecutionContext, warehouse: WarehouseResource,
         "prompt_version": run.prompt_version,
         "rubric": rubric.version,
         "dagster/row_count": run.sessions,
+        "sessions_touched": run.sessions_touched,
         **{f"status_{status}": n for status, n in run.statuses.items()},
     }
     if isinstance(labeller, LLMAnnotator):
         meta.update({f"llm_{k}": v for k, v in asdict(labeller.totals).items()})
     yield dg.MaterializeResult(asset_key=key(tables.ANNOTATIONS), metadata=meta)
-    yield dg.MaterializeResult(
-        asset_key=key(tables.ANNOTATION_VALUES), metadata={"dagster/row_count": run.sessions * len(rubric.features)}
-    )
+    values = {"dagster/row_count": run.sessions * len(rubric.features), "sessions_touched": run.sessions_touched}
+    yield dg.MaterializeResult(asset_key=key(tables.ANNOTATION_VALUES), metadata=values)
 
 
 @dg.asset(**table_spec(tables.JUDGE_SCORES, [*_STAGED, tables.EVENTS], "features"))
@@ -70,9 +78,10 @@ def judge_scores(
         return dg.MaterializeResult(metadata={"skipped": reason})
     with warehouse.warehouse() as wh:
         judge = LLMJudge(llm_settings(), LLMCache(wh.con))
-        n = judge_sessions(wh, judge)
+        refreshed = judge_sessions(wh, judge)
     totals = {f"llm_{k}": v for k, v in asdict(judge.totals).items()}
-    return dg.MaterializeResult(metadata={"dagster/row_count": n, "model": judge.settings.model, **totals})
+    meta = {"dagster/row_count": refreshed.rows, "sessions_touched": refreshed.sessions_touched}
+    return dg.MaterializeResult(metadata={**meta, "model": judge.settings.model, **totals})
 
 
 @dg.asset(**table_spec(tables.ANNOTATOR_AGREEMENT, [tables.ANNOTATION_VALUES], "features"))

@@ -21,10 +21,14 @@ def sessions(warehouse: WarehouseResource) -> dg.MaterializeResult:
 
 @dg.asset(**table_spec(tables.WORK_SEGMENTS, [tables.STAGING_SESSIONS, tables.EVENTS], "staging"))
 def work_segments(warehouse: WarehouseResource) -> dg.MaterializeResult:
+    """Refreshed for the sessions whose record changed (``sessions_touched``), not rebuilt whole."""
     with warehouse.warehouse() as wh:
-        n = staging.build_work_segments(wh)
+        refreshed = staging.build_work_segments(wh)
         still_open = wh.count(tables.WORK_SEGMENTS, "NOT closed")
-    return dg.MaterializeResult(metadata=_meta(tables.WORK_SEGMENTS, n, open_at_stream_end=still_open))
+    meta = _meta(
+        tables.WORK_SEGMENTS, refreshed.rows, open_at_stream_end=still_open, sessions_touched=refreshed.sessions_touched
+    )
+    return dg.MaterializeResult(metadata=meta)
 
 
 @dg.asset(

@@ -51,6 +51,10 @@ class HeuristicAnnotator:
     def prompt_version(self, rubric: Rubric) -> str:
         return f"heuristic-{HEURISTIC_VERSION}-{rubric.version}-{rubric.digest}"
 
+    def depends_on(self) -> str:
+        """Nothing beyond the prompt version: the rules are versioned by ``HEURISTIC_VERSION``."""
+        return ""
+
     def annotate(self, transcripts: list[SessionTranscript], rubric: Rubric | None = None) -> list[Annotation]:
         rubric = rubric or self.rubric
         if rubric is not self.rubric:

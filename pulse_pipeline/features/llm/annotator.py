@@ -29,6 +29,13 @@ class LLMAnnotator(LLMClient):
     name = "llm"
     label = "llm annotator"
 
+    def prompt_version(self, rubric: Rubric) -> str:
+        return f"{PROMPT_VERSION}+{rubric.digest}"
+
+    def depends_on(self) -> str:
+        """What else the answers depend on: the model, and how much of a transcript it reads."""
+        return f"{self.settings.model}/{self.settings.transcript_chars}"
+
     def annotate(self, transcripts: list[SessionTranscript], rubric: Rubric) -> list[Annotation]:
         prompts = [
             (kind, template, check, rubric.by_prompt(kind))
@@ -38,7 +45,7 @@ class LLMAnnotator(LLMClient):
             )
             if rubric.by_prompt(kind)
         ]
-        version = f"{PROMPT_VERSION}+{rubric.digest}"
+        version = self.prompt_version(rubric)
 
         def base(t: SessionTranscript, status: str, explanation: str, error: str | None) -> Annotation:
             answers = {f.name: Answer("", explanation) for f in rubric.features}

@@ -1,0 +1,125 @@
+"""A history of drops ingested one after another equals the final drop folder materialized once from scratch, table
+by table (issue 16 item 1), and each ingest's per-session stages touch only the sessions whose record changed.
+
+The history (the ingests of PULSE_HOME A, in this order; drop i's files are dated i hundred seconds after a base,
+so the later-drop-wins order is the order written here):
+
+1. ``d1``: sessions s000001-s000200 of a 300-session corpus, every rating of the corpus (those of s000201-s000300
+   arrive before their sessions: quarantined, then joined), the assignments, and four broken rating lines;
+2. ``d2``: sessions s000201-s000300 and one broken session record;
+3. ``d3``: s000001-s000020 delivered again with other content (another seed): the later drop wins;
+4. ``d3`` rewritten in place (same name, same file, so the same record keys; a new fingerprint): s000001-s000010
+   with a third content, and s000011-s000020 no longer in it, so they fall back to their ``d1`` records.
+
+PULSE_HOME B gets a copy of A's final drop folder and one ``runs.materialize``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import pytest
+
+from pulse_pipeline import runs, tables
+from pulse_pipeline.paths import PulseHome
+from pulse_pipeline.synth import write_corpus
+from pulse_pipeline.warehouse_diff import diff_warehouses
+
+BASE_TIME = 1_700_000_000
+PER_SESSION = [tables.WORK_SEGMENTS, tables.EVENT_FEATURES, tables.ANNOTATIONS, tables.ANNOTATION_VALUES]
+# sessions whose record changed at each ingest: 200 and 100 new ones, 20 re-delivered, then 10 rewritten + 10 back
+EXPECTED_TOUCHED = [200, 100, 20, 20]
+QUICK_MODELS = {"PULSE_MODEL_FAMILIES": "ordinal_logit", "PULSE_CV_SEEDS": "1"}  # the models are not what is tested
+BOOKKEEPING = "staging.computed_versions"  # what each session's rows were computed from: differs by history
+
+
+def _dated(folder: Path, seconds: int) -> Path:
+    """Date every file of ``folder`` ``seconds`` after the base: the later-drop-wins order."""
+    for f in folder.iterdir():
+        os.utime(f, (BASE_TIME + seconds, BASE_TIME + seconds))
+    return folder
+
+
+def _lines(path: Path, n: int) -> bytes:
+    return b"".join(path.read_bytes().splitlines(keepends=True)[:n])
+
+
+def _touched(instance: dg.DagsterInstance) -> dict[str, int]:
+    """``sessions_touched`` of the latest materialization of each per-session asset."""
+    out = {}
+    for t in PER_SESSION:
+        event = instance.get_latest_materialization_event(dg.AssetKey([t.schema, t.name]))
+        touched = event.asset_materialization.metadata.get("sessions_touched")
+        out[t.qualified] = touched.value if touched else None
+    return out
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory) -> tuple[PulseHome, PulseHome, list[dict[str, int]]]:
+    """(A after the four ingests, B materialized from A's final drop folder, sessions touched at each ingest)."""
+    with pytest.MonkeyPatch.context() as env:
+        for name, value in QUICK_MODELS.items():
+            env.setenv(name, value)
+        return _history(tmp_path_factory.mktemp("incremental"))
+
+
+def _history(root: Path) -> tuple[PulseHome, PulseHome, list[dict[str, int]]]:
+    corpus, redo, rewrite = root / "corpus", root / "redo", root / "rewrite"
+    write_corpus(corpus, 300, seed=5, sessions_per_file=100, rated_fraction=0.3, ask_log_share=0.3, malformed=5)
+    write_corpus(redo, 20, seed=6)
+    write_corpus(rewrite, 10, seed=7)
+
+    d1, d2, d3 = root / "src" / "d1", root / "src" / "d2", root / "src" / "d3"
+    for d in (d1, d2, d3):
+        d.mkdir(parents=True)
+    for name in ("sessions-0000.jsonl", "sessions-0001.jsonl", "ratings.jsonl", "assignments.csv"):
+        shutil.copy(corpus / name, d1 / name)
+    shutil.copy(corpus / "sessions-0002.jsonl", d2 / "sessions-0002.jsonl")  # ends with the broken session
+    shutil.copy(redo / "sessions-0000.jsonl", d3 / "sessions-0000.jsonl")
+
+    a = PulseHome(root / "a").ensure()
+    touched = []
+    for i, drop in enumerate((d1, d2, d3), start=1):
+        runs.ingest(a, _dated(drop, 100 * i), say=lambda _: None)
+        touched.append(_touched(runs.instance_for(a)))
+    rewritten = a.drops / "d3"
+    (rewritten / "sessions-0000.jsonl").write_bytes(_lines(rewrite / "sessions-0000.jsonl", 10))
+    runs.ingest(a, _dated(rewritten, 400), say=lambda _: None)
+    touched.append(_touched(runs.instance_for(a)))
+
+    b = PulseHome(root / "b").ensure()
+    shutil.copytree(a.drops, b.drops, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".*"))
+    runs.materialize(b, say=lambda _: None)
+    return a, b, touched
+
+
+def test_the_history_is_what_was_written(history):
+    """The test's own premises: each rule the history means to exercise happened."""
+    a, _, _ = history
+    with duckdb.connect(str(a.warehouse), read_only=True) as con:
+        winners = dict(con.execute("SELECT drop_id, count(*) FROM staging.sessions GROUP BY 1").fetchall())
+        assert winners == {"d1": 190, "d2": 100, "d3": 10}
+        redelivered = "SELECT count(*) FROM raw.sessions WHERE session_id = 's000005'"
+        assert con.execute(redelivered).fetchone()[0] == 2  # d1's record and the rewritten d3's
+        broken = "SELECT drop_id, count(*) FROM raw.quarantine WHERE stage = 'ingest' GROUP BY 1"
+        assert dict(con.execute(broken).fetchall()) == {"d1": 3, "d2": 1}  # the corpus's broken lines (MALFORMED)
+        unknown = "SELECT count(*) FROM raw.quarantine WHERE reason LIKE '%session no-such-session%'"
+        assert con.execute(unknown).fetchone()[0] == 1  # its fifth: a rating of a session no drop has
+        late = "SELECT count(*) FROM staging.segment_ratings WHERE session_id > 's000200'"
+        assert con.execute(late).fetchone()[0] > 0  # ratings delivered in d1 joined sessions that came in d2
+
+
+def test_an_incremental_history_equals_one_rebuild_from_scratch(history):
+    a, b, _ = history
+    differences = diff_warehouses(a.work_db, b.work_db, digits=10)
+    assert [str(d) for d in differences if d.table != BOOKKEEPING] == []
+
+
+def test_each_ingest_touches_only_the_sessions_whose_record_changed(history):
+    _, _, touched = history
+    for expected, seen in zip(EXPECTED_TOUCHED, touched, strict=True):
+        assert seen == dict.fromkeys(seen, expected)
