@@ -13,9 +13,9 @@ own interpreter (``_measure.pulse_ingest``). Printed per drop and summed per sca
 - peak RSS of the command with every process under it (the drop's readers), sampled, and of its own process;
 - disk: the PULSE_HOME folder and the published pulse.duckdb.
 Then one 100-session drop is added to the largest scale's warehouse, with its refresh time and how many sessions
-the per-session stages touched: a per-session asset materialized without a partition touches every session of the
-warehouse, one materialized for drop partitions the sessions of those drops. Each figure is printed beside the
-issue's target (issue 16, "Speed and memory") with met or missed.
+the per-session stages touched: each per-session asset (``incremental.py``) reports the sessions it recomputed as
+``sessions_touched`` in its materialization's metadata. Each figure is printed beside the issue's target (issue 16,
+"Speed and memory") with met or missed.
 
 Drop i is ``synth.write_corpus`` with seed ``1000 + i`` and its session and rating ids prefixed ``d<i>-`` (the
 generator numbers sessions from s000001 whatever the seed, and a later drop replaces a session with the same id).
@@ -44,18 +44,6 @@ from pulse_pipeline.synth import write_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 STAGES = ("staging", "features", "modeling", "estimates", "report")  # asset groups, in pipeline order
-# The assets that depend on one session only (issue 16: segments, labels, event features, annotations): the ones
-# that should touch only a new drop's sessions.
-PER_SESSION = (
-    "staging/sessions",
-    "staging/work_segments",
-    "staging/session_labels",
-    "staging/segment_ratings",
-    "features/event_features",
-    "features/session_features",
-    "features/annotations",
-    "features/annotation_values",
-)
 SMALL_DROP = 100
 # Issue 16's targets on a 2-core machine
 TARGET_1X_SECONDS = 120.0
@@ -74,7 +62,8 @@ class Ingest:
     rss: float  # the command's process
     tree_rss: float  # the command's process and every process under it, at once
     sessions: int
-    materialized: list[tuple[str, str | None]] = field(default_factory=list)  # (asset key, partition)
+    touched: dict[str, int] = field(default_factory=dict)  # per-session asset -> its metadata's sessions_touched
+    steps: dict[str, float] = field(default_factory=dict)  # staging and features steps (op name) -> seconds
 
     @property
     def other(self) -> float:
@@ -149,7 +138,7 @@ def measure(home: PulseHome, drop: Path, stage_of: dict[str, str]) -> Ingest:
     total, summary, rss = pulse_ingest(home.root, drop)
     instance = dg.DagsterInstance.from_config(str(home.dagster_home))
     stages: dict[str, float] = defaultdict(float)
-    materialized = []
+    touched, steps = {}, {}
     for run in instance.get_runs():
         if run.run_id in before:
             continue
@@ -157,9 +146,13 @@ def measure(home: PulseHome, drop: Path, stage_of: dict[str, str]) -> Ingest:
             stage = stage_of.get(step.step_key, "other")
             if stage in STAGES and step.start_time and step.end_time:
                 stages[stage] += step.end_time - step.start_time
+                if stage in ("staging", "features"):
+                    steps[step.step_key] = step.end_time - step.start_time
         for entry in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION):
             event = entry.dagster_event
-            materialized.append((event.asset_key.to_user_string(), event.partition))
+            sessions = event.event_specific_data.materialization.metadata.get("sessions_touched")
+            if sessions is not None:
+                touched[event.asset_key.to_user_string()] = sessions.value
     return Ingest(
         total=total,
         read=summary["read_seconds"],
@@ -167,7 +160,8 @@ def measure(home: PulseHome, drop: Path, stage_of: dict[str, str]) -> Ingest:
         rss=rss,
         tree_rss=summary["tree_rss_mib"],
         sessions=summary["sessions"],
-        materialized=materialized,
+        touched=touched,
+        steps=steps,
     )
 
 
@@ -183,26 +177,10 @@ def folder_bytes(folder: Path) -> int:
     return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
 
 
-def touched_sessions(home: PulseHome, m: Ingest) -> tuple[int, int, list[str]]:
-    """(sessions the per-session assets touched, at most; sessions in the warehouse; those assets materialized)."""
-    con = duckdb.connect(str(home.warehouse), read_only=True)
-    try:
-        everyone = con.execute("SELECT count(DISTINCT session_id) FROM raw.sessions").fetchone()[0]
-        touched, names = 0, []
-        for key, partition in m.materialized:
-            if key not in PER_SESSION:
-                continue
-            names.append(key)
-            if partition is None:
-                touched = everyone
-            else:
-                n = con.execute(
-                    "SELECT count(DISTINCT session_id) FROM raw.sessions WHERE drop_id = ?", [partition]
-                ).fetchone()[0]
-                touched = max(touched, n)
-        return touched, everyone, sorted(set(names))
-    finally:
-        con.close()
+def sessions_in(home: PulseHome) -> int:
+    """Distinct sessions in the published warehouse."""
+    with duckdb.connect(str(home.warehouse), read_only=True) as con:
+        return con.execute("SELECT count(DISTINCT session_id) FROM raw.sessions").fetchone()[0]
 
 
 def run_scale(k: int, n_sessions: int, workdir: Path, small_drop: bool) -> float:
@@ -246,7 +224,7 @@ def run_scale(k: int, n_sessions: int, workdir: Path, small_drop: bool) -> float
             prefix_ids(drop, "extra-")
             (drop / "_complete").touch()
         m = measure(home, drop, stage_of)
-        touched, everyone, names = touched_sessions(home, m)
+        touched, everyone = max(m.touched.values(), default=0), sessions_in(home)
         target = f"target < {TARGET_SMALL_DROP_SECONDS:.0f} s on the 10x warehouse" + (
             f": {verdict(m.total < TARGET_SMALL_DROP_SECONDS)}" if k == 10 else ""
         )
@@ -257,8 +235,10 @@ def run_scale(k: int, n_sessions: int, workdir: Path, small_drop: bool) -> float
         print(line("  that drop", m))
         print(
             f"  per-session stages touched {touched:,} of {everyone:,} sessions (the drop holds {m.sessions:,}): "
-            + ", ".join(names)
+            + ", ".join(f"{key} {n:,}" for key, n in sorted(m.touched.items()))
         )
+        slowest = sorted(m.steps.items(), key=lambda kv: -kv[1])
+        print("  its staging and features steps: " + ", ".join(f"{op} {s:.1f} s" for op, s in slowest))
     shutil.rmtree(home.root)
     return total
 

@@ -120,10 +120,10 @@ def test_scale_bench_times_each_stage_and_the_small_drop(tmp_path, quick_models)
     drops = [[float(x) for x in rows[f"drop {i}/2"].groups()[:8]] for i in (1, 2)]
     summed = [float(x) for x in rows["2x all drops"].groups()[:8]]
     assert all(abs(a + b - s) <= 0.2 for a, b, s in zip(*drops, summed, strict=True))
-    # 2 x 300 sessions and 100 more, all distinct ids; today every per-session stage rebuilds all 700
+    # 2 x 300 sessions and 100 more, all distinct ids: each per-session stage touches the new drop's 100 only
     touched = re.search(r"per-session stages touched (\d+) of 700 sessions \(the drop holds 100\): (.+)", out)
-    assert touched and 100 <= int(touched[1]) <= 700
-    assert "staging/work_segments" in touched[2] and "features/event_features" in touched[2]
+    assert touched and int(touched[1]) == 100
+    assert "staging/work_segments 100" in touched[2] and "features/event_features 100" in touched[2]
     small = re.search(
         r"one 100-session drop added to the largest warehouse \(2x, 600 sessions\): refreshed in (\S+) s", out
     )

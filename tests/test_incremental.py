@@ -24,10 +24,18 @@ import dagster as dg
 import duckdb
 import pytest
 
-from pulse_pipeline import runs, tables
+from pulse_pipeline import runs, staging, tables
+from pulse_pipeline.features.annotate import annotate_sessions
+from pulse_pipeline.features.event_features import build_event_features
+from pulse_pipeline.features.heuristic import HeuristicAnnotator
+from pulse_pipeline.features.rubric import load_rubric
+from pulse_pipeline.incremental import Refreshed
 from pulse_pipeline.paths import PulseHome
 from pulse_pipeline.synth import write_corpus
+from pulse_pipeline.warehouse import ensure_tables
 from pulse_pipeline.warehouse_diff import diff_warehouses
+
+from .helpers import ingest_paths
 
 BASE_TIME = 1_700_000_000
 PER_SESSION = [tables.WORK_SEGMENTS, tables.EVENT_FEATURES, tables.ANNOTATIONS, tables.ANNOTATION_VALUES]
@@ -123,3 +131,40 @@ def test_each_ingest_touches_only_the_sessions_whose_record_changed(history):
     _, _, touched = history
     for expected, seen in zip(EXPECTED_TOUCHED, touched, strict=True):
         assert seen == dict.fromkeys(seen, expected)
+
+
+@pytest.fixture
+def small(wh, tmp_path):
+    """An in-memory warehouse with a 12-session drop staged and its per-session tables refreshed once."""
+    write_corpus(tmp_path / "d", 12, seed=3)
+    ingest_paths(wh, tmp_path / "d")
+    build_event_features(wh)
+    return wh
+
+
+def test_a_table_recreated_in_a_new_shape_is_refreshed_whole(small):
+    """``ensure_tables`` recreates event features of an older shape empty and forgets their bookkeeping, so the next
+    refresh computes all 12 sessions; the work segments, untouched, keep theirs."""
+    assert build_event_features(small) == Refreshed(12, 0)
+    small.con.execute("ALTER TABLE features.event_features DROP COLUMN ends_on_agent_turn")
+    ensure_tables(small.con)
+    assert small.count(tables.EVENT_FEATURES) == 0
+    assert build_event_features(small) == Refreshed(12, 12)
+    assert staging.build_work_segments(small).sessions_touched == 0
+
+
+def test_a_new_dependency_annotates_every_session_again_in_place(small):
+    """The same prompt version with a different ``depends_on`` (an LLM's model, say) re-annotates all 12 sessions,
+    replacing their rows; a second run with nothing changed annotates none."""
+    rubric = load_rubric()
+
+    class OtherModel(HeuristicAnnotator):
+        def depends_on(self) -> str:
+            return "another model"
+
+    first = annotate_sessions(small, HeuristicAnnotator(rubric), rubric, say=lambda _: None)
+    again = annotate_sessions(small, HeuristicAnnotator(rubric), rubric, say=lambda _: None)
+    other = annotate_sessions(small, OtherModel(rubric), rubric, say=lambda _: None)
+    assert [r.sessions_touched for r in (first, again, other)] == [12, 0, 12]
+    assert small.count(tables.ANNOTATIONS) == 12
+    assert small.count(tables.ANNOTATION_VALUES) == 12 * len(rubric.features)
