@@ -15,6 +15,8 @@ idempotent), and is incremental inside:
   of the changed sessions (``Refresh.delete``), computes and inserts the rows of those still staged (reading
   ``Refresh.sessions``: their ``staging.sessions`` rows), and the bookkeeping of the changed sessions is replaced.
   All of it inside the asset's one transaction, so a killed run leaves table and bookkeeping as they were.
+- A session whose rows say they failed (an annotator's status ``failed``) is not recorded (``recompute_later``):
+  the next refresh asks again, as a rebuild would have.
 - A key with nothing recorded (a new table, one ``ensure_tables`` recreated, a warehouse from before this module)
   is rebuilt whole: every row of its scope is deleted first, so rows nobody recorded never survive.
 
@@ -109,6 +111,16 @@ def refreshing(wh: Warehouse, key: str, versions_sql: str, depends_on: str = "")
     )
     wh.con.execute(f"DROP TABLE {CHANGED}")
     wh.con.execute(f"DROP TABLE IF EXISTS {CHANGED_SESSIONS}")
+
+
+def recompute_later(wh: Warehouse, key: str, sessions_sql: str, params: Sequence = ()) -> int:
+    """Forget the recorded version of the sessions ``sessions_sql`` selects (one column: session_id), so the next
+    refresh of ``key`` computes them again; returns how many. For rows that failed for a passing reason (an LLM
+    that timed out), which a rebuild from scratch would have asked again."""
+    return wh.con.execute(
+        f"DELETE FROM staging.computed_versions WHERE table_name = ? AND session_id IN ({sessions_sql})",
+        [key, *params],
+    ).fetchone()[0]
 
 
 def code_digest(*modules: ModuleType, text: str = "") -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import dagster as dg
@@ -168,3 +169,21 @@ def test_a_new_dependency_annotates_every_session_again_in_place(small):
     assert [r.sessions_touched for r in (first, again, other)] == [12, 0, 12]
     assert small.count(tables.ANNOTATIONS) == 12
     assert small.count(tables.ANNOTATION_VALUES) == 12 * len(rubric.features)
+
+
+def test_a_failed_annotation_is_asked_again_at_the_next_run(small):
+    """A session whose annotation failed (an LLM timing out, say) is not recorded as done: the next run annotates it
+    again, as a rebuild would, and once it succeeds it is left alone."""
+    rubric = load_rubric()
+    first = small.con.execute("SELECT min(session_id) FROM staging.sessions").fetchone()[0]
+
+    class FailsOnce(HeuristicAnnotator):
+        def annotate(self, transcripts, rubric=None):
+            done = super().annotate(transcripts, rubric)
+            return [replace(a, status="failed") if a.session_id == first else a for a in done]
+
+    runs = [FailsOnce(rubric), FailsOnce(rubric), HeuristicAnnotator(rubric), HeuristicAnnotator(rubric)]
+    touched = [annotate_sessions(small, a, rubric, say=lambda _: None).sessions_touched for a in runs]
+    assert touched == [12, 1, 1, 0]
+    statuses = "SELECT status, count(*) FROM features.annotations GROUP BY 1"
+    assert dict(small.con.execute(statuses).fetchall()) == {"ok": 12}

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .. import tables
-from ..incremental import Refreshed, refreshing
+from ..incremental import Refreshed, recompute_later, refreshing
 from ..staging import SESSION_VERSIONS_SQL
 from ..warehouse import Warehouse
 from . import store
@@ -44,7 +44,8 @@ def annotate_sessions(
 ) -> AnnotationRun:
     """Annotate the staged sessions whose record changed (every one, for a new prompt version or model) and write
     the answers, replacing the rows of the same annotator and prompt version; rows of sessions no longer staged go.
-    ``say`` gets a line per batch."""
+    A session whose annotation failed is annotated again next time, as a rebuild would. ``say`` gets a line per
+    batch."""
     version = annotator.prompt_version(rubric)
     key = f"{tables.ANNOTATIONS.qualified}/{annotator.name}/{version}"
     scope, params = "annotator = ? AND prompt_version = ?", [annotator.name, version]
@@ -57,6 +58,8 @@ def annotate_sessions(
             store.append_annotations(wh, annotations)
             done += len(annotations)
             say(f"annotated {done} of {refresh.touched} changed sessions with {annotator.name}")
+    failed = f"SELECT session_id FROM {tables.ANNOTATIONS.qualified} WHERE {scope} AND status = 'failed'"
+    recompute_later(wh, key, failed, params)
     statuses = wh.con.execute(
         f"SELECT status, count(*) FROM {tables.ANNOTATIONS.qualified} WHERE {scope} GROUP BY 1 ORDER BY 1", params
     ).fetchall()
@@ -70,12 +73,15 @@ def annotate_sessions(
 
 def judge_sessions(wh: Warehouse, judge: LLMJudge) -> Refreshed:
     """Score the staged sessions whose record changed with the LLM judge (every one, for a new prompt version or
-    transcript budget), replacing what it wrote for them with the same model."""
+    transcript budget), replacing what it wrote for them with the same model; failed ones are scored again next
+    time."""
     model = judge.settings.model
     t = tables.JUDGE_SCORES
     depends_on = f"{PROMPT_VERSION}/{judge.settings.transcript_chars}"
-    with refreshing(wh, f"{t.qualified}/{model}", SESSION_VERSIONS_SQL, depends_on) as refresh:
+    key = f"{t.qualified}/{model}"
+    with refreshing(wh, key, SESSION_VERSIONS_SQL, depends_on) as refresh:
         refresh.delete(wh, t, "model = ?", [model])
         for batch in iter_transcripts(wh, session_ids=refresh.session_ids(wh)):
             store.append_judge_scores(wh, judge.judge(batch))
+    recompute_later(wh, key, f"SELECT session_id FROM {t.qualified} WHERE model = ? AND status = 'failed'", [model])
     return Refreshed(wh.count(t, "model = ?", [model]), refresh.touched)
