@@ -13,11 +13,12 @@ numbers measure the models, not the warehouse.
 
 ``--stage`` measures what the pipeline's modeling step (``defs/modeling/assets.py``' ``models``) runs, on a
 warehouse built from a synthetic corpus of ``--sessions`` sessions (written and ingested once with ``pulse ingest``,
-kept under --workdir): load every session's features and text, cross-validate every configured family, the text
-model and the stack keeping seed 42's fits, then the cross-fit of the chosen family from those fits (predict every
-unrated session, importance and top terms); wall and CPU seconds of the process and its workers per step. The
-session-level table above has no text, so only this mode measures the text model. ``--stage --profile-fits``
-prints the CPU seconds of one fit of each kind instead, and how many of each the step runs.
+kept under --workdir): load every session's features and the rated sessions' text, cross-validate every configured
+family, the text model and the stack keeping seed 42's fits, then the cross-fit of the chosen family from those fits
+(vectorize and predict the unrated sessions a chunk at a time, importance and top terms); wall and CPU seconds of
+the process and its workers per step. The session-level table above has no text, so only this mode measures the
+text model. ``--stage --profile-fits`` prints the CPU seconds of one fit of each kind instead, and how many of
+each the step runs.
 """
 
 from __future__ import annotations
@@ -219,7 +220,7 @@ def run_stage(sessions: int, seed: int, n_seeds: int, folds: int, workdir: Path)
     import polars as pl
 
     from pulse_pipeline.modeling.comparison import compare_models
-    from pulse_pipeline.modeling.data import load_modeling_data
+    from pulse_pipeline.modeling.data import load_modeling_data, unrated_chunks
     from pulse_pipeline.modeling.predictions import crossfit_tables
     from pulse_pipeline.paths import PulseHome
     from pulse_pipeline.settings import MODEL_FAMILIES, modeling_settings
@@ -246,7 +247,7 @@ def run_stage(sessions: int, seed: int, n_seeds: int, folds: int, workdir: Path)
         return out
 
     print("the modeling step (cv_metrics and the cross-fit tables):")
-    data = timed("load features, vectorize every session's text", lambda: load_modeling_data(wh, "all"))
+    data = timed("load features, vectorize the rated sessions' text", lambda: load_modeling_data(wh, "rated"))
     n_rated = int(data.labeled.sum())
     print(
         f"  ({len(data.y)} sessions, {n_rated} rated, {data.X.shape[1]} feature columns, "
@@ -261,8 +262,10 @@ def run_stage(sessions: int, seed: int, n_seeds: int, folds: int, workdir: Path)
     chosen = comparison.chosen.family
     print(f"  (seeds used: {comparison.rows[0].n_seeds}, PULSE_CV_SEED_ROWS {seed_rows})")
     result = timed(
-        f"cross-fit {chosen} from the kept fits: predict the unrated, importance, terms",
-        lambda: crossfit_tables(data, chosen, folds, families=MODEL_FAMILIES, kept=comparison.kept),
+        f"cross-fit {chosen} from the kept fits: vectorize, predict the unrated, importance, terms",
+        lambda: crossfit_tables(
+            data, chosen, folds, families=MODEL_FAMILIES, kept=comparison.kept, unrated=unrated_chunks(wh, data)
+        ),
     )
     total = sum(s for _, s in steps)
     print("\nTable 2 (out-of-fold, mean over seeds):")

@@ -5,22 +5,25 @@ Checked against the fresh computation the step did before: every cross-fit table
 and of the text family built from the kept fits equals, cell for cell, the one ``crossfit_tables`` builds by fitting
 again; and Table 2 computed with every session's text loaded equals Table 2 with the rated sessions' text alone (the
 rows the old ``cv_metrics`` step vectorized). Permutation importance on folds larger than its cap is checked by hand,
-and the number of cross-validation seeds against ``seeds_for``'s rule worked out by hand.
+the unrated sessions' text vectorized and predicted a chunk at a time against the whole matrix, and the number of
+cross-validation seeds against ``seeds_for``'s rule worked out by hand.
 """
 
 from __future__ import annotations
 
+import duckdb
 import numpy as np
 import polars as pl
 import pytest
 
 from pulse_pipeline.modeling.comparison import compare_models, seeds_for
-from pulse_pipeline.modeling.data import ModelingData
+from pulse_pipeline.modeling.data import ModelingData, unrated_chunks
 from pulse_pipeline.modeling.importance import permutation_importance_oof
 from pulse_pipeline.modeling.predictions import CROSSFIT_SEED, crossfit_tables
 from pulse_pipeline.modeling.stack import crossfit_from_fits
-from pulse_pipeline.modeling.text import vectorize
+from pulse_pipeline.modeling.text import load_user_messages, vectorize
 from pulse_pipeline.settings import SettingsError, modeling_settings
+from pulse_pipeline.warehouse import Warehouse
 
 GOOD = ("thanks great", "works perfectly now", "great job thank you", "that fixed it")
 BAD = ("broken useless", "still broken", "it does not work", "wrong again")
@@ -62,6 +65,36 @@ def test_the_cross_fit_from_kept_fits_equals_fitting_again(step, family):
     assert reused.oof_pearson == fresh.oof_pearson and reused.note == fresh.note
     # and the unrated sessions got predictions at all: 40 of them, not the empty arrays cross-validation kept
     assert reused.predictions.filter(~pl.col("labeled"))["prediction_stars"].is_not_null().sum() == 40
+
+
+def message_warehouse(messages: dict[str, list[str]]) -> Warehouse:
+    """An in-memory warehouse holding just what ``text.load_user_messages`` reads: a session per id and its user
+    messages as ``message`` actions, in order."""
+    wh = Warehouse(duckdb.connect())
+    for sid, texts in messages.items():
+        wh.con.execute("INSERT INTO staging.sessions (record_key, session_id) VALUES (?, ?)", [f"k-{sid}", sid])
+        for seq, text in enumerate(texts):
+            wh.con.execute(
+                "INSERT INTO raw.events (record_key, seq, kind, name, source, text) VALUES (?, ?, ?, ?, ?, ?)",
+                [f"k-{sid}", seq, "action", "message", "user", text],
+            )
+    return wh
+
+
+def test_the_unrated_sessions_a_chunk_at_a_time_give_the_same_tables(step):
+    """What the asset runs: the rated sessions' text loaded, the unrated ones' vectorized and predicted in chunks
+    (of 7 sessions here: 40 unrated, so 6 chunks) equals the cross-fit of the whole matrix."""
+    ids, messages, data, comparison = step
+    wh = message_warehouse(messages)
+    rated_text = vectorize(ids, load_user_messages(wh), data.labeled, rated_only=True)  # load_modeling_data's "rated"
+    rated = ModelingData(data.feature_names, data.session_ids, data.X, data.y, rated_text)
+    assert rated.text.Z.shape[0] == 90
+    chunks = list(unrated_chunks(wh, rated, chunk=7))
+    assert [len(x) for x, _ in chunks] == [7, 7, 7, 7, 7, 5]
+    chunked = crossfit_tables(rated, "stack", 5, families=FAMILIES, kept=comparison.kept, unrated=iter(chunks))
+    whole = crossfit_tables(data, "stack", 5, families=FAMILIES, kept=comparison.kept)
+    for name in ("predictions", "fold_training", "importance", "text_fold_training", "text_terms"):
+        assert getattr(chunked, name).equals(getattr(whole, name)), name
 
 
 def test_table_2_is_the_same_with_every_sessions_text_loaded(step):

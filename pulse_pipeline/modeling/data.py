@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..warehouse import Warehouse
-from .text import TextFeature, TextMatrix, load_user_messages, vectorize
+from .text import TextFeature, TextMatrix, load_user_messages, transform_messages, vectorize, vocabulary_rows
 
 NOT_FEATURES = ("session_id", "annotation_status")
+
+UNRATED_CHUNK = 20_000
+"""Unrated sessions whose text is vectorized and predicted at a time (``unrated_chunks``): their TF-IDF rows take
+~7 KB a session (~900 terms), so every session's at once would be 2.6 GB at 360 000 sessions; a chunk ~150 MB."""
 
 
 @dataclass(frozen=True)
@@ -59,5 +64,28 @@ def load_modeling_data(wh: Warehouse, text_of: str = "all") -> ModelingData:
     text = None
     if text_of != "none":
         ids = [str(s) for s in session_ids]
-        text = vectorize(ids, load_user_messages(wh), ~np.isnan(y), rated_only=text_of == "rated")
+        labeled = ~np.isnan(y)
+        # the rated sessions' text needs the messages of the sessions the vocabulary is fitted on, no others
+        wanted = [ids[i] for i in vocabulary_rows(labeled)] if text_of == "rated" else None
+        text = vectorize(ids, load_user_messages(wh, wanted), labeled, rated_only=text_of == "rated")
     return ModelingData(tuple(names), session_ids, X, y, text)
+
+
+def unrated_chunks(
+    wh: Warehouse, data: ModelingData, chunk: int = UNRATED_CHUNK
+) -> Iterator[tuple[np.ndarray, TextFeature | None]]:
+    """The unrated sessions of ``data`` (loaded with ``text_of="rated"``), ``chunk`` at a time, in the order of
+    ``data.X[~data.labeled]``: their feature rows and a ``TextFeature`` of the rated rows and theirs (None without
+    text), vectorized with ``data.text``'s vocabulary, so the same rows as ``text_of="all"`` would give. At least
+    one chunk, empty when no session is unrated. What the cross-fit predicts the unrated sessions from, so that
+    the modeling step never holds every session's text at once."""
+    unrated = np.flatnonzero(~data.labeled)
+    rated_text = data.text_feature()
+    for start in range(0, max(1, unrated.size), chunk):
+        rows = unrated[start : start + chunk]
+        if rated_text is None:
+            yield data.X[rows], None
+            continue
+        ids = [str(data.session_ids[i]) for i in rows]
+        Z = transform_messages(data.text.vectorizers, ids, load_user_messages(wh, ids))
+        yield data.X[rows], TextFeature(rated_text.labeled, Z)

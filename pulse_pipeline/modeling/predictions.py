@@ -22,8 +22,8 @@ rated sessions whose prediction came from a model that was trained on their rati
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import polars as pl
@@ -35,7 +35,7 @@ from .crossfit import TEXT_FAMILY, TEXT_SCORE, CrossFit, crossfit_predict, oof_v
 from .data import ModelingData
 from .importance import permutation_importance_oof
 from .stack import STACK, SeedFits, crossfit_from_fits, stack_crossfit_predict
-from .text import top_terms
+from .text import TextFeature, top_terms
 
 CROSSFIT_SEED = 42
 """The seed of the cross-fit folds and models: the paper's, and the first CV seed."""
@@ -61,6 +61,7 @@ def crossfit_tables(
     say: Callable[[str], None] = lambda _: None,
     families: Sequence[str] = (),
     kept: SeedFits | None = None,
+    unrated: Iterable[tuple[np.ndarray, TextFeature | None]] | None = None,
 ) -> CrossFitTables:
     """Cross-fit ``family`` on the rated sessions of ``data``, predict every session, measure importance.
 
@@ -68,15 +69,19 @@ def crossfit_tables(
     ``stack.stack_crossfit_predict``; its fold_training rows are every label each fold's blend used. ``kept``:
     cross-validation's fits of seed ``CROSSFIT_SEED`` on the same rated rows (``comparison.compare_models``), the
     very fits the cross-fit would make, so they are reused (``stack.crossfit_from_fits``) and only the unrated
-    sessions are predicted."""
+    sessions are predicted. ``unrated`` (with ``kept``): the unrated sessions' feature rows and text in chunks
+    (``data.unrated_chunks``) instead of ``data``'s, so that every session's text is never held at once."""
     rated = data.labeled
     say(f"cross-fitting {family}: {int(rated.sum())} rated, {int((~rated).sum())} unrated sessions")
     X, y = data.X[rated], data.y[rated]
     text = data.text_feature()
     base = [f for f in families if f != STACK and (f != TEXT_FAMILY or text is not None)]
-    if kept is not None:
-        if kept.seed != CROSSFIT_SEED:
-            raise ValueError(f"the cross-fit uses seed {CROSSFIT_SEED}; cross-validation kept seed {kept.seed}")
+    if kept is not None and kept.seed != CROSSFIT_SEED:
+        raise ValueError(f"the cross-fit uses seed {CROSSFIT_SEED}; cross-validation kept seed {kept.seed}")
+    if kept is not None and unrated is not None:
+        parts = [crossfit_from_fits(kept, X, y, Xu, family, families=base, text=t) for Xu, t in unrated]
+        fit = replace(parts[0], unlabeled=np.concatenate([p.unlabeled for p in parts]))
+    elif kept is not None:
         fit = crossfit_from_fits(kept, X, y, data.X[~rated], family, families=base, text=text)
     elif family == STACK:
         fit, _ = stack_crossfit_predict(X, y, data.X[~rated], base, k=folds, seed=CROSSFIT_SEED, text=text)

@@ -102,10 +102,16 @@ def session_texts(
     return SessionTexts(tuple(session_ids), tuple(all_text), tuple(last))
 
 
-def load_user_messages(wh: Warehouse) -> dict[str, list[str]]:
+def load_user_messages(wh: Warehouse, session_ids: Sequence[str] | None = None) -> dict[str, list[str]]:
     """Session id -> its user messages in stream order, unredacted, from ``raw.events`` (one query): what
-    ``vectorize`` reads."""
-    return {sid: list(msgs) for sid, msgs in wh.con.execute(USER_TEXT_SQL).fetchall()}
+    ``vectorize`` reads; of the sessions ``session_ids`` only when given (every session's text is the largest
+    thing the modeling step would hold: ~2 KB a session)."""
+    if session_ids is None:
+        rows = wh.con.execute(USER_TEXT_SQL).fetchall()
+    else:
+        wanted = USER_TEXT_SQL.replace("GROUP BY", "AND s.session_id IN (SELECT unnest($ids)) GROUP BY")
+        rows = wh.con.execute(wanted, {"ids": list(session_ids)}).fetchall()
+    return {sid: list(msgs) for sid, msgs in rows}
 
 
 @dataclass(frozen=True, eq=False)
@@ -116,6 +122,7 @@ class TextMatrix:
     Z: sp.csr_matrix
     rows: np.ndarray
     terms: tuple[tuple[str, str], ...]
+    vectorizers: TextVectorizers | None = None  # what made Z, to transform more sessions with the same columns
 
 
 @dataclass(frozen=True, eq=False)
@@ -208,11 +215,21 @@ def vectorize(
     workers = workers_for(2 * usable_cores(), rows.size, min_rows=TRANSFORM_MIN_ROWS)
     if workers == 1:
         texts = vocabulary_texts if rated_only else session_texts(session_ids, messages)  # the rated are redacted
-        return transform(vectorizers, texts, rows)
-    chunks = np.array_split(rows, 2 * workers)
+        return replace(transform(vectorizers, texts, rows), vectorizers=vectorizers)
+    Z = transform_messages(vectorizers, [session_ids[i] for i in rows], messages)
+    return TextMatrix(Z, rows, vectorizers.terms, vectorizers)
+
+
+def transform_messages(
+    vectorizers: TextVectorizers, session_ids: Sequence[str], messages: dict[str, Sequence[str]]
+) -> sp.csr_matrix:
+    """Z of ``session_ids`` (a row each, in order) from their unredacted user ``messages`` with fitted
+    ``vectorizers``: redacted here, then transformed, in chunks in worker processes from ``TRANSFORM_MIN_ROWS``."""
+    n = len(session_ids)
+    workers = workers_for(2 * usable_cores(), n, min_rows=TRANSFORM_MIN_ROWS)
+    chunks = np.array_split(np.arange(n), 2 * workers) if workers > 1 else [np.arange(n)]
     jobs = [(vectorizers, [session_ids[i] for i in c], [messages.get(session_ids[i], ()) for i in c]) for c in chunks]
-    parts = map_jobs(_transform_messages, jobs, workers)
-    return TextMatrix(sp.vstack(parts, format="csr"), rows, vectorizers.terms)
+    return sp.vstack(map_jobs(_transform_messages, jobs, workers), format="csr")
 
 
 def _transform_messages(

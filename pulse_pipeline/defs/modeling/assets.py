@@ -4,7 +4,9 @@ session with the fold models' training sets, and permutation importance of the c
 One step writes them all (``models``): the cross-fit is seed 42's cross-validation fits again (same folds, features
 and model seeds), so the step keeps those fits and only predicts the unrated sessions with them
 (``stack.crossfit_from_fits``), and the features and the users' text are loaded and vectorized once. As two steps
-the cross-fit refitted every family and the text vectorizer was fitted twice."""
+the cross-fit refitted every family and the text vectorizer was fitted twice. The unrated sessions' text is
+vectorized and predicted ``data.UNRATED_CHUNK`` sessions at a time (``data.unrated_chunks``): every session's
+TF-IDF rows at once would take gigabytes at ten times the paper's scale."""
 
 import dagster as dg
 
@@ -16,7 +18,7 @@ from ...modeling.comparison import (
     load_judge_agreement,
     table_2,
 )
-from ...modeling.data import load_modeling_data
+from ...modeling.data import load_modeling_data, unrated_chunks
 from ...modeling.predictions import CROSSFIT_SEED, CrossFitTables, crossfit_tables
 from ..markdown import markdown_table
 from ..resources import WarehouseResource
@@ -45,7 +47,7 @@ def models(context: dg.AssetExecutionContext, warehouse: WarehouseResource, mode
     model is fit across all experiment arms, as the paper does (the arms share users, tasks and the agent's
     scaffold; a model per arm would have a fraction of the labels)."""
     with warehouse.warehouse() as wh:
-        data = load_modeling_data(wh)
+        data = load_modeling_data(wh, text_of="rated")  # the unrated sessions' text: a chunk at a time, below
         comparison = compare_models(
             data,
             load_judge_agreement(wh),
@@ -67,6 +69,7 @@ def models(context: dg.AssetExecutionContext, warehouse: WarehouseResource, mode
                 context.log.info,
                 families=modeling.families,
                 kept=comparison.kept,
+                unrated=unrated_chunks(wh, data),
             )
         wh.replace(tables.PREDICTIONS, [] if result is None else result.predictions)
         wh.replace(tables.FOLD_TRAINING, [] if result is None else result.fold_training)
