@@ -291,8 +291,9 @@ def _cpu(fn, *args):
 
 def profile_fits(sessions: int, seed: int, folds: int, workdir: Path) -> None:
     """CPU seconds of one fit of each kind the modeling stage runs, on the first outer fold of seed 42, one thread,
-    and how many of each the two assets run with the defaults (5 folds x 5 seeds, every family, the stack chosen):
-    what to multiply to see where the stage's CPU goes."""
+    and how many of each the step runs with the defaults (5 folds x 5 seeds, every family, the stack chosen):
+    what to multiply to see where the stage's CPU goes. The cross-fit reuses cross-validation's seed-42 fits, so
+    it only predicts (before, it fitted each of them once more: a fifth of the cross-validation's fits)."""
     from pulse_pipeline.modeling.data import load_modeling_data
     from pulse_pipeline.modeling.families import make_model
     from pulse_pipeline.modeling.importance import _fold_rise
@@ -313,7 +314,7 @@ def profile_fits(sessions: int, seed: int, folds: int, workdir: Path) -> None:
     rows = []
     with native_threads(1):
         fold_list, t_text = _cpu(outer_folds, y, folds, 42, text)
-        rows.append(("text: nested scores of one seed (k outer + k*5 inner ridges)", t_text, 5, 1))
+        rows.append(("text: nested scores of one seed (k outer + k*5 inner ridges)", t_text, 5, 0))
         fold = fold_list[0]
         A_train = np.column_stack([X[fold.train], fold.text.train_scores])
         A_test = np.column_stack([X[fold.test], fold.text.held_out_scores])
@@ -332,11 +333,11 @@ def profile_fits(sessions: int, seed: int, folds: int, workdir: Path) -> None:
                 t_inner, inner = t_oob, "out-of-bag"
             _, t_pred_u = _cpu(model.predict, A_u)
             _, t_imp = _cpu(_fold_rise, model, A_test, y[fold.test], perms)
-            rows.append((f"{family}: outer fit", t_fit, 25, folds))
-            rows.append((f"{family}: level-one ({inner})", t_inner, 25, folds))
+            rows.append((f"{family}: outer fit", t_fit, 25, 0))  # the cross-fit reuses seed 42's
+            rows.append((f"{family}: level-one ({inner})", t_inner, 25, 0))
             rows.append((f"{family}: predict {len(Xu)} unrated", t_pred_u, 0, folds))
             rows.append((f"{family}: permutation importance of one fold", t_imp, 0, folds))
-    print(f"{'one fit (fold 0 of seed 42, 1 thread)':<62} {'CPU-s':>6} {'in cv_metrics':>14} {'in crossfit':>12}")
+    print(f"{'one fit (fold 0 of seed 42, 1 thread)':<62} {'CPU-s':>6} {'in the CV':>14} {'in cross-fit':>12}")
     total_cv = total_cf = 0.0
     for label, t, n_cv, n_cf in rows:
         total_cv, total_cf = total_cv + t * n_cv, total_cf + t * n_cf
