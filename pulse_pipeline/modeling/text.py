@@ -105,11 +105,15 @@ def session_texts(
 def load_user_messages(wh: Warehouse, session_ids: Sequence[str] | None = None) -> dict[str, list[str]]:
     """Session id -> its user messages in stream order, unredacted, from ``raw.events`` (one query): what
     ``vectorize`` reads; of the sessions ``session_ids`` only when given (every session's text is the largest
-    thing the modeling step would hold: ~2 KB a session)."""
+    thing the modeling step would hold: ~2 KB a session). The given ids are joined first, so DuckDB builds its
+    hash table on them and streams the events past it."""
     if session_ids is None:
         rows = wh.con.execute(USER_TEXT_SQL).fetchall()
     else:
-        wanted = USER_TEXT_SQL.replace("GROUP BY", "AND s.session_id IN (SELECT unnest($ids)) GROUP BY")
+        wanted = USER_TEXT_SQL.replace(
+            "FROM staging.sessions s",
+            "FROM (SELECT unnest($ids) AS session_id) w JOIN staging.sessions s USING (session_id)",
+        )
         rows = wh.con.execute(wanted, {"ids": list(session_ids)}).fetchall()
     return {sid: list(msgs) for sid, msgs in rows}
 
