@@ -1,7 +1,8 @@
 """The cross-fit tables and their audit.
 
-``crossfit_tables`` fits the chosen family across all experiment arms (``crossfit.crossfit_predict``, seed 42) and
-lays the result out as the three tables the estimates stage and the checks read:
+``crossfit_tables`` fits the chosen family across all experiment arms (``crossfit.crossfit_predict``, seed 42), or
+takes cross-validation's seed-42 fits, the same ones (``stack.crossfit_from_fits``), and lays the result out as the
+tables the estimates stage and the checks read:
 
 - ``modeling.predictions``: a row per session. A rated session gets its out-of-fold prediction and the fold whose
   model made it (method ``out_of_fold``); an unrated one gets the mean of the fold models' predictions (method

@@ -43,7 +43,9 @@ so ``crossfit.oof_violations`` checks it like any family's.
 Unrated sessions get the mean over the K outer stacks, like the other families.
 
 The outer fits are exactly ``crossfit.cross_validate``'s (same folds, features and model seeds), so
-``cross_validate_all`` measures every family and the stack in one pass: the stack adds only the inner fits.
+``cross_validate_all`` measures every family and the stack in one pass: the stack adds only the inner fits. They are
+also exactly the cross-fit's of the same seed, so ``cross_validate_keeping`` keeps seed 42's (``SeedFits``) and
+``crossfit_from_fits`` makes the cross-fit from them, predicting only the unrated sessions.
 """
 
 from __future__ import annotations
