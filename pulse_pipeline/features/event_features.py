@@ -74,6 +74,7 @@ from .shell import GIT_OPERATIONS, git_subcommands, is_test_command, python_shel
 
 LOOKUP = "_pulse_event_feature_commands"
 SENTIMENT = "_pulse_event_feature_sentiment"
+CHANGED_EVENTS = "_pulse_changed_events"  # temporary: the events of the sessions a refresh recomputes
 
 _CODE = (
     "coalesce(e.text, json_extract_string(e.raw_json, '$.args.code'),"
@@ -83,11 +84,12 @@ BODY_SQL = f"CASE WHEN e.name = 'run' THEN coalesce(e.command, e.text) ELSE {_CO
 """The text parsed for a ``run`` / ``run_ipython`` action (``e`` is a ``raw.events`` row)."""
 
 
-def distinct_bodies_sql(sessions: str) -> str:
-    """Every command / cell to parse, of the sessions whose ``staging.sessions`` rows are in relation ``sessions``."""
+def distinct_bodies_sql(sessions: str, events: str = "raw.events") -> str:
+    """Every command / cell to parse, of the sessions whose ``staging.sessions`` rows are in relation ``sessions``
+    (their events in ``events``: ``raw.events`` or a subset)."""
     return f"""
 SELECT DISTINCT e.name = 'run_ipython' AS is_code, {BODY_SQL} AS body
-FROM raw.events e JOIN {sessions} s USING (record_key)
+FROM {events} e JOIN {sessions} s USING (record_key)
 WHERE e.kind = 'action' AND e.name IN ('run', 'run_ipython') AND body IS NOT NULL
 """
 
@@ -109,14 +111,15 @@ def _v1_sum(path: str, cast: str) -> str:
     )
 
 
-def event_features_sql(sessions: str) -> str:
-    """The rows of the sessions whose ``staging.sessions`` rows are in relation ``sessions``, given the lookup
+def event_features_sql(sessions: str, events: str = "raw.events") -> str:
+    """The rows of the sessions whose ``staging.sessions`` rows are in relation ``sessions`` (their events in
+    ``events``: ``raw.events`` or a subset), given the lookup
     ``{LOOKUP}(is_code, body, <op>_n..., is_test)`` of their parsed commands and their ``{SENTIMENT}``
     (``sentiment.SCHEMA``)."""
     return f"""
 WITH ev AS NOT MATERIALIZED (
     SELECT s.session_id, e.*
-    FROM raw.events e JOIN {sessions} s USING (record_key)
+    FROM {events} e JOIN {sessions} s USING (record_key)
 ), counts AS (
     SELECT session_id,
         count(*) FILTER (WHERE kind = 'action' AND name = 'message' AND source = 'user') AS user_message_count,
@@ -254,11 +257,13 @@ def parse_command(body: str, is_code: bool) -> tuple[dict[str, int], bool]:
     return ops, (not is_code and is_test_command(body))
 
 
-def command_lookup(wh: Warehouse, sessions: str = tables.STAGING_SESSIONS.qualified) -> pa.Table:
-    """Every distinct command / cell of the sessions in relation ``sessions`` that runs a counted git operation or
-    a test, parsed once (others omitted)."""
+def command_lookup(
+    wh: Warehouse, sessions: str = tables.STAGING_SESSIONS.qualified, events: str = "raw.events"
+) -> pa.Table:
+    """Every distinct command / cell of the sessions in relation ``sessions`` (events in ``events``) that runs a
+    counted git operation or a test, parsed once (others omitted)."""
     rows: dict[str, list] = {name: [] for name in LOOKUP_SCHEMA.names}
-    for is_code, body in wh.con.execute(distinct_bodies_sql(sessions)).fetchall():
+    for is_code, body in wh.con.execute(distinct_bodies_sql(sessions, events)).fetchall():
         ops, is_test = parse_command(body, is_code)
         if not is_test and not any(ops.values()):
             continue
@@ -289,15 +294,25 @@ def build_event_features(wh: Warehouse) -> Refreshed:
     record or work segments changed (``incremental.py``): their commands parsed, their messages scored."""
     t = tables.EVENT_FEATURES
     with refreshing(wh, t.qualified, EVENT_FEATURES_VERSIONS_SQL, code_version()) as refresh:
-        lookup = command_lookup(wh, refresh.sessions)
-        scores = sentiment_table(wh, sessions=refresh.sessions)
+        events = "raw.events"
+        if not refresh.whole:
+            # Their events first, by record key alone: a content filter (``raw_json LIKE``) in the same scan as the
+            # join ran over every event of the warehouse when the changed sessions spanned several drops
+            wh.con.execute(
+                f"CREATE OR REPLACE TEMP TABLE {CHANGED_EVENTS} AS"
+                f" SELECT e.* FROM raw.events e SEMI JOIN {refresh.sessions} s USING (record_key)"
+            )
+            events = CHANGED_EVENTS
+        lookup = command_lookup(wh, refresh.sessions, events)
+        scores = sentiment_table(wh, sessions=refresh.sessions, events=events)
         refresh.delete(wh, t)
         wh.con.register(LOOKUP, lookup)
         wh.con.register(SENTIMENT, scores)
         try:
-            sql = event_features_sql(refresh.sessions)
+            sql = event_features_sql(refresh.sessions, events)
             wh.con.execute(f"INSERT INTO {t.qualified} ({', '.join(t.column_names)}) {sql}")
         finally:
             wh.con.unregister(LOOKUP)
             wh.con.unregister(SENTIMENT)
+        wh.con.execute(f"DROP TABLE IF EXISTS {CHANGED_EVENTS}")
     return Refreshed(wh.count(t), refresh.touched)

@@ -340,10 +340,11 @@ def session_sentiment(
     )
 
 
-def user_messages_sql(sessions: str) -> str:
+def user_messages_sql(sessions: str, events: str = "raw.events") -> str:
     """Per session of relation ``sessions`` (``staging.sessions`` rows) with a ``message`` action: its user messages
     cut as ``vader_text`` cuts them (stream order), the uncut length of the last one, and whether the last message
-    is not the user's; for the sessions in one part of ``$parts`` (by a hash of the session id)."""
+    is not the user's; for the sessions in one part of ``$parts`` (by a hash of the session id). Their events are
+    in ``events`` (``raw.events``, or a subset holding them)."""
     return f"""
 SELECT s.session_id,
     list(CASE WHEN length(coalesce(e.text, '')) <= {2 * VADER_CHARS} THEN coalesce(e.text, '')
@@ -351,7 +352,7 @@ SELECT s.session_id,
         FILTER (WHERE e.source = 'user') AS user_messages,
     arg_max(length(coalesce(e.text, '')), e.seq) FILTER (WHERE e.source = 'user') AS last_user_chars,
     coalesce(arg_max(e.source, e.seq), 'user') <> 'user' AS agent_spoke_last
-FROM raw.events e JOIN {sessions} s USING (record_key)
+FROM {events} e JOIN {sessions} s USING (record_key)
 WHERE e.kind = 'action' AND e.name = 'message' AND hash(s.session_id) % $parts = $part
 GROUP BY s.session_id
 """
@@ -369,14 +370,17 @@ SCHEMA = pa.schema(
 
 
 def sentiment_table(
-    wh: Warehouse, sessions_per_part: int = SESSIONS_PER_PART, sessions: str = "staging.sessions"
+    wh: Warehouse,
+    sessions_per_part: int = SESSIONS_PER_PART,
+    sessions: str = "staging.sessions",
+    events: str = "raw.events",
 ) -> pa.Table:
     """``SCHEMA`` rows for every session of relation ``sessions`` (``staging.sessions`` rows: all of them, or those
-    being refreshed) with a ``message`` action (others have no user message and no agent turn), gathered
-    ``sessions_per_part`` sessions at a time so memory does not grow with the warehouse."""
+    being refreshed; their events in ``events``) with a ``message`` action (others have no user message and no
+    agent turn), gathered ``sessions_per_part`` sessions at a time so memory does not grow with the warehouse."""
     n = wh.con.execute(f"SELECT count(*) FROM {sessions}").fetchone()[0]
     parts = max(1, -(-n // sessions_per_part))
-    sql = user_messages_sql(sessions)
+    sql = user_messages_sql(sessions, events)
     rows: dict[str, list] = {name: [] for name in SCHEMA.names}
     for part in range(parts):
         query = wh.con.execute(sql, {"parts": parts, "part": part})
