@@ -68,6 +68,8 @@ def main() -> None:
     wh = warehouse_for(args.sessions, args.seed, args.workdir)
     n = wh.count(staging.tables.STAGING_SESSIONS)
     rubric = load_rubric()
+    # every session computed, as on a first ingest: a kept warehouse remembers what it computed (incremental.py)
+    wh.con.execute("DELETE FROM staging.computed_versions WHERE table_name = 'features.event_features'")
     timed("event features (SQL + git parsing)", n, lambda: build_event_features(wh))
 
     transcripts = []
