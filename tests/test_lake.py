@@ -114,18 +114,23 @@ def _ask(analyst: subprocess.Popen, which: str, sql: str) -> list:
     return json.loads(analyst.stdout.readline())
 
 
-STATE = (
-    "SELECT (SELECT list(drop_id || '=' || n ORDER BY drop_id) FROM (SELECT drop_id, count(*) AS n FROM raw.sessions"
-    " GROUP BY 1)), (SELECT count(*) FROM staging.sessions), (SELECT count(*) FROM features.event_features)"
+def _per_drop(table: str) -> str:
+    counts = f"SELECT drop_id, count(*) AS n FROM {table} GROUP BY 1"
+    return f"(SELECT list(drop_id || '=' || n ORDER BY drop_id) FROM ({counts}))"
+
+
+# what a reader sees: sessions per drop, raw and after the duplicates rule, and the features computed from them
+STATE = "SELECT {}, {}, (SELECT count(*) FROM features.event_features)".format(
+    _per_drop("raw.sessions"), _per_drop("staging.sessions")
 )
 
 
 @pytest.mark.slow
 def test_an_analyst_connection_held_open_through_a_run_sees_the_old_state_then_the_new(tmp_path, monkeypatch):
     """Drop A (60 sessions) ingested and published; an analyst opens pulse.duckdb and keeps it open while `pulse
-    ingest B` (40 sessions) runs in another process. The run succeeds; the held connection answers the A state
-    throughout and after; a reader opening the file anew during the run sees A or, once published, A and B:
-    never B's raw rows without its staging and features."""
+    ingest B` (40 sessions, the same ids as A's first 40) runs in another process. The run succeeds; the held
+    connection answers the A state throughout and after; a reader opening the file anew during the run sees A
+    or, once published, A and B: never B's raw rows without its staging and features."""
     env = {**os.environ, **FAST, LAKE_CATALOG: "sqlite", "PULSE_HOME": str(tmp_path / "home")}
     env["DAGSTER_HOME"] = str(tmp_path / "home" / "dagster")
     for name, value in env.items():
@@ -134,8 +139,10 @@ def test_an_analyst_connection_held_open_through_a_run_sees_the_old_state_then_t
     write_corpus(tmp_path / "A", 60, seed=1)
     write_corpus(tmp_path / "B", 40, seed=2)
     runs.ingest(home, tmp_path / "A", say=lambda _: None)
-    old = [["A=60"], 60, 60]
-    new = [["A=60", "B=40"], 100, 100]
+    # by hand: the generator numbers sessions s000001, s000002, ... in every corpus, so B's 40 are A's first 40
+    # again and the later drop wins them (staging); A keeps 20
+    old = [["A=60"], ["A=60"], 60]
+    new = [["A=60", "B=40"], ["A=20", "B=40"], 60]
 
     analyst = subprocess.Popen(
         [sys.executable, "-c", ANALYST, str(home.warehouse)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
