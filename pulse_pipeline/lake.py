@@ -157,7 +157,10 @@ def write_views(con: duckdb.DuckDBPyConnection, target: Path) -> int:
 
 def expire_old_snapshots(con: duckdb.DuckDBPyConnection, keep: timedelta = KEEP_SNAPSHOTS) -> None:
     """Forget snapshots replaced more than ``keep`` ago and delete the files only they read (the lake's disk then
-    grows with the data, not with every rewrite of every derived table)."""
-    hours = keep.total_seconds() / 3600
-    con.execute(f"CALL ducklake_expire_snapshots('{ALIAS}', older_than => now() - INTERVAL ({hours}) HOUR)")
-    con.execute(f"CALL ducklake_cleanup_old_files('{ALIAS}', older_than => now() - INTERVAL ({hours}) HOUR)")
+    grows with the data, not with every rewrite of every derived table); also delete files under the data folder
+    that no snapshot names and that are older than ``keep``: those a writer killed before its commit left (a
+    writer's files are younger than its transaction). The data folder is therefore the lake's alone."""
+    older_than = f"older_than => now() - INTERVAL ({keep.total_seconds() / 3600}) HOUR"
+    con.execute(f"CALL ducklake_expire_snapshots('{ALIAS}', {older_than})")
+    con.execute(f"CALL ducklake_cleanup_old_files('{ALIAS}', {older_than})")
+    con.execute(f"CALL ducklake_delete_orphaned_files('{ALIAS}', {older_than})")
