@@ -9,6 +9,10 @@ Two files:
   analyst's open shell on the working file would stall the pipeline. On Linux a rename leaves an open reader on
   the old copy, so publishing never waits for an analyst.
 
+With ``PULSE_LAKE_CATALOG`` set the tables live in a DuckLake instead (``lake.py``): ``connect`` attaches it as the
+default catalog, so every query here and in the stages runs unchanged, and ``publish`` writes the analysts' file as
+views over one snapshot's Parquet files rather than a copy of the data.
+
 Writers hand rows by column name (a polars frame, or dataclass rows: ``Warehouse.append`` / ``replace``), and
 every write is checked against the contract in ``tables.py`` first: a missing, extra or mistyped column is a
 ``ContractError`` that names it, never a row written into the wrong column.
