@@ -5,7 +5,8 @@ Everything lives under ``PULSE_HOME`` (default ``./data``, resolved once, to an 
 - ``pulse.duckdb``   the analysts' warehouse: a read-only copy of the working database, replaced atomically
                      when a run leaves the working database whole (``defs/publish.py``), so a shell left open
                      on it never blocks a run, and every table in it comes from the same complete state;
-- ``.work/``         the working database the pipeline writes (``pulse-work.duckdb``);
+- ``.work/``         the working database the pipeline writes (``pulse-work.duckdb``); with PULSE_LAKE_CATALOG=sqlite
+                     the DuckLake instead (``lake/``: catalog and Parquet files, ``lake.py``), that file a lock;
 - ``drops/``         the drop folder: each file or folder in it is one drop (one Dagster partition);
 - ``dagster/``       the Dagster instance (``DAGSTER_HOME``): the project's ``dagster.yaml``, plus a PostgreSQL
                      ``storage`` section when PULSE_DAGSTER_POSTGRES_URL is set (else SQLite files here);

@@ -9,6 +9,10 @@ Two files:
   analyst's open shell on the working file would stall the pipeline. On Linux a rename leaves an open reader on
   the old copy, so publishing never waits for an analyst.
 
+With ``PULSE_LAKE_CATALOG`` set the tables live in a DuckLake instead (``lake.py``): ``connect`` attaches it as the
+default catalog, so every query here and in the stages runs unchanged, and ``publish`` writes the analysts' file as
+views over one snapshot's Parquet files rather than a copy of the data.
+
 Writers hand rows by column name (a polars frame, or dataclass rows: ``Warehouse.append`` / ``replace``), and
 every write is checked against the contract in ``tables.py`` first: a missing, extra or mistyped column is a
 ``ContractError`` that names it, never a row written into the wrong column.
@@ -32,8 +36,8 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
-from . import tables
-from .settings import ingest_settings
+from . import lake, tables
+from .settings import ingest_settings, lake_settings
 from .tables import Table
 
 DERIVED_SCHEMAS = ("modeling", "estimates")  # rebuilt whole by every materialization
@@ -241,12 +245,32 @@ def duckdb_config() -> dict[str, str]:
 
 
 def connect(path: Path, read_only: bool = False, wait_seconds: float = 60.0) -> duckdb.DuckDBPyConnection:
-    """Open a DuckDB file, waiting for another PULSE process that holds its lock, with a clear error if it stays."""
+    """Open the working database ``path``, waiting for another PULSE process that holds its lock, with a clear
+    error if it stays; with a DuckLake configured (``PULSE_LAKE_CATALOG``), attach it as the default catalog.
+
+    With an SQLite catalog the file at ``path`` holds no table, only the lock that keeps one PULSE writer per
+    PULSE_HOME at a time (SQLite serializes commits; two writers would fail each other's with "database is
+    locked") and DuckDB's spill space. With a PostgreSQL catalog no file is opened: writers on any machine commit
+    concurrently, and DuckLake retries a commit that meets another's."""
+    lake_config = lake_settings()
+    if lake_config is not None and lake_config.catalog.startswith("postgres:"):
+        con = duckdb.connect(config={**duckdb_config(), "temp_directory": str(path.parent / "spill")})
+    else:
+        con = _open_file(path, read_only, wait_seconds)
+    # DuckDB draws a progress bar on stdout for any query over two seconds: at the paper's scale that broke the
+    # JSON `pulse ingest --json` prints, and it is noise in a pipeline's output anyway
+    con.execute("SET enable_progress_bar = false")
+    if lake_config is not None:
+        lake.attach(con, lake.location(path, lake_config), read_only)
+    return con
+
+
+def _open_file(path: Path, read_only: bool, wait_seconds: float) -> duckdb.DuckDBPyConnection:
     path.parent.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + wait_seconds
     while True:
         try:
-            con = duckdb.connect(str(path), read_only=read_only, config=duckdb_config())
+            return duckdb.connect(str(path), read_only=read_only, config=duckdb_config())
         except duckdb.IOException as exc:
             if "lock" not in str(exc).lower() or time.monotonic() > deadline:
                 raise RuntimeError(
@@ -254,11 +278,6 @@ def connect(path: Path, read_only: bool = False, wait_seconds: float = 60.0) -> 
                     " (analysts should open the published copy, pulse.duckdb, which never blocks a run)."
                 ) from exc
             time.sleep(0.5)
-            continue
-        # DuckDB draws a progress bar on stdout for any query over two seconds: at the paper's scale that broke the
-        # JSON `pulse ingest --json` prints, and it is noise in a pipeline's output anyway
-        con.execute("SET enable_progress_bar = false")
-        return con
 
 
 PUBLISHED_MODE = 0o444  # the analysts' copy is read-only for everyone: DuckDB refuses to open it for writing
@@ -296,23 +315,35 @@ def publish(
     6. The folder is fsync'ed, so the rename survives a power cut.
 
     Readers that have the old copy open keep it until they close it; a new reader sees the new copy, whole.
+
+    With a DuckLake (``lake.py``) nothing is copied: steps 1-2 run in one transaction, so ``ready`` and the views
+    see one snapshot; step 3 is not needed (the lake has no WAL of PULSE's); step 4 writes the tmp file as views
+    over that snapshot's Parquet files (``lake.write_views``); steps 5-6 are the same. Snapshots replaced a day
+    ago are then expired and their files removed (``lake.expire_old_snapshots``).
     """
-    if not work_db.exists():
+    in_lake = lake_settings() is not None
+    if not in_lake and not work_db.exists():
         return f"there is no working database at {work_db} yet"
     con = connect(work_db)
     try:
+        if in_lake:
+            con.begin()
         reason = ready(con)
         if reason:
             return reason
-        con.execute("CHECKPOINT")
         published.parent.mkdir(parents=True, exist_ok=True)
         for leftover in published.parent.glob(f".{published.name}.*.tmp"):
             leftover.unlink(missing_ok=True)
         tmp = published.with_name(f".{published.name}.{os.getpid()}.tmp")
-        shutil.copyfile(work_db, tmp)
+        if in_lake:
+            lake.write_views(con, tmp)
+            con.commit()
+        else:
+            con.execute("CHECKPOINT")
+            shutil.copyfile(work_db, tmp)
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
         tmp.chmod(PUBLISHED_MODE)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
         wal_of(published).unlink(missing_ok=True)
         os.replace(tmp, published)
         wal_of(published).unlink(missing_ok=True)
@@ -321,6 +352,8 @@ def publish(
             os.fsync(folder)
         finally:
             os.close(folder)
+        if in_lake:
+            lake.expire_old_snapshots(con)
     finally:
         con.close()
     return None

@@ -1,0 +1,166 @@
+"""The warehouse's tables in a DuckLake: Parquet data files plus a SQL catalog, chosen by ``PULSE_LAKE_CATALOG``.
+
+DuckLake (the DuckDB team's open lakehouse format) keeps each table as Parquet files and every commit as a snapshot
+in a catalog database: SQLite for one machine, PostgreSQL for several. A writer commits a new snapshot; a reader
+keeps reading the snapshot it started on, so readers never block writers and nothing is copied to publish.
+
+What analysts open stays one DuckDB file, ``pulse.duckdb``, that plain ``duckdb`` or Python opens with no extension:
+``write_views`` makes it a small database of views, one per table, each reading the Parquet files of one snapshot
+(with that snapshot's deletions applied). It holds no data, so publishing costs the number of tables, not the
+history. An analyst's open connection keeps the views it opened, so it reads its snapshot until it reopens the
+file. Hence two rules, both here:
+
+- no data is inlined into the catalog (``DATA_INLINING_ROW_LIMIT 0``): views can only read Parquet files;
+- a snapshot's files are removed only when it is ``KEEP_SNAPSHOTS`` old (``expire_old_snapshots``, run at each
+  publish): an analyst who keeps a connection open longer than that gets an error naming a missing file, and
+  reopening ``pulse.duckdb`` shows the current state.
+
+The extension binaries come from the ``duckdb-extension-*`` wheels (pinned with duckdb in pyproject.toml), so no
+network is needed: ``load_extensions`` installs them from the wheel the first time.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+import duckdb
+
+from .settings import LakeSettings
+
+ALIAS = "lake"  # the lake's name in a connection; ``connect`` makes it the default catalog
+EXTENSIONS = ("sqlite", "postgres", "ducklake")  # the catalog drivers, then DuckLake itself
+KEEP_SNAPSHOTS = timedelta(days=1)
+"""How long a snapshot's files stay readable after a newer one replaced it: the longest an analyst may keep one
+``pulse.duckdb`` connection open and still read from it."""
+
+
+@dataclass(frozen=True)
+class LakeLocation:
+    """Where one lake lives: ``catalog`` is what follows ``ducklake:`` in an ATTACH (``sqlite:/path`` or
+    ``postgres:<connection string>``), ``data`` the folder or URL of its Parquet files (ending in ``/``)."""
+
+    catalog: str
+    data: str
+
+
+def location(work_db: Path, settings: LakeSettings) -> LakeLocation:
+    """The lake of the working database ``work_db``: what the settings name, else files in ``lake/`` beside it."""
+    beside = work_db.parent / "lake"
+    catalog = settings.catalog
+    if catalog == "sqlite":
+        catalog = f"sqlite:{beside / 'catalog.sqlite'}"
+    data = settings.data or str(beside / "data")
+    if not data.endswith("/"):
+        data += "/"
+    if "://" not in data:
+        Path(data).mkdir(parents=True, exist_ok=True)
+    if catalog.startswith("sqlite:"):
+        Path(catalog.removeprefix("sqlite:")).parent.mkdir(parents=True, exist_ok=True)
+    return LakeLocation(catalog=catalog, data=data)
+
+
+def _wheel_binary(name: str) -> str:
+    """The extension binary the ``duckdb-extension-<name>`` wheel ships (built for this exact DuckDB version)."""
+    spec = importlib.util.find_spec(f"duckdb_extension_{name}")
+    if spec is None or spec.origin is None:
+        raise RuntimeError(f"the duckdb-extension-{name} package is missing: pip install duckdb-extension-{name}")
+    folder = Path(spec.origin).parent / "extensions" / f"v{duckdb.__version__}"
+    binary = folder / f"{name}.duckdb_extension"
+    if not binary.exists():
+        raise RuntimeError(f"{binary} is missing: duckdb-extension-{name} must match duckdb {duckdb.__version__}")
+    return str(binary)
+
+
+def load_extensions(con: duckdb.DuckDBPyConnection) -> None:
+    """LOAD DuckLake and its catalog drivers, installing each from its wheel the first time (no download)."""
+    for name in EXTENSIONS:
+        try:
+            con.execute(f"LOAD {name}")
+        except duckdb.Error:
+            con.execute(f"INSTALL '{_wheel_binary(name)}'")
+            con.execute(f"LOAD {name}")
+
+
+def attach(con: duckdb.DuckDBPyConnection, where: LakeLocation, read_only: bool = False) -> None:
+    """Attach the lake as ``ALIAS`` and make it the default catalog, so every query of the code base runs unchanged.
+
+    ``OVERRIDE_DATA_PATH``: the catalog records its data folder; a PULSE_HOME copied or moved elsewhere keeps its
+    files in its own folder (file paths are stored relative to it). Commits that meet another writer's commit are
+    retried by DuckLake (``ducklake_max_retry_count``) before the transaction fails."""
+    load_extensions(con)
+    con.execute("SET ducklake_max_retry_count = 100")
+    options = f"DATA_PATH '{where.data}', OVERRIDE_DATA_PATH true, DATA_INLINING_ROW_LIMIT 0"
+    con.execute(f"ATTACH 'ducklake:{where.catalog}' AS {ALIAS} ({options}{', READ_ONLY' if read_only else ''})")
+    con.execute(f"USE {ALIAS}")
+
+
+def current_snapshot(con: duckdb.DuckDBPyConnection) -> int:
+    return con.execute(f"SELECT id FROM {ALIAS}.current_snapshot()").fetchone()[0]
+
+
+def _quoted(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def view_sql(con: duckdb.DuckDBPyConnection, schema: str, table: str, snapshot: int) -> str:
+    """A SELECT that reads ``schema.table`` as of ``snapshot`` from its Parquet files alone (no extension).
+
+    Each data file is read with its row numbers; the rows its delete file lists (``pos``) are left out. Every
+    column is cast to the table's type, so a table without files is an empty, typed SELECT."""
+    columns = con.execute(
+        "SELECT column_name, data_type FROM duckdb_columns()"
+        " WHERE database_name = ? AND schema_name = ? AND table_name = ? ORDER BY column_index",
+        [ALIAS, schema, table],
+    ).fetchall()
+    files = con.execute(
+        "SELECT data_file, delete_file FROM ducklake_list_files(?, ?, schema => ?, snapshot_version => ?)"
+        " ORDER BY data_file",
+        [ALIAS, table, schema, snapshot],
+    ).fetchall()
+    if not files:
+        return "SELECT " + ", ".join(f'NULL::{kind} AS "{name}"' for name, kind in columns) + " WHERE false"
+    select = ", ".join(f'"{name}"::{kind} AS "{name}"' for name, kind in columns)
+    parts = []
+    for data, deletes in files:
+        part = f"SELECT {select} FROM read_parquet({_quoted(data)}, file_row_number = true)"
+        if deletes:
+            part += f" WHERE file_row_number NOT IN (SELECT pos FROM read_parquet({_quoted(deletes)}))"
+        parts.append(part)
+    return "\nUNION ALL ".join(parts)
+
+
+def write_views(con: duckdb.DuckDBPyConnection, target: Path) -> int:
+    """Write the DuckDB file ``target`` (a new file; the caller renames it into place) with one view per table of
+    the lake's current snapshot, as ``con``'s transaction sees it; returns that snapshot's id."""
+    snapshot = current_snapshot(con)
+    tables = con.execute(
+        "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = ? ORDER BY 1, 2", [ALIAS]
+    ).fetchall()
+    views = [(schema, table, view_sql(con, schema, table, snapshot)) for schema, table in tables]
+    out = duckdb.connect(str(target))
+    try:
+        for schema in sorted({schema for schema, _, _ in views}):
+            out.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+        for schema, table, sql in views:
+            out.execute(f'CREATE VIEW "{schema}"."{table}" AS {sql}')
+        out.execute("CHECKPOINT")
+    finally:
+        out.close()
+    with open(target, "rb") as f:
+        os.fsync(f.fileno())
+    return snapshot
+
+
+def expire_old_snapshots(con: duckdb.DuckDBPyConnection, keep: timedelta = KEEP_SNAPSHOTS) -> None:
+    """Forget snapshots replaced more than ``keep`` ago and delete the files only they read (the lake's disk then
+    grows with the data, not with every rewrite of every derived table); also delete files under the data folder
+    that no snapshot names and that are older than ``keep``: those a writer killed before its commit left (a
+    writer's files are younger than its transaction). The data folder is therefore the lake's alone."""
+    older_than = f"older_than => now() - INTERVAL ({keep.total_seconds() / 3600}) HOUR"
+    con.execute(f"CALL ducklake_expire_snapshots('{ALIAS}', {older_than})")
+    con.execute(f"CALL ducklake_cleanup_old_files('{ALIAS}', {older_than})")
+    con.execute(f"CALL ducklake_delete_orphaned_files('{ALIAS}', {older_than})")
