@@ -280,6 +280,15 @@ def _open_file(path: Path, read_only: bool, wait_seconds: float) -> duckdb.DuckD
             time.sleep(0.5)
 
 
+def cursor(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """A new cursor of ``con`` with the same default catalog: DuckDB starts a cursor on the database file, so with a
+    DuckLake (``lake.attach``: ``USE lake``) a bare ``con.cursor()`` would not see the tables."""
+    cur = con.cursor()
+    name = con.execute("SELECT current_database()").fetchone()[0]
+    cur.execute('USE "' + name.replace('"', '""') + '"')
+    return cur
+
+
 PUBLISHED_MODE = 0o444  # the analysts' copy is read-only for everyone: DuckDB refuses to open it for writing
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import duckdb
 
 from ... import tables
-from ...warehouse import ensure_tables, insert_arrow, to_frame
+from ...warehouse import cursor, ensure_tables, insert_arrow, to_frame
 from ..redact import redact
 
 
@@ -45,7 +45,7 @@ class LLMCache:
 
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         ensure_tables(con, [tables.LLM_CACHE])
-        self._cur = con.cursor()
+        self._cur = cursor(con)  # its own cursor, on the same tables
         self._lock = threading.Lock()
         self._loaded: dict[str, CachedAnswer] | None = None  # the table, read once: a lookup is a dict get
 
