@@ -368,11 +368,11 @@ def cmd_discover(args: argparse.Namespace) -> int:
     from .features.discover import WIDE_FAMILIES, default_family, discover, gain_table
     from .features.rubric import load_rubric
     from .settings import llm_settings, modeling_settings
-    from .warehouse import Warehouse, connect
+    from .warehouse import Warehouse, connect, exists
 
     home = PulseHome.from_env()
-    if not home.work_db.exists():
-        _say(f"no warehouse at {home.work_db} yet: run `pulse ingest PATH` first")
+    if not exists(home.work_db):
+        _say(f"no warehouse in {home.root} yet: run `pulse ingest PATH` first")
         return 2
     if args.family and args.family not in WIDE_FAMILIES:
         raise ValueError(f"--family {args.family!r}: choose one of {', '.join(WIDE_FAMILIES)}")

@@ -1,4 +1,4 @@
-"""The warehouse's tables in a DuckLake: Parquet data files plus a SQL catalog, chosen by ``PULSE_LAKE_CATALOG``.
+"""The warehouse's tables in a DuckLake (the default storage): Parquet files plus a SQL catalog, ``PULSE_LAKE_CATALOG``.
 
 DuckLake (the DuckDB team's open lakehouse format) keeps each table as Parquet files and every commit as a snapshot
 in a catalog database: SQLite for one machine, PostgreSQL for several. A writer commits a new snapshot; a reader
@@ -32,7 +32,7 @@ import duckdb
 from .settings import LakeSettings
 
 ALIAS = "lake"  # the lake's name in a connection; ``connect`` makes it the default catalog
-EXTENSIONS = ("sqlite", "postgres", "ducklake")  # the catalog drivers, then DuckLake itself
+DRIVERS = ("sqlite", "postgres")  # the catalog databases DuckLake can use here, each a DuckDB extension
 KEEP_SNAPSHOTS = timedelta(days=1)
 """How long a snapshot's files stay readable after a newer one replaced it: the longest an analyst may keep one
 ``pulse.duckdb`` connection open and still read from it."""
@@ -47,19 +47,27 @@ class LakeLocation:
     data: str
 
 
+def folder(work_db: Path) -> Path:
+    """The lake's own folder, ``PULSE_HOME/lake/``, for the working database ``work_db``, which is
+    ``PULSE_HOME/.work/pulse-work.duckdb`` (``paths.PulseHome``); a working file anywhere else (a test's) gets
+    ``lake/`` beside it."""
+    home = work_db.parent.parent if work_db.parent.name == WORK_FOLDER else work_db.parent
+    return home / "lake"
+
+
+WORK_FOLDER = ".work"  # the working database's folder in a PULSE_HOME (paths.PulseHome.work_db)
+
+
 def location(work_db: Path, settings: LakeSettings) -> LakeLocation:
-    """The lake of the working database ``work_db``: what the settings name, else files in ``lake/`` beside it."""
-    beside = work_db.parent / "lake"
+    """The lake of the working database ``work_db``: what the settings name, else the catalog
+    ``catalog.sqlite`` and the Parquet files ``data/`` in its ``folder``."""
+    own = folder(work_db)
     catalog = settings.catalog
     if catalog == "sqlite":
-        catalog = f"sqlite:{beside / 'catalog.sqlite'}"
-    data = settings.data or str(beside / "data")
+        catalog = f"sqlite:{own / 'catalog.sqlite'}"
+    data = settings.data or str(own / "data")
     if not data.endswith("/"):
         data += "/"
-    if "://" not in data:
-        Path(data).mkdir(parents=True, exist_ok=True)
-    if catalog.startswith("sqlite:"):
-        Path(catalog.removeprefix("sqlite:")).parent.mkdir(parents=True, exist_ok=True)
     return LakeLocation(catalog=catalog, data=data)
 
 
@@ -75,9 +83,12 @@ def _wheel_binary(name: str) -> str:
     return str(binary)
 
 
-def load_extensions(con: duckdb.DuckDBPyConnection) -> None:
-    """LOAD DuckLake and its catalog drivers, installing each from its wheel the first time (no download)."""
-    for name in EXTENSIONS:
+def load_extensions(con: duckdb.DuckDBPyConnection, driver: str) -> None:
+    """LOAD the catalog's driver (``sqlite`` or ``postgres``) and DuckLake, installing each from its wheel the first
+    time (no download). Only the driver in use: loading one costs 0.1-0.3 s, and every asset opens a connection."""
+    if driver not in DRIVERS:
+        raise ValueError(f"no DuckLake catalog driver {driver!r}: choose one of {', '.join(DRIVERS)}")
+    for name in (driver, "ducklake"):
         try:
             con.execute(f"LOAD {name}")
         except duckdb.Error:
@@ -91,7 +102,11 @@ def attach(con: duckdb.DuckDBPyConnection, where: LakeLocation, read_only: bool 
     ``OVERRIDE_DATA_PATH``: the catalog records its data folder; a PULSE_HOME copied or moved elsewhere keeps its
     files in its own folder (file paths are stored relative to it). Commits that meet another writer's commit are
     retried by DuckLake (``ducklake_max_retry_count``) before the transaction fails."""
-    load_extensions(con)
+    if "://" not in where.data:
+        Path(where.data).mkdir(parents=True, exist_ok=True)
+    if where.catalog.startswith("sqlite:"):
+        Path(where.catalog.removeprefix("sqlite:")).parent.mkdir(parents=True, exist_ok=True)
+    load_extensions(con, where.catalog.split(":", 1)[0])
     con.execute("SET ducklake_max_retry_count = 100")
     options = f"DATA_PATH '{where.data}', OVERRIDE_DATA_PATH true, DATA_INLINING_ROW_LIMIT 0"
     con.execute(f"ATTACH 'ducklake:{where.catalog}' AS {ALIAS} ({options}{', READ_ONLY' if read_only else ''})")

@@ -2,11 +2,12 @@
 
 Everything lives under ``PULSE_HOME`` (default ``./data``, resolved once, to an absolute path):
 
-- ``pulse.duckdb``   the analysts' warehouse: a read-only copy of the working database, replaced atomically
-                     when a run leaves the working database whole (``defs/publish.py``), so a shell left open
-                     on it never blocks a run, and every table in it comes from the same complete state;
-- ``.work/``         the working database the pipeline writes (``pulse-work.duckdb``); with PULSE_LAKE_CATALOG=sqlite
-                     the DuckLake instead (``lake/``: catalog and Parquet files, ``lake.py``), that file a lock;
+- ``pulse.duckdb``   what analysts open: views over one whole state of the lake's tables (a read-only copy of
+                     the working database with PULSE_LAKE_CATALOG=none), replaced atomically when a run leaves the
+                     tables whole (``defs/publish.py``), so a shell left open on it never blocks a run;
+- ``lake/``          the tables: a DuckLake's SQLite catalog and Parquet files (``lake.py``; PULSE_LAKE_CATALOG);
+- ``.work/``         ``pulse-work.duckdb``: the lock that keeps one writer per home, DuckDB's spill space and the LLM
+                     answer cache (with PULSE_LAKE_CATALOG=none: every table);
 - ``drops/``         the drop folder: each file or folder in it is one drop (one Dagster partition);
 - ``dagster/``       the Dagster instance (``DAGSTER_HOME``): the project's ``dagster.yaml``, plus a PostgreSQL
                      ``storage`` section when PULSE_DAGSTER_POSTGRES_URL is set (else SQLite files here);

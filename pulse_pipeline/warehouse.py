@@ -1,17 +1,21 @@
-"""Writing and publishing the DuckDB warehouse (plain DuckDB; the Dagster resource wraps this).
+"""Writing and publishing the warehouse (plain DuckDB over a DuckLake; the Dagster resource wraps this).
 
-Two files:
+Where the tables live (``settings.lake_settings``, ``PULSE_LAKE_CATALOG``):
 
-- the *working* database (``PULSE_HOME/.work/pulse-work.duckdb``), written by one pipeline step at a time;
-- the *published* database (``PULSE_HOME/pulse.duckdb``), the analysts' copy, replaced atomically by ``publish``
-  when the working database holds a whole state (the rule is in ``defs/publish.py``), never after a single step.
-  DuckDB locks a file for its writer against every other process, readers included (field notes §3): an
-  analyst's open shell on the working file would stall the pipeline. On Linux a rename leaves an open reader on
-  the old copy, so publishing never waits for an analyst.
+- by default in a DuckLake (``lake.py``): Parquet files in ``PULSE_HOME/lake/data/`` and an SQLite catalog,
+  ``PULSE_HOME/lake/catalog.sqlite``; or a PostgreSQL catalog, for several machines. ``connect`` attaches it as the
+  default catalog, so every query here and in the stages runs unchanged. A writer commits a snapshot; readers keep
+  the one they started on, so they never block it. ``publish`` writes the analysts' file, ``PULSE_HOME/pulse.duckdb``,
+  as views over one whole snapshot's Parquet files, when that snapshot is a whole state (``defs/publish.py``);
+- with ``PULSE_LAKE_CATALOG=none`` in one DuckDB file, the *working* database ``PULSE_HOME/.work/pulse-work.duckdb``,
+  written by one pipeline step at a time; ``publish`` copies it to ``pulse.duckdb`` when it holds a whole state.
+  DuckDB locks a file for its writer against every other process, readers included (field notes §3), hence the
+  copy.
 
-With ``PULSE_LAKE_CATALOG`` set the tables live in a DuckLake instead (``lake.py``): ``connect`` attaches it as the
-default catalog, so every query here and in the stages runs unchanged, and ``publish`` writes the analysts' file as
-views over one snapshot's Parquet files rather than a copy of the data.
+With an SQLite catalog the working file is still opened, empty of tables: it is the lock that keeps one PULSE
+writer per PULSE_HOME, DuckDB's spill space, and the home of the LLM answer cache (``own_commits_database``).
+Either way ``pulse.duckdb`` is replaced by a rename: an analyst's open connection keeps what it opened, so
+publishing never waits for an analyst.
 
 Writers hand rows by column name (a polars frame, or dataclass rows: ``Warehouse.append`` / ``replace``), and
 every write is checked against the contract in ``tables.py`` first: a missing, extra or mistyped column is a
@@ -24,6 +28,7 @@ leaves the tables as they were. A derived table's DELETE and INSERTs are one tra
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import shutil
@@ -130,7 +135,47 @@ def ensure_tables(con: duckdb.DuckDBPyConnection, which: Iterable[Table] = table
     written by an older PULSE, is dropped and created anew: its next materialization recomputes it whole. Raw,
     staging and the other feature tables are never dropped on their own (the ingested records and paid-for LLM
     answers live there), so a mismatch there is an error that says what differs.
+
+    Outside a transaction the changes are one transaction (in a lake each statement on its own is a catalog commit:
+    a new home's tables took 6.7 s one by one, 0.3 s in one), retried when it meets another process's commit (two
+    runs starting at once on an empty PostgreSQL-catalog lake create the same tables; the later finds them made).
     """
+    for attempt in range(_CREATE_ATTEMPTS):
+        own = _begin_unless_open(con)
+        try:
+            _create_missing(con, which)
+            if own:
+                con.commit()
+            return
+        except BaseException as exc:
+            if own:
+                _rollback_if_open(con)
+            if not (own and isinstance(exc, duckdb.TransactionException)) or attempt + 1 == _CREATE_ATTEMPTS:
+                raise
+            time.sleep(0.2 * (attempt + 1))  # then look again at what exists: the other run's tables count
+
+
+_CREATE_ATTEMPTS = 5
+
+
+def _begin_unless_open(con: duckdb.DuckDBPyConnection) -> bool:
+    """Begin a transaction on ``con`` unless one is open; True when this one began it."""
+    try:
+        con.begin()
+    except duckdb.TransactionException as exc:
+        if "within a transaction" not in str(exc):
+            raise
+        return False
+    return True
+
+
+def _rollback_if_open(con: duckdb.DuckDBPyConnection) -> None:
+    """Roll back ``con``'s transaction; a failed commit has already ended it."""
+    with contextlib.suppress(duckdb.TransactionException):
+        con.rollback()
+
+
+def _create_missing(con: duckdb.DuckDBPyConnection, which: Iterable[Table]) -> None:
     existing: dict[str, list[str]] = {}  # every table's columns, in one query: every asset opens a warehouse
     for schema, name, column in con.execute(
         "SELECT table_schema, table_name, column_name FROM information_schema.columns"
@@ -196,7 +241,8 @@ class Warehouse:
 
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.con = con
-        ensure_tables(con)
+        in_lake = own_commits_database(con) != con.execute("SELECT current_database()").fetchone()[0]
+        ensure_tables(con, [t for t in tables.ALL_TABLES if not (in_lake and t is tables.LLM_CACHE)])
 
     def delete_drop(self, drop_id: str) -> None:
         """Remove every raw row of one drop (ingest-stage quarantine included)."""
@@ -246,7 +292,8 @@ def duckdb_config() -> dict[str, str]:
 
 def connect(path: Path, read_only: bool = False, wait_seconds: float = 60.0) -> duckdb.DuckDBPyConnection:
     """Open the working database ``path``, waiting for another PULSE process that holds its lock, with a clear
-    error if it stays; with a DuckLake configured (``PULSE_LAKE_CATALOG``), attach it as the default catalog.
+    error if it stays, and attach the DuckLake (``lake.location``) as the default catalog, unless
+    ``PULSE_LAKE_CATALOG=none`` (the tables are then in the file at ``path``).
 
     With an SQLite catalog the file at ``path`` holds no table, only the lock that keeps one PULSE writer per
     PULSE_HOME at a time (SQLite serializes commits; two writers would fail each other's with "database is
@@ -265,6 +312,16 @@ def connect(path: Path, read_only: bool = False, wait_seconds: float = 60.0) -> 
     return con
 
 
+def exists(work_db: Path) -> bool:
+    """Whether the warehouse of ``work_db`` has been written: its lake's SQLite catalog or its one file exists (a
+    PostgreSQL catalog is a server's: it counts as there, and ``connect`` creates what it lacks)."""
+    settings = lake_settings()
+    if settings is None:
+        return work_db.exists()
+    catalog = lake.location(work_db, settings).catalog
+    return not catalog.startswith("sqlite:") or Path(catalog.removeprefix("sqlite:")).exists()
+
+
 def _open_file(path: Path, read_only: bool, wait_seconds: float) -> duckdb.DuckDBPyConnection:
     path.parent.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + wait_seconds
@@ -280,13 +337,30 @@ def _open_file(path: Path, read_only: bool, wait_seconds: float) -> duckdb.DuckD
             time.sleep(0.5)
 
 
-def cursor(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
-    """A new cursor of ``con`` with the same default catalog: DuckDB starts a cursor on the database file, so with a
-    DuckLake (``lake.attach``: ``USE lake``) a bare ``con.cursor()`` would not see the tables."""
+def cursor(con: duckdb.DuckDBPyConnection, database: str | None = None) -> duckdb.DuckDBPyConnection:
+    """A new cursor of ``con`` on ``database`` (default: ``con``'s default catalog): DuckDB starts a cursor on the
+    database file, so with a DuckLake (``lake.attach``: ``USE lake``) a bare ``con.cursor()`` would not see the
+    tables."""
     cur = con.cursor()
-    name = con.execute("SELECT current_database()").fetchone()[0]
+    name = database or con.execute("SELECT current_database()").fetchone()[0]
     cur.execute('USE "' + name.replace('"', '""') + '"')
     return cur
+
+
+def own_commits_database(con: duckdb.DuckDBPyConnection) -> str:
+    """The database of ``con`` for a table that commits on its own cursor while an asset's transaction is open on
+    ``con``: the LLM answer cache (``features.llm_cache``), whose answers are paid for and must survive a run
+    killed before its asset commits.
+
+    That is ``con``'s database file when it has one: in one-file storage the warehouse itself; with an SQLite lake
+    catalog the working file, outside the lake, because the asset's open transaction holds the SQLite catalog and
+    any other commit into the lake meanwhile fails with "database is locked" (SQLite takes one writer; in WAL mode
+    the asset's own commit fails instead). Without a file (a PostgreSQL catalog, which commits concurrent
+    transactions; an in-memory connection) it is ``con``'s default catalog."""
+    files = con.execute(
+        "SELECT database_name FROM duckdb_databases() WHERE type = 'duckdb' AND NOT internal AND path IS NOT NULL"
+    ).fetchall()
+    return files[0][0] if files else con.execute("SELECT current_database()").fetchone()[0]
 
 
 PUBLISHED_MODE = 0o444  # the analysts' copy is read-only for everyone: DuckDB refuses to open it for writing
@@ -302,7 +376,8 @@ def publish(
     published: Path,
     ready: Callable[[duckdb.DuckDBPyConnection], str | None] = lambda con: None,
 ) -> str | None:
-    """Replace the analysts' copy with the working database; returns None, or why nothing was replaced.
+    """Replace the analysts' ``published`` file with the warehouse's current state; returns None, or why nothing was
+    replaced. Steps 1-6 are those of one file (``PULSE_LAKE_CATALOG=none``); the lake's follow.
 
     Each step, and why:
 
@@ -325,10 +400,10 @@ def publish(
 
     Readers that have the old copy open keep it until they close it; a new reader sees the new copy, whole.
 
-    With a DuckLake (``lake.py``) nothing is copied: steps 1-2 run in one transaction, so ``ready`` and the views
-    see one snapshot; step 3 is not needed (the lake has no WAL of PULSE's); step 4 writes the tmp file as views
-    over that snapshot's Parquet files (``lake.write_views``); steps 5-6 are the same. Snapshots replaced a day
-    ago are then expired and their files removed (``lake.expire_old_snapshots``).
+    With a DuckLake (the default, ``lake.py``) nothing is copied: steps 1-2 run in one transaction, so ``ready``
+    and the views see one snapshot; step 3 is not needed (the lake has no WAL of PULSE's); step 4 writes the tmp
+    file as views over that snapshot's Parquet files (``lake.write_views``); steps 5-6 are the same. Snapshots
+    replaced a day ago are then expired and their files removed (``lake.expire_old_snapshots``).
     """
     in_lake = lake_settings() is not None
     if not in_lake and not work_db.exists():

@@ -19,6 +19,7 @@ import pytest
 from pulse_pipeline import tables
 from pulse_pipeline.cli import main
 from pulse_pipeline.ingest.load import load_drop, reconcile_drop
+from pulse_pipeline.warehouse import connect
 
 from .helpers import FIXTURES, ingest_paths, rebuild_staging
 
@@ -518,7 +519,7 @@ def test_cli_ingest_of_a_mixed_drop_twice(pulse_home, capsys):
         assert {k: summary[k] for k in expected} == expected
         assert Path(summary["path"]) == pulse_home.drops / "mixed_drop"
         summaries.append(summary)
-        con = duckdb.connect(str(pulse_home.work_db), read_only=True)
+        con = connect(pulse_home.work_db, read_only=True)
         try:
             snapshots.append(snapshot(con))
             assert con.execute(

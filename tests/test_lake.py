@@ -17,8 +17,18 @@ import pytest
 from pulse_pipeline import runs
 from pulse_pipeline.defs.ingest.partitions import drops_partitions
 from pulse_pipeline.defs.ingest.sensors import INGEST_JOB
+from pulse_pipeline.features.llm import CachedAnswer, LLMCache
+from pulse_pipeline.lake import location
 from pulse_pipeline.paths import PulseHome
-from pulse_pipeline.settings import DAGSTER_POSTGRES_URL, LAKE_CATALOG, LAKE_DATA, SettingsError, lake_settings
+from pulse_pipeline.settings import (
+    DAGSTER_POSTGRES_URL,
+    LAKE_CATALOG,
+    LAKE_DATA,
+    ONE_FILE,
+    LakeSettings,
+    SettingsError,
+    lake_settings,
+)
 from pulse_pipeline.synth import write_corpus
 from pulse_pipeline.warehouse import PUBLISHED_MODE, Warehouse, connect, publish
 from pulse_pipeline.warehouse_diff import diff_warehouses
@@ -28,14 +38,18 @@ from .test_postgres_instance import DERIVED, POSTGRES_BINS, _two_drops, postgres
 FAST = {"PULSE_CV_SEEDS": "1", "PULSE_MODEL_FAMILIES": "ordinal_logit", "PULSE_INGEST_WORKERS": "1"}
 
 
-def test_the_lake_is_chosen_by_configuration_alone():
-    assert lake_settings({}) is None  # unset: one DuckDB file, as before
-    assert lake_settings({LAKE_CATALOG: "sqlite"}).data is None
+def test_the_lake_is_the_default_and_one_file_stays_selectable(tmp_path):
+    assert lake_settings({}) == LakeSettings("sqlite", None)  # unset: an SQLite catalog, files in PULSE_HOME/lake/
+    assert lake_settings({LAKE_CATALOG: ONE_FILE}) is None  # the tables in one DuckDB file, as before the lake
     pg = lake_settings({LAKE_CATALOG: "postgres:dbname=pulse host=db", LAKE_DATA: "s3://bucket/pulse/"})
     assert (pg.catalog, pg.data) == ("postgres:dbname=pulse host=db", "s3://bucket/pulse/")
-    for wrong in ({LAKE_CATALOG: "mysql:db"}, {LAKE_CATALOG: "postgres"}, {LAKE_DATA: "/data"}):
+    wrongs = ({LAKE_CATALOG: "mysql:db"}, {LAKE_CATALOG: "postgres"}, {LAKE_CATALOG: ONE_FILE, LAKE_DATA: "/data"})
+    for wrong in wrongs:
         with pytest.raises(SettingsError, match=LAKE_CATALOG):
             lake_settings(wrong)
+    home = PulseHome(tmp_path / "home")
+    where = location(home.work_db, lake_settings({}))
+    assert (where.catalog, where.data) == (f"sqlite:{home.root}/lake/catalog.sqlite", f"{home.root}/lake/data/")
 
 
 def test_the_published_file_is_views_over_one_snapshot_read_by_plain_duckdb(tmp_path, monkeypatch):
@@ -90,6 +104,30 @@ def test_the_published_file_is_views_over_one_snapshot_read_by_plain_duckdb(tmp_
         analyst.wait(timeout=30)
     with duckdb.connect(str(published), read_only=True) as reader:
         assert [list(reader.execute(t_state).fetchone())] == rewritten
+
+
+def test_llm_answers_commit_beside_an_open_asset_transaction_and_survive_its_rollback(tmp_path, monkeypatch):
+    """The annotations asset holds its transaction open on the lake while the LLM cache commits each answer: with
+    an SQLite catalog the cache lives in the working file, outside the lake (any other commit into the lake meanwhile
+    fails "database is locked"), so the answer is kept when the asset's transaction is rolled back (a killed run),
+    and the asset's own writes still commit."""
+    monkeypatch.setenv(LAKE_CATALOG, "sqlite")
+    work = tmp_path / "work.duckdb"
+    answer = CachedAnswer(response='{"ok": true}', prompt_tokens=100, completion_tokens=20, cost_usd=0.12)
+    con = connect(work)
+    Warehouse(con)
+    for kept in (False, True):  # the asset killed, then the asset committing
+        con.begin()
+        con.execute("DELETE FROM features.judge_scores")
+        LLMCache(con).put("v1", "fake-model", f"prompt {kept}", answer)
+        con.commit() if kept else con.rollback()
+    con.close()
+    con = connect(work)
+    cache = LLMCache(con)
+    assert cache.get("v1", "fake-model", "prompt False") == answer == cache.get("v1", "fake-model", "prompt True")
+    in_lake = "SELECT count(*) FROM duckdb_tables() WHERE database_name = 'lake' AND table_name = 'llm_cache'"
+    assert con.execute(in_lake).fetchone() == (0,)  # not an empty twin in the lake, shown to analysts as the cache
+    con.close()
 
 
 # An analyst's shell on the published file, plain DuckDB: "held <sql>" asks the connection opened at the start,
@@ -183,6 +221,7 @@ CONCURRENT_LOAD = """
 import sys
 from pulse_pipeline import runs
 from pulse_pipeline.defs.ingest.sensors import INGEST_JOB
+from pulse_pipeline.features.llm import CachedAnswer, LLMCache
 from pulse_pipeline.paths import PulseHome
 
 home = PulseHome.from_env()

@@ -10,6 +10,7 @@ from pulse_pipeline.cli import main
 from pulse_pipeline.runs import ingest
 from pulse_pipeline.synth import write_corpus
 from pulse_pipeline.synth.corpus import MALFORMED
+from pulse_pipeline.warehouse import connect
 
 
 @pytest.mark.slow
@@ -75,7 +76,7 @@ def test_synth_cli_writes_a_corpus_with_its_truth(tmp_path, capsys):
 def test_materialize_a_selection_only_touches_it_and_publishes_only_a_whole_state(pulse_home, tmp_path, capsys):
     write_corpus(pulse_home.drops / "c", 30, seed=8)
     assert main(["materialize", "--select", "key:raw/sessions"]) == 0  # the raw multi-asset, every drop
-    with duckdb.connect(str(pulse_home.work_db), read_only=True) as con:
+    with connect(pulse_home.work_db, read_only=True) as con:
         assert con.execute("SELECT count(*) FROM raw.sessions").fetchone()[0] == 30
         assert con.execute("SELECT count(*) FROM staging.sessions").fetchone()[0] == 0
     # staging is older than the raw tables it reads: not a whole state, so the analysts' copy is not made
@@ -83,7 +84,7 @@ def test_materialize_a_selection_only_touches_it_and_publishes_only_a_whole_stat
     err = capsys.readouterr().err
     assert "not replaced: tables are older than what they read:" in err and "staging/sessions" in err, err
     assert main(["materialize", "--select", "group:staging"]) == 0
-    with duckdb.connect(str(pulse_home.work_db), read_only=True) as con:
+    with connect(pulse_home.work_db, read_only=True) as con:
         assert con.execute("SELECT count(*) FROM staging.sessions").fetchone()[0] == 30
     assert not pulse_home.warehouse.exists()  # the features are now older than staging
     err = capsys.readouterr().err

@@ -174,7 +174,7 @@ def test_two_queued_runs_on_postgres_give_the_embedded_warehouse(tmp_path, monke
         assert instance.get_run_records(filters=dg.RunsFilter(job_name=runs.MATERIALIZE_JOB), limit=1)
         instance.dispose()
 
-    assert diff_warehouses(embedded.work_db, home.work_db, digits=10) == []
+    assert diff_warehouses(embedded.warehouse, home.warehouse, digits=10) == []  # as published: tables are in a lake
     # every process (daemon, run workers, this one) kept the run history in PostgreSQL, none in SQLite files
     assert list(home.dagster_home.rglob("*.db")) == [] and list(embedded.dagster_home.rglob("*.db"))
     for written in (home.dagster_home / "dagster.yaml", daemon_log):

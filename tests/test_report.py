@@ -24,7 +24,7 @@ from pulse_pipeline.cli import main
 from pulse_pipeline.defs.report.assets import ReportResource, index_html, report_is_written
 from pulse_pipeline.defs.resources import WarehouseResource
 from pulse_pipeline.report.page import build_page
-from pulse_pipeline.warehouse import Warehouse
+from pulse_pipeline.warehouse import Warehouse, connect, publish
 
 BACKBONE = {"experiment": "llm-backbone", "treatment": "gpt-5", "control": "claude-4-sonnet"}
 PLANNING = {"experiment": "planning", "treatment": "show-plan", "control": "no-plan"}
@@ -129,8 +129,9 @@ def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict]) -> Non
 
 
 def make_warehouse(path: Path) -> Path:
-    """The hand-made warehouse of this module, written to ``path``."""
-    con = duckdb.connect(str(path))
+    """The hand-made warehouse of this module, written through ``warehouse.connect`` to the working database
+    beside ``path`` (``working_database``) and published to ``path``, a file plain DuckDB reads."""
+    con = connect(working_database(path))
     Warehouse(con)  # every table of the contract, empty
     predictions, labels = _calibration_rows()
     days = [f"2025-06-0{d}" for d in (1, 2, 3)]
@@ -165,7 +166,13 @@ def make_warehouse(path: Path) -> Path:
     ):
         _insert(con, table, rows)
     con.close()
+    assert publish(working_database(path), path) is None
     return path
+
+
+def working_database(published: Path) -> Path:
+    """The working database ``make_warehouse`` writes beside the file it publishes (its lake beside it too)."""
+    return published.with_name("work.duckdb")
 
 
 @pytest.fixture(scope="module")
@@ -178,7 +185,9 @@ def built(warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[dg
     """The report asset and its check, run once over the module's warehouse: the page every test reads."""
     folder = tmp_path_factory.mktemp("out") / "report"
     resources = {
-        "warehouse": WarehouseResource(database=str(warehouse), publish_to=str(warehouse), drops_dir=str(folder)),
+        "warehouse": WarehouseResource(
+            database=str(working_database(warehouse)), publish_to=str(warehouse), drops_dir=str(folder)
+        ),
         "report": ReportResource(folder=str(folder)),
     }
     return dg.materialize([index_html, report_is_written], resources=resources), folder

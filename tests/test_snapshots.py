@@ -22,8 +22,9 @@ from pulse_pipeline.defs.publish import publish_if_whole, publish_sensor, stale_
 from pulse_pipeline.defs.resources import WarehouseResource
 from pulse_pipeline.ingest import load
 from pulse_pipeline.ingest.load import load_drop, unfinished_drops
+from pulse_pipeline.settings import LAKE_CATALOG, ONE_FILE
 from pulse_pipeline.synth import write_corpus
-from pulse_pipeline.warehouse import PUBLISHED_MODE, Warehouse, publish, wal_of
+from pulse_pipeline.warehouse import PUBLISHED_MODE, Warehouse, connect, publish, wal_of
 from pulse_pipeline.warehouse_diff import diff_warehouses
 
 
@@ -46,25 +47,37 @@ def _per_drop(published: Path) -> dict[str, int]:
         return dict(con.execute("SELECT drop_id, count(*) FROM raw.sessions GROUP BY 1").fetchall())
 
 
-# An analyst's shell: a read-write connection to the published file that runs each line it is sent and stays open.
+# An analyst's shell: a read-write connection to the published file that runs each line it is sent and stays open;
+# it answers "done", or "refused: <why>" when DuckDB refuses the statement.
 ANALYST = """
 import sys, duckdb
 con = duckdb.connect(sys.argv[1])
 for line in sys.stdin:
-    con.execute(line)
-    print("done", flush=True)
+    try:
+        con.execute(line)
+        print("done", flush=True)
+    except duckdb.Error as exc:
+        print("refused: " + str(exc).splitlines()[0], flush=True)
 """
 
 
-def test_an_analysts_writes_to_the_published_file_never_reach_other_readers(tmp_path):
+@pytest.mark.parametrize("storage", ["lake", ONE_FILE])
+def test_an_analysts_writes_to_the_published_file_never_reach_other_readers(tmp_path, monkeypatch, storage):
     """The issue's reproduction: an analyst deleted drop c3's sessions through their own connection and left it
     open; the next publish showed c3 = 500 and c2 missing to every reader (DuckDB replayed the analyst's WAL onto
-    the new copy by row id), an UPDATE landed on other sessions, and it persisted across later publishes."""
+    the new copy by row id), an UPDATE landed on other sessions, and it persisted across later publishes.
+
+    In the lake (the default) the published file holds views, so DuckDB refuses the writes outright; with one file
+    (``PULSE_LAKE_CATALOG=none``) a copy takes them, and publishing discards them. Other readers see every drop
+    whole either way."""
+    if storage == ONE_FILE:
+        monkeypatch.setenv(LAKE_CATALOG, ONE_FILE)
     work, published = tmp_path / "work.duckdb", tmp_path / "pulse.duckdb"
     drops = {name: _drop(tmp_path / "drops", name, 500) for name in ("c1", "c2", "c3")}
+    taken = "done" if storage == ONE_FILE else "refused: Binder Error: Can only {} base table"
 
     def load_and_publish(*names: str) -> None:
-        con = duckdb.connect(str(work))
+        con = connect(work)
         try:
             for name in names:
                 load_drop(Warehouse(con), name, drops[name])
@@ -77,18 +90,20 @@ def test_an_analysts_writes_to_the_published_file_never_reach_other_readers(tmp_
         [sys.executable, "-c", ANALYST, str(published)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
 
-    def analyst_runs(sql: str) -> None:
+    def analyst_runs(sql: str) -> str:
         analyst.stdin.write(sql + "\n")
         analyst.stdin.flush()
-        assert analyst.stdout.readline() == "done\n"
+        return analyst.stdout.readline().rstrip("\n")
 
     try:
-        analyst_runs("DELETE FROM raw.sessions WHERE drop_id = 'c3'")
-        assert wal_of(published).exists()  # the analyst's delete sits in the WAL beside the published file
+        assert analyst_runs("DELETE FROM raw.sessions WHERE drop_id = 'c3'") == taken.format("delete from")
+        # one file: the analyst's delete sits in the WAL beside the published file
+        assert wal_of(published).exists() == (storage == ONE_FILE)
         load_and_publish("c1")  # c1 is loaded again: its rows move to the end of the working table
         assert _per_drop(published) == {"c1": 500, "c2": 500, "c3": 500}
 
-        analyst_runs("UPDATE raw.sessions SET user_id = 'analyst' WHERE drop_id = 'c2'")
+        update = "UPDATE raw.sessions SET user_id = 'analyst' WHERE drop_id = 'c2'"
+        assert analyst_runs(update) == taken.format("update")
         load_and_publish("c2")
         assert _per_drop(published) == {"c1": 500, "c2": 500, "c3": 500}
         load_and_publish()  # and a second publish after it
@@ -123,7 +138,7 @@ def test_nothing_is_published_while_the_working_database_is_not_whole(tmp_path):
     analysts' copy as it was, says why, and the copy is replaced once the state is whole again."""
     instance = dg.DagsterInstance.ephemeral()
     work, published = tmp_path / "work.duckdb", tmp_path / "pulse.duckdb"
-    with duckdb.connect(str(work)) as con:
+    with connect(work) as con:
         Warehouse(con)
     assert publish_if_whole(instance, _graph(), work, published) is None  # nothing materialized yet: whole
     before = published.read_bytes()
@@ -131,7 +146,7 @@ def test_nothing_is_published_while_the_working_database_is_not_whole(tmp_path):
     # upstream rebuilt, downstream not yet: downstream was computed from the old upstream
     assert dg.materialize([upstream, downstream], instance=instance, selection=[upstream]).success
     assert stale_assets(instance, _graph()) == ["downstream (older than upstream)"]
-    with duckdb.connect(str(work)) as con:
+    with connect(work) as con:
         con.execute("CREATE TABLE raw.marker AS SELECT 1 AS changed")  # a change the copy must not get
     reason = publish_if_whole(instance, _graph(), work, published)
     assert "downstream (older than upstream)" in reason
@@ -155,7 +170,7 @@ def test_nothing_is_published_while_the_working_database_is_not_whole(tmp_path):
 def test_a_load_that_dies_half_way_blocks_publishing_until_the_drop_loads_again(tmp_path, monkeypatch):
     drop = _drop(tmp_path, "d", 30, files=3)
     work, published = tmp_path / "work.duckdb", tmp_path / "pulse.duckdb"
-    con = duckdb.connect(str(work))
+    con = connect(work)
     wh = Warehouse(con)
     load_drop(wh, "d", drop)
     assert unfinished_drops(con) == []
@@ -183,7 +198,7 @@ def test_a_load_that_dies_half_way_blocks_publishing_until_the_drop_loads_again(
     assert reason.startswith("the last load of drop(s) d") and not published.exists()
 
     monkeypatch.setattr(load, "_read_serial", real_read)
-    with duckdb.connect(str(work)) as con:
+    with connect(work) as con:
         load_drop(Warehouse(con), "d", drop)
         assert unfinished_drops(con) == [] and Warehouse(con).count(tables.SESSIONS) == 30
 
@@ -192,13 +207,13 @@ def test_a_killed_publish_leaves_nothing_behind(tmp_path):
     """A publish killed mid-copy leaves its tmp file (never a partial pulse.duckdb); the next removes it, and a
     WAL left beside the published file goes too."""
     work, published = tmp_path / "work.duckdb", tmp_path / "pulse.duckdb"
-    with duckdb.connect(str(work)) as con:
+    with connect(work) as con:
         con.execute("CREATE TABLE t AS SELECT range AS x FROM range(1000)")
     leftover = tmp_path / ".pulse.duckdb.4242.tmp"
     leftover.write_bytes(b"half a copy")
     wal_of(published).write_bytes(b"an analyst's log")
     assert publish(work, published) is None
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["pulse.duckdb", "work.duckdb"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lake", "pulse.duckdb", "work.duckdb"]
     with duckdb.connect(str(published), read_only=True) as con:
         assert con.execute("SELECT count(*), sum(x) FROM t").fetchone() == (1000, 999 * 1000 // 2)
 
@@ -223,8 +238,9 @@ def test_the_publish_sensor_publishes_after_a_successful_run_if_whole(pulse_home
 
     defs = build_definitions(pulse_home)
     instance = dg.DagsterInstance.ephemeral()
-    with duckdb.connect(str(pulse_home.work_db)) as con:
+    with connect(pulse_home.work_db) as con:
         Warehouse(con)
+        in_lake = _row_counts(con, "lake")
     result = dg.materialize([upstream], instance=instance)
     run = instance.get_run_by_id(result.run_id)
     success = next(e for e in result.all_events if e.event_type == dg.DagsterEventType.RUN_SUCCESS)
@@ -238,7 +254,19 @@ def test_the_publish_sensor_publishes_after_a_successful_run_if_whole(pulse_home
     )
     assert publish_sensor(context) is None  # nothing of this code location materialized: whole
     assert pulse_home.warehouse.exists()
-    assert not diff_warehouses(pulse_home.work_db, pulse_home.warehouse)
+    with duckdb.connect(str(pulse_home.warehouse), read_only=True) as con:
+        assert _row_counts(con, "pulse") == in_lake  # every table of the lake, as it is there
+    assert len(in_lake) == len(tables.ALL_TABLES) - 1  # the LLM cache lives beside the lake (warehouse.py)
+
+
+def _row_counts(con: duckdb.DuckDBPyConnection, database: str) -> dict[str, int]:
+    """Rows in each table or view of ``database``, by ``schema.name``."""
+    names = con.execute(
+        "SELECT schema_name || '.' || table_name FROM duckdb_tables() WHERE database_name = $db UNION ALL "
+        "SELECT schema_name || '.' || view_name FROM duckdb_views() WHERE database_name = $db AND NOT internal",
+        {"db": database},
+    ).fetchall()
+    return {name: con.execute(f"SELECT count(*) FROM {database}.{name}").fetchone()[0] for (name,) in names}
 
 
 # --- killing `pulse ingest` at random points ---------------------------------------------------------------------

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import duckdb
 
 from ... import tables
-from ...warehouse import cursor, ensure_tables, insert_arrow, to_frame
+from ...warehouse import cursor, ensure_tables, insert_arrow, own_commits_database, to_frame
 from ..redact import redact
 
 
@@ -44,8 +44,10 @@ class LLMCache:
     """
 
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
-        ensure_tables(con, [tables.LLM_CACHE])
-        self._cur = cursor(con)  # its own cursor, on the same tables
+        # its own cursor, committing each answer at once, so a run killed before its asset commits keeps what it
+        # paid for; on the database that allows that while the asset's transaction is open (see the function)
+        self._cur = cursor(con, own_commits_database(con))
+        ensure_tables(self._cur, [tables.LLM_CACHE])
         self._lock = threading.Lock()
         self._loaded: dict[str, CachedAnswer] | None = None  # the table, read once: a lookup is a dict get
 
