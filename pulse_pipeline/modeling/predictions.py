@@ -53,6 +53,7 @@ class CrossFitTables:
     text_terms: pl.DataFrame  # modeling.text_terms (empty without text)
     oof_pearson: float  # Pearson r of the rated sessions' labels and out-of-fold predictions (NaN if undefined)
     note: str | None  # why fewer folds were used, when they were
+    fit: CrossFit  # the fit itself: its fold models, for a later run to reuse (``reuse.KeptFit``)
 
 
 def crossfit_tables(
@@ -149,6 +150,7 @@ def crossfit_tables(
         ),
         oof_pearson=pearson(y, fit.oof)[0],
         note=fit.note,
+        fit=fit,
     )
 
 

@@ -1,25 +1,20 @@
 """Modeling tables: cross-validated metrics per family (the paper's Table 2), cross-fit predictions for every
 session with the fold models' training sets, and permutation importance of the chosen model.
 
-One step writes them all (``models``): the cross-fit is seed 42's cross-validation fits again (same folds, features
-and model seeds), so the step keeps those fits and only predicts the unrated sessions with them
-(``stack.crossfit_from_fits``), and the features and the users' text are loaded and vectorized once. As two steps
-the cross-fit refitted every family and the text vectorizer was fitted twice. The unrated sessions' text is
-vectorized and predicted ``data.UNRATED_CHUNK`` sessions at a time (``data.unrated_chunks``): every session's
-TF-IDF rows at once would take gigabytes at ten times the paper's scale."""
+One step writes them all (``models``), by ``modeling.reuse.refresh_models``: either a fit (cross-validation, the
+choice, and the cross-fit from seed 42's fits, ``stack.crossfit_from_fits``; the unrated sessions' text a chunk
+at a time, ``data.unrated_chunks``), kept on disk under ``PULSE_HOME/.work/models/``; or, for a small drop, the
+kept fit reused: only the new or changed sessions are predicted, every other row and table stays as the fit
+left it (``reuse.py`` says when it fits again, and why the predictions stay out of fold)."""
+
+from pathlib import Path
 
 import dagster as dg
 
 from ... import tables
-from ...modeling.comparison import (
-    FLOOR_MAX_LABELS,
-    ModelComparison,
-    compare_models,
-    load_judge_agreement,
-    table_2,
-)
-from ...modeling.data import load_modeling_data, unrated_chunks
-from ...modeling.predictions import CROSSFIT_SEED, CrossFitTables, crossfit_tables
+from ...modeling.comparison import FLOOR_MAX_LABELS, CVMetricRow, ModelComparison, table_2
+from ...modeling.predictions import CrossFitTables
+from ...modeling.reuse import ModelsRun, Reused, refresh_models
 from ..markdown import markdown_table
 from ..resources import WarehouseResource
 from ..specs import SESSION_FEATURES_KEY, key, table_spec
@@ -35,6 +30,8 @@ CROSSFIT_TABLES = (
     tables.TEXT_TERMS,
 )
 NO_CHOSEN_MODEL = "skipped: no model was chosen (see modeling/cv_metrics)"
+MODELS_FOLDER = "models"
+"""The kept fit's folder, beside the working database (``PULSE_HOME/.work/models/``)."""
 
 
 @dg.multi_asset(
@@ -45,49 +42,75 @@ NO_CHOSEN_MODEL = "skipped: no model was chosen (see modeling/cv_metrics)"
 def models(context: dg.AssetExecutionContext, warehouse: WarehouseResource, modeling: ModelingResource):
     """Cross-validate every configured family (Table 2), choose one, then cross-fit it for every session: one
     model is fit across all experiment arms, as the paper does (the arms share users, tasks and the agent's
-    scaffold; a model per arm would have a fraction of the labels)."""
+    scaffold; a model per arm would have a fraction of the labels). A small drop reuses the kept fit."""
     with warehouse.warehouse() as wh:
-        data = load_modeling_data(wh, text_of="rated")  # the unrated sessions' text: a chunk at a time, below
-        comparison = compare_models(
-            data,
-            load_judge_agreement(wh),
+        run = refresh_models(
+            wh,
+            Path(warehouse.database).parent / MODELS_FOLDER,
             families=modeling.families,
             seeds=modeling.seeds,
             folds=modeling.folds,
             choose_by=modeling.choose_by,
-            say=context.log.info,
-            keep_seed=CROSSFIT_SEED,
             seed_rows=modeling.seed_rows,
+            refit_share=modeling.refit_share,
+            say=context.log.info,
         )
-        wh.replace(tables.CV_METRICS, comparison.rows, nan_as_null=True)
-        result = None
-        if comparison.chosen is not None:
-            result = crossfit_tables(
-                data,
-                comparison.chosen.family,
-                modeling.folds,
-                context.log.info,
-                families=modeling.families,
-                kept=comparison.kept,
-                unrated=unrated_chunks(wh, data),
-            )
-        wh.replace(tables.PREDICTIONS, [] if result is None else result.predictions)
-        wh.replace(tables.FOLD_TRAINING, [] if result is None else result.fold_training)
-        wh.replace(tables.FEATURE_IMPORTANCE, [] if result is None else result.importance)
-        wh.replace(tables.TEXT_FOLD_TRAINING, [] if result is None else result.text_fold_training)
-        wh.replace(tables.TEXT_TERMS, [] if result is None else result.text_terms)
+        stored = [] if run.reused is None else stored_cv_rows(wh)
+    if run.reused is not None:
+        yield from _reused_results(run.reused, stored)
+        return
+    comparison, result = run.comparison, run.result
     if result is None:
         context.log.warning(comparison.skipped)
         yield dg.MaterializeResult(asset_key=key(tables.CV_METRICS), metadata={"skipped": comparison.skipped})
         for t in CROSSFIT_TABLES:
             yield dg.MaterializeResult(asset_key=key(t), metadata={"skipped": NO_CHOSEN_MODEL})
         return
-    yield _cv_metrics_result(context, comparison, modeling)
+    yield _cv_metrics_result(context, comparison, modeling, run)
     yield from _crossfit_results(comparison.chosen.family, result)
 
 
+def stored_cv_rows(wh) -> list[CVMetricRow]:
+    """The rows of ``modeling.cv_metrics`` as stored (a kept fit's Table 2, with the judge's rows of today)."""
+    return [CVMetricRow(**r) for r in wh.frame(f"SELECT * FROM {tables.CV_METRICS.qualified}").iter_rows(named=True)]
+
+
+def _reused_results(reused: Reused, stored: list[CVMetricRow]):
+    """The materializations of a run that kept the fit: predictions of the new or changed sessions, the rest as
+    the fit left it (said in each table's metadata)."""
+    kept, since = reused.kept, reused.since
+    fit = (
+        f"kept the fit of {kept.fitted_at:%Y-%m-%d %H:%M} UTC ({kept.family}, fitted on {since.fitted} ratings;"
+        f" {since.added} added and {since.changed} changed since)"
+    )
+    yield dg.MaterializeResult(
+        asset_key=key(tables.CV_METRICS),
+        metadata={
+            "dagster/row_count": len(stored),
+            "chosen_model": kept.family,
+            "fit": fit,
+            "rated_sessions": since.fitted,  # what the kept fit was cross-validated on
+            "ratings_since_fit": since.since,
+            "table_2": dg.MetadataValue.md(markdown_table(table_2(stored))),
+        },
+    )
+    yield dg.MaterializeResult(
+        asset_key=key(tables.PREDICTIONS),
+        metadata={
+            "dagster/row_count": reused.rows,
+            "model": kept.family,
+            "oof_pearson": reused.oof_pearson,
+            "rated_sessions": reused.rated,
+            "sessions_touched": reused.touched,  # predicted again (new or changed) or removed
+            "fit": fit,
+        },
+    )
+    for t in CROSSFIT_TABLES[1:]:
+        yield dg.MaterializeResult(asset_key=key(t), metadata={"unchanged": fit})
+
+
 def _cv_metrics_result(
-    context: dg.AssetExecutionContext, comparison: ModelComparison, modeling: ModelingResource
+    context: dg.AssetExecutionContext, comparison: ModelComparison, modeling: ModelingResource, run: ModelsRun
 ) -> dg.MaterializeResult:
     chosen = comparison.chosen
     if comparison.floor:
@@ -101,6 +124,7 @@ def _cv_metrics_result(
             **{f"chosen_{m.name}": float(m.mean) for m in chosen.metrics},  # numeric: the UI plots them over runs
             "rated_sessions": chosen.n_labeled,  # what the chosen family was cross-validated on
             "floor": comparison.floor or f"none: a family beats the constant or >= {FLOOR_MAX_LABELS} ratings",
+            "fit": run.reason,
             "table_2": dg.MetadataValue.md(markdown_table(table_2(comparison.rows))),
         },
     )

@@ -1,5 +1,6 @@
 """How models are compared and chosen, from ``settings.modeling_settings()`` (PULSE_MODEL_CHOICE,
-PULSE_MODEL_FAMILIES, PULSE_CV_SEEDS, PULSE_CV_SEED_ROWS; the defaults are there)."""
+PULSE_MODEL_FAMILIES, PULSE_CV_SEEDS, PULSE_CV_SEED_ROWS), and when a kept fit is fitted again
+(PULSE_MODEL_REFIT_SHARE, ``modeling/reuse.py``); the defaults are there."""
 
 import dagster as dg
 
@@ -14,6 +15,7 @@ class ModelingResource(dg.ConfigurableResource):
     n_seeds: int = DEFAULTS.cv_seeds
     seed_rows: int = DEFAULTS.cv_seed_rows  # fewer seeds with many ratings (``comparison.seeds_for``)
     folds: int = 5
+    refit_share: float = DEFAULTS.refit_share  # ratings since the kept fit that refit (``reuse.refit_reason``)
 
     @property
     def seeds(self) -> tuple[int, ...]:
@@ -28,4 +30,5 @@ def modeling_resource() -> ModelingResource:
         families=list(settings.families),
         n_seeds=settings.cv_seeds,
         seed_rows=settings.cv_seed_rows,
+        refit_share=settings.refit_share,
     )
