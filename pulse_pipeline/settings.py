@@ -8,8 +8,8 @@ an optional mapping in place of ``os.environ`` so tests can pass settings withou
 |---|---|---|
 | PULSE_HOME | ``./data`` | where PULSE keeps its state (``paths.PulseHome``) |
 | PULSE_DAGSTER_POSTGRES_URL | none: SQLite files | the Dagster instance's database, ``postgresql+psycopg2://...`` |
-| PULSE_LAKE_CATALOG | none: one DuckDB file | a DuckLake catalog: ``sqlite`` or ``postgres:...`` (``lake_settings``) |
-| PULSE_LAKE_DATA | ``.work/lake/data/`` | the DuckLake's Parquet files: a folder or an ``s3://`` URL |
+| PULSE_LAKE_CATALOG | sqlite | the tables' DuckLake catalog: ``sqlite[:path]``, ``postgres:...``; ``none``: one file |
+| PULSE_LAKE_DATA | ``lake/data/`` | the DuckLake's Parquet files: a folder or an ``s3://`` URL |
 | PULSE_DUCKDB_MEMORY | 1GB | DuckDB's memory limit; it spills to disk beyond it |
 | PULSE_INGEST_WORKERS | one per core for large drops (at most 4) | reader processes per drop |
 | PULSE_ANNOTATOR | heuristic | ``heuristic`` or ``llm`` |
@@ -133,32 +133,37 @@ def dagster_postgres_url(environ: Env | None = None) -> str | None:
 LAKE_CATALOG = "PULSE_LAKE_CATALOG"
 LAKE_DATA = "PULSE_LAKE_DATA"
 LAKE_CATALOG_KINDS = ("sqlite", "postgres")
+ONE_FILE = "none"  # PULSE_LAKE_CATALOG=none: the tables in one DuckDB file, as before the lake
 
 
 @dataclass(frozen=True)
 class LakeSettings:
-    """Where the DuckLake's catalog and data files live (``lake.py``); a None field: beside the working database."""
+    """Where the DuckLake's catalog and data files live (``lake.py``); ``sqlite`` and a None ``data``: in
+    ``PULSE_HOME/lake/``."""
 
     catalog: str  # "sqlite", "sqlite:<path>" or "postgres:<libpq connection string>"
     data: str | None  # a folder or an s3:// URL
 
 
 def lake_settings(environ: Env | None = None) -> LakeSettings | None:
-    """PULSE_LAKE_CATALOG and PULSE_LAKE_DATA; None when PULSE_LAKE_CATALOG is unset (the tables stay in one DuckDB
-    file, ``warehouse.py``). The catalog is ``sqlite`` (an SQLite file beside the working database: one machine, no
-    server), ``sqlite:/path/catalog.sqlite``, or ``postgres:dbname=pulse host=db user=pulse`` (a libpq connection
-    string: several machines write one lake); the data files go to PULSE_LAKE_DATA, a folder or an ``s3://`` URL."""
+    """PULSE_LAKE_CATALOG and PULSE_LAKE_DATA: the DuckLake the tables live in, or None for one DuckDB file.
+
+    Unset, or ``sqlite``: an SQLite catalog and the Parquet files in ``PULSE_HOME/lake/`` (one machine, no server);
+    ``sqlite:/path/catalog.sqlite`` names the catalog file; ``postgres:dbname=pulse host=db user=pulse`` (a libpq
+    connection string) lets several machines write one lake. The data files go to PULSE_LAKE_DATA, a folder or an
+    ``s3://`` URL. ``none``: the tables in one DuckDB file (``warehouse.py``), the storage before the lake, kept
+    as a fallback and to compare against."""
     env = _env(environ)
-    catalog = _text(env, LAKE_CATALOG)
+    catalog = _text(env, LAKE_CATALOG) or "sqlite"
     data = _text(env, LAKE_DATA)
-    if catalog is None:
+    if catalog == ONE_FILE:
         if data is not None:
-            raise SettingsError(f"{LAKE_DATA} is set but {LAKE_CATALOG} is not: say where the lake's catalog lives")
+            raise SettingsError(f"{LAKE_DATA} is set but {LAKE_CATALOG}={ONE_FILE}: one DuckDB file has no data folder")
         return None
     if catalog.split(":", 1)[0] not in LAKE_CATALOG_KINDS or catalog == "postgres":
         raise SettingsError(
-            f"{LAKE_CATALOG}={catalog.split('password', 1)[0]!r}: choose sqlite, sqlite:<path> or "
-            "postgres:<connection string> (e.g. postgres:dbname=pulse host=db user=pulse)"
+            f"{LAKE_CATALOG}={catalog.split('password', 1)[0]!r}: choose sqlite, sqlite:<path>, "
+            f"postgres:<connection string> (e.g. postgres:dbname=pulse host=db user=pulse) or {ONE_FILE}"
         )
     return LakeSettings(catalog=catalog, data=data)
 
