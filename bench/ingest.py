@@ -11,6 +11,12 @@ the two. With --drops K the corpus is also split into K drops ingested one after
 printing each one's peak RSS: reading a drop must not take more memory as drops accumulate (the rebuild works on
 every drop ingested so far, so its memory grows with them).
 
+With --load-only only `load_drop` runs, in this process, into a fresh warehouse of the configured storage (one
+file, or the DuckLake PULSE_LAKE_CATALOG selects): the reader processes and the append, without the command's
+start-up (imports, Dagster, copying the drop), which does not grow with the drop. It prints its wall time, MB/s and
+ratio to orjson's rate, and the CPU seconds of this process (the append, and how much of the wall time went to it)
+and of the reader processes: the figure issue 16's target (a third of orjson's rate) is measured on.
+
 With --layout the corpus's sessions are ingested as a folder of small files instead, the shape of per-session
 downloads: ``files`` writes one OpenHands V0 event array per session (``<session_id>.json``), ``jsonl`` the same
 sessions as one JSONL file, both beside the same ratings.csv and assignments.csv; ``both`` runs the two and prints
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import resource
 import shutil
 import tempfile
 import time
@@ -32,7 +39,10 @@ from pathlib import Path
 import orjson
 from _measure import pulse_ingest
 
+from pulse_pipeline.ingest.load import load_drop
+from pulse_pipeline.settings import lake_settings
 from pulse_pipeline.synth import write_corpus
+from pulse_pipeline.warehouse import Warehouse, connect
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -120,6 +130,52 @@ def compare_layouts(corpus: Path, layouts: list[str], workdir: Path) -> None:
         )
 
 
+class _TimedWarehouse(Warehouse):
+    """A warehouse that adds up the wall time its appends take (``load_drop`` appends through ``insert``)."""
+
+    def __init__(self, con) -> None:
+        super().__init__(con)
+        self.append_seconds = 0.0
+
+    def insert(self, t, data) -> None:
+        started = time.perf_counter()
+        super().insert(t, data)
+        self.append_seconds += time.perf_counter() - started
+
+
+def load_only(corpus: Path, workdir: Path, parse_s: float, mb: float) -> None:
+    """`load_drop` of the corpus into a fresh warehouse: wall, MB/s, ratio to orjson, CPU of the append and readers.
+
+    CPU seconds come from ``getrusage``: this process's own, and its children's once they have ended (the reader
+    processes end with ``load_drop``)."""
+    storage = "one file" if lake_settings() is None else f"DuckLake ({lake_settings().catalog} catalog)"
+    workdir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="pulse-bench-", dir=workdir) as tmp:
+        con = connect(Path(tmp) / "work.duckdb")
+        try:
+            wh = _TimedWarehouse(con)
+            me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+            started = time.perf_counter()
+            tally = load_drop(wh, "bench", corpus)
+            seconds = time.perf_counter() - started
+            me_after, children_after = (
+                resource.getrusage(resource.RUSAGE_SELF),
+                resource.getrusage(resource.RUSAGE_CHILDREN),
+            )
+        finally:
+            con.close()
+    own = (me_after.ru_utime + me_after.ru_stime) - (me.ru_utime + me.ru_stime)
+    readers = (children_after.ru_utime + children_after.ru_stime) - (children.ru_utime + children.ru_stime)
+    print(
+        f"load_drop alone   : {seconds:6.2f} s  {mb / seconds:7.1f} MB/s  ratio to orjson {parse_s / seconds:.2f}"
+        f"  ({storage}; {tally.events_read} events, {tally.records_read} records)"
+    )
+    print(
+        f"  CPU seconds: {own + readers:.1f} in all, {own:.1f} in this process (appending took"
+        f" {wh.append_seconds:.1f} s of the wall time), {readers:.1f} in the reader processes"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sessions", type=int, default=36_000)
@@ -132,6 +188,7 @@ def main() -> None:
         choices=("files", "jsonl", "both"),
         help="ingest the sessions as one small file each, as one JSONL file, or both and compare (see above)",
     )
+    ap.add_argument("--load-only", action="store_true", help="time load_drop alone (see above)")
     args = ap.parse_args()
 
     corpus = args.workdir / f"corpus-{args.sessions}-seed{args.seed}"
@@ -149,6 +206,9 @@ def main() -> None:
     parse_s, nbytes = parse_only(corpus)
     mb = nbytes / 1e6
     print(f"orjson parse only : {parse_s:6.2f} s  {mb / parse_s:7.1f} MB/s  ({mb:.0f} MB)")
+    if args.load_only:
+        load_only(corpus, args.workdir, parse_s, mb)
+        return
 
     with tempfile.TemporaryDirectory(prefix="pulse-bench-") as tmp:
         total, summary, rss = pulse_ingest(Path(tmp) / "home", corpus)
