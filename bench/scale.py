@@ -14,8 +14,9 @@ own interpreter (``_measure.pulse_ingest``). Printed per drop and summed per sca
 - disk: the PULSE_HOME folder and the published pulse.duckdb.
 Then one 100-session drop is added to the largest scale's warehouse, with its refresh time and how many sessions
 the per-session stages touched: each per-session asset (``incremental.py``) reports the sessions it recomputed as
-``sessions_touched`` in its materialization's metadata. Each figure is printed beside the issue's target (issue 16,
-"Speed and memory") with met or missed.
+``sessions_touched`` in its materialization's metadata (the modeling step's predictions too, when it kept the last
+fit: ``modeling/reuse.py``), and that drop's steps one by one, stage by stage. Each figure is printed beside the
+issue's target (issue 16, "Speed and memory") with met or missed.
 
 Drop i is ``synth.write_corpus`` with seed ``1000 + i`` and its session and rating ids prefixed ``d<i>-`` (the
 generator numbers sessions from s000001 whatever the seed, and a later drop replaces a session with the same id).
@@ -63,7 +64,7 @@ class Ingest:
     tree_rss: float  # the command's process and every process under it, at once
     sessions: int
     touched: dict[str, int] = field(default_factory=dict)  # per-session asset -> its metadata's sessions_touched
-    steps: dict[str, float] = field(default_factory=dict)  # staging and features steps (op name) -> seconds
+    steps: dict[str, float] = field(default_factory=dict)  # each derived step (op name) -> seconds
 
     @property
     def other(self) -> float:
@@ -146,8 +147,7 @@ def measure(home: PulseHome, drop: Path, stage_of: dict[str, str]) -> Ingest:
             stage = stage_of.get(step.step_key, "other")
             if stage in STAGES and step.start_time and step.end_time:
                 stages[stage] += step.end_time - step.start_time
-                if stage in ("staging", "features"):
-                    steps[step.step_key] = step.end_time - step.start_time
+                steps[step.step_key] = step.end_time - step.start_time
         for entry in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION):
             event = entry.dagster_event
             sessions = event.event_specific_data.materialization.metadata.get("sessions_touched")
@@ -237,8 +237,9 @@ def run_scale(k: int, n_sessions: int, workdir: Path, small_drop: bool) -> float
             f"  per-session stages touched {touched:,} of {everyone:,} sessions (the drop holds {m.sessions:,}): "
             + ", ".join(f"{key} {n:,}" for key, n in sorted(m.touched.items()))
         )
-        slowest = sorted(m.steps.items(), key=lambda kv: -kv[1])
-        print("  its staging and features steps: " + ", ".join(f"{op} {s:.1f} s" for op, s in slowest))
+        for stage in STAGES:
+            slowest = sorted(((op, s) for op, s in m.steps.items() if stage_of.get(op) == stage), key=lambda kv: -kv[1])
+            print(f"  its {stage} steps: " + ", ".join(f"{op} {s:.1f} s" for op, s in slowest))
     shutil.rmtree(home.root)
     return total
 
