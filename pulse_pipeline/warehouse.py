@@ -308,8 +308,21 @@ def connect(path: Path, read_only: bool = False, wait_seconds: float = 60.0) -> 
     # JSON `pulse ingest --json` prints, and it is noise in a pipeline's output anyway
     con.execute("SET enable_progress_bar = false")
     if lake_config is not None:
+        if _raw_tables(con):
+            con.close()
+            raise RuntimeError(
+                f"{path} holds this home's tables in one DuckDB file, the storage before the lake became the"
+                f" default: set PULSE_LAKE_CATALOG=none to keep using it, or ingest its drops into a new PULSE_HOME"
+            )
         lake.attach(con, lake.location(path, lake_config), read_only)
     return con
+
+
+def _raw_tables(con: duckdb.DuckDBPyConnection) -> int:
+    """How many raw tables ``con``'s own database holds: none beside a lake (the working file is then a lock, with
+    the LLM cache only); some in a home written with one file."""
+    found = "SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'raw'"
+    return con.execute(found).fetchone()[0]
 
 
 def exists(work_db: Path) -> bool:

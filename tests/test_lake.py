@@ -52,6 +52,18 @@ def test_the_lake_is_the_default_and_one_file_stays_selectable(tmp_path):
     assert (where.catalog, where.data) == (f"sqlite:{home.root}/lake/catalog.sqlite", f"{home.root}/lake/data/")
 
 
+def test_a_home_written_in_one_file_is_not_shown_as_an_empty_lake(tmp_path, monkeypatch):
+    work = tmp_path / "work.duckdb"
+    monkeypatch.setenv(LAKE_CATALOG, ONE_FILE)
+    Warehouse(connect(work)).con.close()
+    monkeypatch.delenv(LAKE_CATALOG)
+    with pytest.raises(RuntimeError, match="set PULSE_LAKE_CATALOG=none to keep using it"):
+        connect(work)
+    assert not (tmp_path / "lake").exists()
+    monkeypatch.setenv(LAKE_CATALOG, ONE_FILE)
+    connect(work).close()  # as it was
+
+
 def test_the_published_file_is_views_over_one_snapshot_read_by_plain_duckdb(tmp_path, monkeypatch):
     """Rows deleted from a data file (a delete file) stay out of the view, an empty table is an empty typed view,
     an open connection keeps its snapshot through a rewrite, a new one sees the rewrite; nothing is copied."""
@@ -233,12 +245,15 @@ runs._execute(job, runs.instance_for(home), sys.argv[1], runs.QUIET, f"run of {I
 @pytest.mark.slow
 @pytest.mark.skipif(not POSTGRES_BINS, reason="no PostgreSQL server: /usr/lib/postgresql/*/bin/postgres is missing")
 def test_two_concurrent_drop_runs_into_a_postgres_lake_give_the_embedded_warehouse(tmp_path, monkeypatch):
-    """Two processes run the per-drop ingest job at once, one drop each, committing into one DuckLake whose catalog
-    is in PostgreSQL (the Dagster instance too); the derived tables are then rebuilt. Every published table equals
-    the same drops run embedded (one DuckDB file, SQLite instance)."""
+    """Two processes run the per-drop ingest job at once, one drop each, on an empty DuckLake whose catalog is in
+    PostgreSQL (the Dagster instance too): both create the tables, one commit meets the other's and is retried
+    (``ensure_tables``). The derived tables are then rebuilt. Every published table equals the same drops run in
+    one DuckDB file with an SQLite instance (``PULSE_LAKE_CATALOG=none``: the storage before the lake, which has
+    the LLM cache among its tables as a PostgreSQL lake does)."""
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
     for name, value in FAST.items():
         monkeypatch.setenv(name, value)
+    monkeypatch.setenv(LAKE_CATALOG, ONE_FILE)
     embedded = PulseHome(tmp_path / "embedded").ensure({})
     _two_drops(embedded)
     runs.materialize(embedded, say=lambda _: None)
@@ -249,7 +264,6 @@ def test_two_concurrent_drop_runs_into_a_postgres_lake_give_the_embedded_warehou
         _two_drops(home)
         for name, value in lake.items():
             monkeypatch.setenv(name, value)
-        Warehouse(connect(home.work_db)).con.close()  # the tables first: two runs creating one table would clash
         instance = runs.instance_for(home)
         instance.add_dynamic_partitions(drops_partitions.name, ["a.jsonl", "b"])
         env = {**os.environ, "PULSE_HOME": str(home.root), "DAGSTER_HOME": str(home.dagster_home)}
