@@ -58,6 +58,7 @@ from functools import cache, lru_cache
 import pyarrow as pa
 
 from ..warehouse import Warehouse
+from .batches import session_batches
 from .heuristic.text import compound
 
 NEGATIVE = -0.05
@@ -343,8 +344,9 @@ def session_sentiment(
 def user_messages_sql(sessions: str, events: str = "raw.events") -> str:
     """Per session of relation ``sessions`` (``staging.sessions`` rows) with a ``message`` action: its user messages
     cut as ``vader_text`` cuts them (stream order), the uncut length of the last one, and whether the last message
-    is not the user's; for the sessions in one part of ``$parts`` (by a hash of the session id). Their events are
-    in ``events`` (``raw.events``, or a subset holding them)."""
+    is not the user's; for the sessions of one batch (``batches.session_batches``: ``$ids``, whose events lie between
+    row ids ``$first_row`` and ``$last_row``). Their events are in ``events`` (``raw.events``, or a subset holding
+    them)."""
     return f"""
 SELECT s.session_id,
     list(CASE WHEN length(coalesce(e.text, '')) <= {2 * VADER_CHARS} THEN coalesce(e.text, '')
@@ -353,14 +355,17 @@ SELECT s.session_id,
     arg_max(length(coalesce(e.text, '')), e.seq) FILTER (WHERE e.source = 'user') AS last_user_chars,
     coalesce(arg_max(e.source, e.seq), 'user') <> 'user' AS agent_spoke_last
 FROM {events} e JOIN {sessions} s USING (record_key)
-WHERE e.kind = 'action' AND e.name = 'message' AND hash(s.session_id) % $parts = $part
+WHERE e.kind = 'action' AND e.name = 'message' AND e.rowid BETWEEN $first_row AND $last_row
+    AND s.session_id IN (SELECT unnest($ids))
 GROUP BY s.session_id
 """
 
 
 SESSIONS_PER_PART = 20_000
 """Sessions whose messages are gathered by one query. All at once, the lists of every session's messages outgrew
-DuckDB's default memory limit (1 GB) at 108 000 sessions (`bench/scale.py`, three paper-scale drops)."""
+DuckDB's default memory limit (1 GB) at 108 000 sessions (`bench/scale.py`, three paper-scale drops). Each query
+reads only the stretch of the events where its sessions' events lie (``batches.py``), so the parts cost what
+they hold."""
 
 SCHEMA = pa.schema(
     [("session_id", pa.string())]
@@ -378,13 +383,11 @@ def sentiment_table(
     """``SCHEMA`` rows for every session of relation ``sessions`` (``staging.sessions`` rows: all of them, or those
     being refreshed; their events in ``events``) with a ``message`` action (others have no user message and no
     agent turn), gathered ``sessions_per_part`` sessions at a time so memory does not grow with the warehouse."""
-    n = wh.con.execute(f"SELECT count(*) FROM {sessions}").fetchone()[0]
-    parts = max(1, -(-n // sessions_per_part))
     sql = user_messages_sql(sessions, events)
     rows: dict[str, list] = {name: [] for name in SCHEMA.names}
-    for part in range(parts):
-        query = wh.con.execute(sql, {"parts": parts, "part": part})
-        for session_id, messages, last_chars, agent_last in query.fetchall():
+    for batch in session_batches(wh, sessions, sessions_per_part, events):
+        params = {"ids": batch.session_ids, "first_row": batch.first_row, "last_row": batch.last_row}
+        for session_id, messages, last_chars, agent_last in wh.con.execute(sql, params).fetchall():
             values = session_sentiment(messages or [], agent_last, last_chars)
             rows["session_id"].append(session_id)
             for c in COLUMNS:

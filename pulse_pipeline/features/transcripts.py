@@ -1,4 +1,5 @@
-"""Session transcripts for annotators, read from the warehouse in batches (one query, streamed)."""
+"""Session transcripts for annotators, read from the warehouse in batches: one query per batch, each reading only
+the stretch of ``raw.events`` where its sessions' events lie (``batches.py``)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections.abc import Iterator
 
 from ..warehouse import Warehouse
 from .annotation import AgentStep, SessionTranscript
+from .batches import session_batches
 
 # Agent actions an annotator sees as steps; messages are listed apart, bookkeeping actions are left out.
 STEP_NAMES = (
@@ -28,25 +30,30 @@ STEP_NAMES = (
 
 TRANSCRIPTS_SQL = f"""
 WITH chosen AS (
-    SELECT record_key, session_id FROM staging.sessions WHERE session_id IN (SELECT unnest(?))
+    SELECT record_key, session_id FROM staging.sessions WHERE session_id IN (SELECT unnest($ids))
 ), ev AS (
-    -- only what a transcript needs: an action's text, an edit's JSON, the next event's kind, exit code and name
-    SELECT c.session_id, e.seq, e.kind, e.name, e.source,
-           CASE WHEN e.kind = 'action' THEN e.text END AS text,
-           CASE WHEN e.kind = 'action' AND e.name IN ('edit', 'write') THEN e.raw_json END AS raw_json,
-           lead(e.kind) OVER w AS next_kind, lead(e.exit_code) OVER w AS next_exit, lead(e.name) OVER w AS next_name
-    FROM raw.events e JOIN chosen c USING (record_key)
-    WINDOW w AS (PARTITION BY e.record_key ORDER BY e.seq)
+    -- only what a transcript needs: an action's text, the code an edit wrote, the next event's kind, exit code and
+    -- name (the written code is taken out of the raw JSON before the window, which then sorts narrow rows)
+    SELECT session_id, seq, kind, name, source, text, written,
+           lead(kind) OVER w AS next_kind, lead(exit_code) OVER w AS next_exit, lead(name) OVER w AS next_name
+    FROM (
+        SELECT c.session_id, e.record_key, e.seq, e.kind, e.name, e.source, e.exit_code,
+               CASE WHEN e.kind = 'action' THEN e.text END AS text,
+               CASE WHEN e.kind = 'action' AND e.name IN ('edit', 'write') THEN coalesce(
+                   nullif(json_extract_string(e.raw_json, '$.args.content'), ''),
+                   nullif(json_extract_string(e.raw_json, '$.args.new_str'), ''),
+                   nullif(json_extract_string(e.raw_json, '$.args.file_text'), ''),
+                   nullif(json_extract_string(e.raw_json, '$.action.file_text'), ''),
+                   nullif(json_extract_string(e.raw_json, '$.action.new_str'), '')) END AS written
+        FROM raw.events e JOIN chosen c USING (record_key)
+        WHERE e.rowid BETWEEN $first_row AND $last_row
+    )
+    WINDOW w AS (PARTITION BY record_key ORDER BY seq)
 ), steps AS (
     SELECT session_id, list({{
         'name': name, 'text': text,
         'exit_code': CASE WHEN next_kind = 'observation' THEN next_exit END,
-        'written': CASE WHEN name IN ('edit', 'write') THEN coalesce(
-            nullif(json_extract_string(raw_json, '$.args.content'), ''),
-            nullif(json_extract_string(raw_json, '$.args.new_str'), ''),
-            nullif(json_extract_string(raw_json, '$.args.file_text'), ''),
-            nullif(json_extract_string(raw_json, '$.action.file_text'), ''),
-            nullif(json_extract_string(raw_json, '$.action.new_str'), '')) END,
+        'written': written,
         'error': next_kind = 'observation' AND next_name = 'error'
     }} ORDER BY seq) AS steps
     FROM ev WHERE kind = 'action' AND source <> 'user' AND name IN {STEP_NAMES}
@@ -67,13 +74,17 @@ ORDER BY c.session_id
 def iter_transcripts(
     wh: Warehouse, batch_size: int = 2000, session_ids: list[str] | None = None
 ) -> Iterator[list[SessionTranscript]]:
-    """Transcripts of every staged session (or the given ones), ``batch_size`` at a time, ordered by session id.
+    """Transcripts of every staged session (or the given ones), ``batch_size`` at a time: batches in the order their
+    events are stored (``batches.session_batches``), each ordered by session id.
 
-    One query per batch keeps DuckDB's memory to a batch's events, whatever the size of the warehouse."""
+    One query per batch keeps DuckDB's memory to a batch's events, and its row-id range keeps the scan to them,
+    whatever the size of the warehouse."""
     if session_ids is None:
         session_ids = [r[0] for r in wh.con.execute("SELECT session_id FROM staging.sessions ORDER BY 1").fetchall()]
-    for start in range(0, len(session_ids), batch_size):
-        rows = wh.con.execute(TRANSCRIPTS_SQL, [session_ids[start : start + batch_size]]).to_arrow_table().to_pylist()
+    chosen = "(SELECT record_key, session_id FROM staging.sessions WHERE session_id IN (SELECT unnest($ids)))"
+    for batch in session_batches(wh, chosen, batch_size, params={"ids": session_ids}):
+        params = {"ids": batch.session_ids, "first_row": batch.first_row, "last_row": batch.last_row}
+        rows = wh.con.execute(TRANSCRIPTS_SQL, params).to_arrow_table().to_pylist()
         yield [
             SessionTranscript(
                 row["session_id"],
