@@ -255,7 +255,8 @@ def history_rows(
                                note=_join_notes("no session of this comparison has a start time", undated_note))
                 )  # fmt: skip
                 continue
-            arms = _with_propensity(arms, (treatment, exp.control), features, s, by_user)
+            # with each session's propensity made, the looks read no feature: a narrow frame is filtered per look
+            arms = _with_propensity(arms, (treatment, exp.control), features, s, by_user).drop(features)
             looks, period = look_days(arms["day"].to_list(), max_looks)
             period_note = f"one look per {period} days (history capped at {max_looks} looks)" if period > 1 else None
             rated_before = -1
@@ -264,7 +265,7 @@ def history_rows(
                 n_rated = int(upto["labeled"].sum())
                 new_ratings = "no new rating since the previous look" if n_rated == rated_before else None
                 rated_before = n_rated
-                for r in _look_rows(exp.name, treatment, exp.control, upto, features, s, planned_n, by_user):
+                for r in _look_rows(exp.name, treatment, exp.control, upto, [], s, planned_n, by_user):
                     note = _join_notes(r.note, new_ratings, period_note, exp.note, unit.note, undated_note)
                     rows.append(replace(r, day=day, note=note))
     return rows
