@@ -464,7 +464,26 @@ TEXT_TERMS = _t(
     ("rank", INTEGER),
 )
 
-MODELING_TABLES = (CV_METRICS, PREDICTIONS, FOLD_TRAINING, FEATURE_IMPORTANCE, TEXT_FOLD_TRAINING, TEXT_TERMS)
+TEXT_VOCABULARY = _t(
+    "modeling.text_vocabulary",
+    "The text model's columns (users' redacted words and character n-grams) and their idf, a row per column in"
+    " order, of the fit the modeling step keeps (modeling/reuse.py): a later run transforms new sessions' text with"
+    " them. The words stay in the warehouse; the kept fit on disk holds no term.",
+    ("block", VARCHAR),
+    ("position", INTEGER),
+    ("term", VARCHAR),
+    ("idf", DOUBLE),
+)
+
+MODELING_TABLES = (
+    CV_METRICS,
+    PREDICTIONS,
+    FOLD_TRAINING,
+    FEATURE_IMPORTANCE,
+    TEXT_FOLD_TRAINING,
+    TEXT_TERMS,
+    TEXT_VOCABULARY,
+)
 EFFECT_HISTORY = _t(
     "estimates.effect_history",
     "One row per comparison, method and look day (each day with data, by session start): the estimate on the"

@@ -27,9 +27,10 @@ Per-session bookkeeping as in ``incremental.py``: ``staging.computed_versions`` 
 ``modeling.predictions``, each session's version (``VERSIONS_SQL``: its staged record and drop, a hash of its
 ``features.session_features`` row, its rating) followed by the fit's id. A reused run recomputes the rows of the
 sessions whose version changed; a fit records every session under its new id. The fit itself is kept with joblib
-in ``PULSE_HOME/.work/models/kept-fit.joblib`` (``KeptFit``: the fold models, the text vectorizers and ridges,
-the rated sessions it was fitted on with their folds, ratings and versions), written before the step's tables
-commit; a fit whose tables did not commit has an id the warehouse does not record, so it is never reused.
+in ``PULSE_HOME/.work/models/kept-fit.joblib`` (``KeptFit``: the fold models, the text ridges, the rated
+sessions it was fitted on with their folds, ratings and versions; no word: the text's vocabulary is users' words,
+so it stays in the warehouse, ``modeling.text_vocabulary``), written before the step's tables commit; a fit
+whose tables did not commit has an id the warehouse does not record, so it is never reused.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ from .comparison import ModelComparison, compare_models, judge_metric_rows, load
 from .crossfit import TEXT_FAMILY, CrossFit
 from .data import load_modeling_data, unrated_chunks
 from .predictions import CROSSFIT_SEED, CrossFitTables, crossfit_tables
-from .text import TextVectorizers, load_user_messages, transform_messages
+from .text import load_user_messages, transform_messages, vectorizers_from, vocabulary_table
 from .threads import native_threads
 
 KEY = tables.PREDICTIONS.qualified
@@ -92,14 +93,15 @@ def hash_fold(session_ids: Sequence[str], k: int) -> np.ndarray:
 class KeptFit:
     """A fit kept for later runs (``eq=False``: it holds models and arrays). Fold k's prediction of a session with
     features x and text z is ``models[k]`` on [x, ridges[k](z)] (without text: on x; the stack's model is its
-    ``stack.FoldBlend``; the family "text" has no model, its prediction is the ridge's score)."""
+    ``stack.FoldBlend``; the family "text" has no model, its prediction is the ridge's score). The text's
+    vectorizers are not here: their vocabulary is users' words, kept in ``modeling.text_vocabulary``
+    (``text.vectorizers_from``)."""
 
     fit_id: str
     fitted_at: datetime
     key: str  # fit_key: what else the fit depends on
     family: str
     feature_names: tuple[str, ...]
-    vectorizers: TextVectorizers | None
     models: tuple
     ridges: tuple
     rated: pl.DataFrame  # session_id, input, label_stars, fold: the ratings the fit used
@@ -339,6 +341,8 @@ def _fit(
     wh.replace(tables.FEATURE_IMPORTANCE, [] if result is None else result.importance)
     wh.replace(tables.TEXT_FOLD_TRAINING, [] if result is None else result.text_fold_training)
     wh.replace(tables.TEXT_TERMS, [] if result is None else result.text_terms)
+    uses_text = result is not None and bool(result.fit.text_folds)
+    wh.replace(tables.TEXT_VOCABULARY, vocabulary_table(modeling_data.text.vectorizers if uses_text else None))
     kept = None
     if result is not None:
         fit_id = _fit_id(wh, key)
@@ -346,28 +350,26 @@ def _fit(
             pass  # every session's version is recorded under the new fit's id
         rated = result.predictions.filter(pl.col("labeled")).select("session_id", "label_stars", "fold")
         inputs = wh.frame(f"SELECT session_id, input FROM ({INPUTS_SQL}) WHERE label_stars IS NOT NULL")
-        kept = _kept_fit(fit_id, now, key, result.fit, modeling_data, rated.join(inputs, on="session_id"))
+        kept = keep_fit(fit_id, now, key, result.fit, modeling_data, rated.join(inputs, on="session_id"))
     else:
         wh.con.execute(f"DELETE FROM {tables.COMPUTED_VERSIONS.qualified} WHERE table_name = ?", [KEY])
     save_kept(folder, kept)
     return ModelsRun(f"fitted: {reason}", comparison=comparison, result=result)
 
 
-def _kept_fit(
+def keep_fit(
     fit_id: str, now: datetime, key: str, fit: CrossFit, modeling_data: data.ModelingData, rated: pl.DataFrame
 ) -> KeptFit:
     """What a later run needs to predict any session as this fit would (see ``KeptFit``)."""
     k = fit.k
     models = (None,) * k if fit.family == TEXT_FAMILY else tuple(fit.models)
     ridges = tuple(t.outer_ridge for t in fit.text_folds) if fit.text_folds else (None,) * k
-    vectorizers = None if modeling_data.text is None or not fit.text_folds else modeling_data.text.vectorizers
     return KeptFit(
         fit_id=fit_id,
         fitted_at=now,
         key=key,
         family=fit.family,
         feature_names=modeling_data.feature_names,
-        vectorizers=vectorizers,
         models=models,
         ridges=ridges,
         rated=rated.select("session_id", "input", "label_stars", "fold"),
@@ -401,8 +403,11 @@ def _predict(wh: Warehouse, kept: KeptFit, changed: pl.DataFrame) -> pl.DataFram
     ids = changed["session_id"].to_list()
     X = _features(wh, ids, kept.feature_names)
     Z = None
-    if kept.vectorizers is not None:
-        Z = transform_messages(kept.vectorizers, ids, load_user_messages(wh, ids)) if ids else None
+    if ids and kept.ridges[0] is not None:
+        vectorizers = vectorizers_from(wh.frame(f"SELECT * FROM {tables.TEXT_VOCABULARY.qualified}"))
+        if vectorizers is None:
+            raise ValueError(f"the kept fit reads the sessions' text, but {tables.TEXT_VOCABULARY.qualified} is empty")
+        Z = transform_messages(vectorizers, ids, load_user_messages(wh, ids))
     P = kept.predict_folds(X, Z) if ids else np.empty((kept.k, 0))
     y = changed["label_stars"].cast(pl.Float64).to_numpy()
     labeled = ~np.isnan(y)

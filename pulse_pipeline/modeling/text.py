@@ -25,7 +25,8 @@ regression uses labels and is cross-fitted: ``nested_text_scores`` gives, for ea
 T_k, an inner cross-fit score for every row of T_k (its own label never used for its own score) and, for the held-out
 rows of fold k and the unrated sessions, the score of a ridge fitted on all of T_k (``crossfit.py`` uses them).
 
-The fitted vocabulary is users' words: it stays in this process and in the warehouse (``modeling.text_terms``),
+The fitted vocabulary is users' words: it stays in this process and in the warehouse (``modeling.text_terms``;
+``modeling.text_vocabulary``, from which ``vectorizers_from`` rebuilds the vectorizers of a kept fit, ``reuse.py``),
 never in a file, a log line or Dagster metadata beyond counts.
 """
 
@@ -35,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+import polars as pl
 import scipy.sparse as sp
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import Ridge
@@ -164,23 +166,60 @@ def vocabulary_rows(labeled: np.ndarray, max_sessions: int = VOCAB_SESSIONS) -> 
     return np.sort(np.concatenate([rated, unrated]))
 
 
+def _vectorizer(analyzer: str, ngrams: tuple[int, int], max_features: int, min_df: int, vocabulary=None):
+    return TfidfVectorizer(
+        analyzer=analyzer,
+        ngram_range=ngrams,
+        sublinear_tf=True,
+        min_df=min_df,
+        max_features=max_features,
+        dtype=np.float32,
+        vocabulary=vocabulary,
+    )
+
+
 def fit_vectorizers(texts: SessionTexts, rows: np.ndarray, min_df: int = MIN_DF) -> TextVectorizers | None:
     """The TF-IDF blocks fitted on the sessions ``rows`` of ``texts`` (no label is read); a block without a term in
     ``min_df`` sessions is left out, and None when every block is (no user text to model)."""
     fitted = []
     for block, analyzer, ngrams, max_features, weight in BLOCKS:
-        vectorizer = TfidfVectorizer(
-            analyzer=analyzer,
-            ngram_range=ngrams,
-            sublinear_tf=True,
-            min_df=min_df,
-            max_features=max_features,
-            dtype=np.float32,
-        )
+        vectorizer = _vectorizer(analyzer, ngrams, max_features, min_df)
         try:
             vectorizer.fit(_block_docs(texts, block, rows))
         except ValueError:  # empty vocabulary: no term in min_df sessions
             continue
+        fitted.append((block, vectorizer, weight))
+    return TextVectorizers(tuple(fitted)) if fitted else None
+
+
+def vocabulary_table(vectorizers: TextVectorizers | None) -> pl.DataFrame:
+    """The rows of ``modeling.text_vocabulary``: each block's terms in column order, with their idf."""
+    parts = [
+        pl.DataFrame(
+            {
+                "block": block,
+                "position": pl.Series(np.arange(len(v.vocabulary_)), dtype=pl.Int32),
+                "term": [str(t) for t in v.get_feature_names_out()],
+                "idf": v.idf_.astype(np.float64),
+            }
+        )
+        for block, v, _ in ([] if vectorizers is None else vectorizers.blocks)
+    ]
+    schema = {"block": pl.String, "position": pl.Int32, "term": pl.String, "idf": pl.Float64}
+    return pl.concat(parts) if parts else pl.DataFrame(schema=schema)
+
+
+def vectorizers_from(rows: pl.DataFrame) -> TextVectorizers | None:
+    """The fitted vectorizers ``vocabulary_table`` recorded (they transform any text as the originals did: same
+    terms, columns and idf); None when there are no rows."""
+    fitted = []
+    for block, analyzer, ngrams, max_features, weight in BLOCKS:
+        terms = rows.filter(pl.col("block") == block).sort("position")
+        if not terms.height:
+            continue
+        vocabulary = {t: i for i, t in enumerate(terms["term"].to_list())}
+        vectorizer = _vectorizer(analyzer, ngrams, max_features, MIN_DF, vocabulary)
+        vectorizer.idf_ = terms["idf"].to_numpy()
         fitted.append((block, vectorizer, weight))
     return TextVectorizers(tuple(fitted)) if fitted else None
 

@@ -28,6 +28,7 @@ CROSSFIT_TABLES = (
     tables.FEATURE_IMPORTANCE,
     tables.TEXT_FOLD_TRAINING,
     tables.TEXT_TERMS,
+    tables.TEXT_VOCABULARY,
 )
 NO_CHOSEN_MODEL = "skipped: no model was chosen (see modeling/cv_metrics)"
 MODELS_FOLDER = "models"
@@ -56,6 +57,7 @@ def models(context: dg.AssetExecutionContext, warehouse: WarehouseResource, mode
             say=context.log.info,
         )
         stored = [] if run.reused is None else stored_cv_rows(wh)
+        vocabulary = wh.count(tables.TEXT_VOCABULARY)
     if run.reused is not None:
         yield from _reused_results(run.reused, stored)
         return
@@ -67,7 +69,7 @@ def models(context: dg.AssetExecutionContext, warehouse: WarehouseResource, mode
             yield dg.MaterializeResult(asset_key=key(t), metadata={"skipped": NO_CHOSEN_MODEL})
         return
     yield _cv_metrics_result(context, comparison, modeling, run)
-    yield from _crossfit_results(comparison.chosen.family, result)
+    yield from _crossfit_results(comparison.chosen.family, result, vocabulary)
 
 
 def stored_cv_rows(wh) -> list[CVMetricRow]:
@@ -130,7 +132,7 @@ def _cv_metrics_result(
     )
 
 
-def _crossfit_results(family: str, result: CrossFitTables):
+def _crossfit_results(family: str, result: CrossFitTables, vocabulary: int):
     yield dg.MaterializeResult(
         asset_key=key(tables.PREDICTIONS),
         metadata={
@@ -159,3 +161,4 @@ def _crossfit_results(family: str, result: CrossFitTables):
     yield dg.MaterializeResult(
         asset_key=key(tables.TEXT_TERMS), metadata={"dagster/row_count": result.text_terms.height}
     )
+    yield dg.MaterializeResult(asset_key=key(tables.TEXT_VOCABULARY), metadata={"dagster/row_count": vocabulary})
