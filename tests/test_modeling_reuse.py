@@ -312,3 +312,12 @@ def test_the_kept_fit_predicts_as_the_fit_did(compared, family):
     assert np.allclose(P[:, labeled][folds, np.arange(folds.size)], rated["prediction_stars"].to_numpy(), atol=1e-9)
     unrated = result.predictions.filter(~pl.col("labeled"))["prediction_stars"].to_numpy()
     assert np.allclose(P[:, ~labeled].mean(axis=0), unrated, atol=1e-9)
+
+
+def test_a_run_with_nothing_new_changes_nothing(history):
+    """After the refit (and the same fit from scratch: the same id, as the fit's id is a digest of its inputs), a
+    run with no new session or rating keeps the fit and touches no row."""
+    wh = history["wh"]
+    run = refresh_models(wh, history["folder"], **SETTINGS, refit_share=0.1, now=T0 + timedelta(hours=5))
+    assert run.reused is not None and run.reused.touched == 0 and run.reused.since.since == 0
+    assert predictions(wh).equals(history["fresh"]["predictions"])
