@@ -1,8 +1,11 @@
 """The estimates stage's faster paths give the numbers the slower ones gave."""
 
+from collections import OrderedDict
+
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
+from pulse_pipeline.estimates import effects
 from pulse_pipeline.stats.aipw import propensity_auc
 
 
@@ -21,3 +24,25 @@ def test_propensity_auc_equals_scikit_learns():
         tied = np.round(continuous, 1)  # many ties
         for p in (continuous, tied):
             assert abs(propensity_auc(rated, p) - roc_auc_score(rated, p)) < 1e-12
+
+
+def test_an_arm_is_cross_fit_once_per_process(monkeypatch):
+    real = effects.crossfit_propensity
+    calls = []
+
+    def counted(X, rated, seed):
+        calls.append(seed)
+        return real(X, rated, seed=seed)
+
+    monkeypatch.setattr(effects, "crossfit_propensity", counted)
+    monkeypatch.setattr(effects, "_FITTED", OrderedDict())
+    rng = np.random.default_rng(1)
+    X, rated = rng.normal(size=(300, 3)), rng.random(300) < 0.3
+    first = effects._crossfit_once(X, rated, 42)
+    first[:] = -1  # a caller changing its copy changes nothing kept
+    again = effects._crossfit_once(X.copy(), rated.copy(), 42)
+    assert calls == [42]
+    assert np.array_equal(again, real(X, rated, seed=42))
+    effects._crossfit_once(X, ~rated, 42)  # other labels, or another seed: fit again
+    effects._crossfit_once(X, rated, 43)
+    assert calls == [42, 42, 43]

@@ -34,7 +34,9 @@ correction then averages residuals over sessions unlike the rest, and its interv
 
 from __future__ import annotations
 
+import hashlib
 import math
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -181,6 +183,32 @@ class MethodEstimate:
     note: str | None
 
 
+_FITTED: OrderedDict[bytes, np.ndarray] = OrderedDict()
+"""Propensities already cross-fit in this process, by a digest of what they were fit on (the newest last)."""
+FITTED_KEPT = 32
+
+
+def _crossfit_once(X: np.ndarray, rated: np.ndarray, seed: int) -> np.ndarray:
+    """``stats.aipw.crossfit_propensity(X, rated, seed=seed)``, fit once per process for the same inputs.
+
+    Why: the same arm is fit again and again with the same features, labels and seed: a control arm once per
+    comparison it is in, and every arm again by ``effect_history`` (which reads the same sessions as
+    ``experiment_effects`` when they all have a start day), in the same process when the pipeline runs in one
+    (``pulse ingest``, ``pulse materialize``). The fit is deterministic, so a digest of its inputs names its
+    result; the ``FITTED_KEPT`` latest results are kept (one float per session each)."""
+    h = hashlib.blake2b(digest_size=20)
+    for part in (np.ascontiguousarray(X, dtype=np.float64), np.ascontiguousarray(rated, dtype=bool)):
+        h.update(repr(part.shape).encode())
+        h.update(part.tobytes())
+    key = h.digest() + seed.to_bytes(8, "little", signed=True)
+    if key not in _FITTED:
+        _FITTED[key] = crossfit_propensity(X, rated, seed=seed)
+        while len(_FITTED) > FITTED_KEPT:
+            _FITTED.popitem(last=False)
+    _FITTED.move_to_end(key)
+    return _FITTED[key].copy()
+
+
 def _selection(arm: ArmData, s: Settings) -> tuple[np.ndarray, np.ndarray, float]:
     """The arm's rated mask (rated sessions first), cross-fit propensities, and their out-of-fold AUC.
 
@@ -194,7 +222,7 @@ def _selection(arm: ArmData, s: Settings) -> tuple[np.ndarray, np.ndarray, float
         return rated, propensity, propensity_auc(rated, propensity)
     # the logistic fits run in OpenBLAS, whose threads spin like OpenMP's: capped as model fits are
     with native_threads(s.threads):
-        estimated = crossfit_propensity(X, rated, seed=s.seed + 42)
+        estimated = _crossfit_once(X, rated, seed=s.seed + 42)
         # the AUC says whether rated sessions look like the rest (PPI's assumption), however they came to be rated
         auc = propensity_auc(rated, estimated)
         if arm.known_asking:  # NaN for sessions never asked: AIPW reads only the rated sessions' propensities
