@@ -39,7 +39,7 @@ import hashlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -250,7 +250,6 @@ class ModelsRun:
     comparison: ModelComparison | None = None
     result: CrossFitTables | None = None
     reused: Reused | None = None
-    notes: list[str] = field(default_factory=list)
 
 
 def refresh_models(
