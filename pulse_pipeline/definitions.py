@@ -46,9 +46,12 @@ def _spanning_stages(home: PulseHome) -> dg.Definitions:
             dg.ScheduleDefinition(
                 name="nightly_refresh",
                 job=downstream_job,
-                cron_schedule="0 3 * * *",
+                cron_schedule="0 0 * * *",  # UTC: the day's model refit (modeling/reuse.py) falls here, not on a drop
                 default_status=dg.DefaultScheduleStatus.RUNNING,
-                description="Safety net: rebuild derived tables nightly even if no drop came.",
+                description=(
+                    "Rebuild derived tables at midnight UTC even if no drop came; the models refit on the first run "
+                    "of a UTC day, so it is this one, not the day's first drop."
+                ),
             ),
         ],
         resources={"warehouse": warehouse_resource(home)},
