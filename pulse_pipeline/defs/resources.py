@@ -11,9 +11,11 @@ from ..warehouse import Warehouse, connect
 
 
 class WarehouseResource(dg.ConfigurableResource):
-    """The working DuckDB database, written by one asset at a time, each in one transaction.
+    """The warehouse's tables, each asset's writes one transaction: ``database`` is the working file that
+    ``warehouse.connect`` opens (the lock; the lake it attaches is ``PULSE_HOME/lake/``, or with
+    ``PULSE_LAKE_CATALOG=none`` the file holds the tables).
 
-    No asset publishes: the analysts' copy (``publish_to``) is replaced only when the working database is whole
+    No asset publishes: the analysts' file (``publish_to``) is replaced only when the tables are whole
     (``defs/publish.py``), at the end of a CLI command or, for runs the daemon launched, by the publish sensor.
     """
 
