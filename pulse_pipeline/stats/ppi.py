@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 from scipy.stats import norm
@@ -95,7 +96,10 @@ def _labeled(y, f, name_f: str) -> tuple[np.ndarray, np.ndarray]:
     return y, f
 
 
+@lru_cache(maxsize=64)
 def _z(alpha: float) -> float:
+    """z_{1 - alpha/2}, once per alpha: scipy's ``norm.ppf`` costs ~0.1 ms a call, and the effect history's
+    hundreds of looks make thousands of calls with the same alpha."""
     _check_alpha(alpha)
     return float(norm.ppf(1.0 - alpha / 2.0))
 
