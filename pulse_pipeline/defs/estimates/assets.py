@@ -7,10 +7,10 @@ import dagster as dg
 
 from ... import tables
 from ...estimates.effects import Settings
-from ...estimates.experiment_effects import EffectRow, experiment_effect_rows
+from ...estimates.experiment_effects import EffectRow, experiment_effect_rows, insample_predictions
 from ...estimates.sessions import assigned_sessions, chosen_family
 from ...modeling.comparison import load_floor
-from ...modeling.data import load_modeling_data
+from ...modeling.data import load_modeling_data, unrated_chunks
 from ...modeling.stack import STACK
 from ..markdown import markdown_table
 from ..resources import WarehouseResource
@@ -64,14 +64,17 @@ def experiment_effects(context: dg.AssetExecutionContext, warehouse: WarehouseRe
         family = chosen_family(wh)
         family = None if family == STACK else family  # a blend has no single in-sample model: no ppi_insample row
         # the in-sample model (ppi_insample) fits what the model stage fit; with none, nothing is loaded (the text
-        # of every session is vectorized there, ~40 s at paper scale)
-        modeling_data = load_modeling_data(wh) if family is not None else None
+        # of every session is vectorized there, ~40 s at paper scale): the rated sessions' text, then the unrated
+        # ones' a chunk at a time, as the model stage predicts them (every session's text at once: 2.6 GB at 10x)
+        insample = None
+        if family is not None:
+            data = load_modeling_data(wh, text_of="rated")
+            insample = insample_predictions(data, family, unrated_chunks(wh, data))
         rows = experiment_effect_rows(
             sessions,
             estimates.controls(),
             settings,
-            modeling_data,
-            family,
+            insample,
             progress=context.log.info,
             units=estimates.units(),
         )
