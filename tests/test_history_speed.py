@@ -3,19 +3,27 @@
 - ``ppi_insample``'s in-sample model predicts the unrated sessions a chunk at a time (their text vectorized per
   chunk, ``modeling.data.unrated_chunks``) instead of from every session's text at once: the predictions equal,
   to the last bit, those of ``crossfit.insample_predict`` on the whole matrix (what the stage computed before).
+- ``effect_history`` calls ``compare`` without resampling (no bootstrap, no permutation test: no history row reads
+  them): every row equals, field for field, the row of the history that resampled at every look.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
+
 import numpy as np
+import polars as pl
 import pytest
 
+from pulse_pipeline.estimates import effects, history
 from pulse_pipeline.estimates.experiment_effects import insample_predictions
 from pulse_pipeline.modeling.crossfit import insample_predict
 from pulse_pipeline.modeling.data import ModelingData, unrated_chunks
 from pulse_pipeline.modeling.text import load_user_messages, vectorize
 from pulse_pipeline.stars import stars_to_label
 
+from .test_history import CONTROLS, _sessions, _user_sessions
 from .test_modeling_speed import message_warehouse, small_corpus
 
 
@@ -46,3 +54,36 @@ def test_the_in_sample_model_a_chunk_at_a_time_predicts_what_the_whole_matrix_di
     want.update(zip(every.session_ids[~lab], stars_to_label(fit.unlabeled), strict=True))
     assert got == want and len(got) == 130
     assert insample_predictions(every, family) == want  # without chunks: the data's own unrated rows
+
+
+def test_compare_without_resampling_leaves_out_the_bootstrap_and_the_permutation_p_only():
+    frame = _sessions().filter(pl.col("experiment") == "e")
+    arms = [effects.arm_data(v, frame.filter(pl.col("variant") == v), ["user_messages"]) for v in ("b", "a")]
+    s = effects.Settings(n_resamples=100, n_permutations=100)
+    every, diagnostics = effects.compare(*arms, s)
+    plain, plain_diagnostics = effects.compare(*arms, s, resampling=False)
+    assert [r.method for r in every] == ["naive_welch", "naive_bootstrap", "ppi", "crossppi", "aipw"]
+    assert [r.method for r in plain] == ["naive_welch", "ppi", "crossppi", "aipw"]
+    assert repr(plain[1:]) == repr(every[2:]) and plain_diagnostics == diagnostics
+    assert math.isnan(plain[0].p_value) and 0 < every[0].p_value <= 1
+    assert repr(replace(plain[0], p_value=every[0].p_value)) == repr(every[0])
+
+
+@pytest.mark.parametrize("unit", ["session", "user"])
+def test_the_history_without_resampling_has_the_rows_of_the_history_with_it(monkeypatch, unit):
+    """The history before: compare resampled (100 resamples, 100 permutations) at every look, and the bootstrap row
+    was dropped. Under the user unit the bootstrap and the permutation test resample users (stats.cluster)."""
+    frame, controls = (_sessions(), CONTROLS) if unit == "session" else (_user_sessions(), {"u": "a"})
+    units = {e: unit for e in controls}
+    plain = history.history_rows(frame, controls, units=units)
+    calls = []
+
+    def compare_resampling(treat, control, s, resampling=False):
+        calls.append(resampling)
+        return effects.compare(treat, control, replace(s, n_resamples=100, n_permutations=100), resampling=True)
+
+    monkeypatch.setattr(history, "compare", compare_resampling)
+    before = history.history_rows(frame, controls, units=units)
+    assert calls and set(calls) == {False}  # the history asked for no resampling, at every look
+    assert len(plain) == len(before) > 0 and {r.unit for r in plain if r.method != "none"} == {unit}
+    assert [repr(r) for r in plain] == [repr(r) for r in before]  # repr: NaN != NaN, equal reprs are equal fields

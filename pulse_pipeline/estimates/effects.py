@@ -261,9 +261,13 @@ def _ppi_arm(arm: ArmData, lam: float | None, s: Settings, clustered: bool, cros
 
 
 def compare(
-    treat: ArmData, control: ArmData, s: Settings = Settings()
+    treat: ArmData, control: ArmData, s: Settings = Settings(), resampling: bool = True
 ) -> tuple[list[MethodEstimate], dict[str, float]]:
     """Every method's estimate, and the comparison's diagnostics (oof_rho, auc, best_width_theory).
+
+    ``resampling`` False leaves out what resamples the ratings: no ``naive_bootstrap`` row, and ``naive_welch``
+    without its permutation p-value (NaN); every other number is the same. For a caller that reads only the
+    effects and intervals of the other methods (``history``, at every look).
 
     When both arms carry user codes (``ArmData.clustered``: the experiment randomizes users) every interval,
     p-value and the naive width the flags compare with are cluster-robust by user (``stats.cluster``): Welch by
@@ -279,6 +283,7 @@ def compare(
         rows = [
             MethodEstimate(m, nan, nan, nan, nan, nan, None, None, nan, False, None, note)
             for m in ("naive_welch", "naive_bootstrap", "ppi", "crossppi", "aipw")
+            if resampling or m != "naive_bootstrap"
         ]
         return rows, {"oof_rho": nan, "auc": nan, "best_width_theory": nan}
 
@@ -292,15 +297,18 @@ def compare(
     aucs = [sel_t[2], sel_c[2]]
     auc = float(np.nanmax(aucs)) if not all(math.isnan(a) for a in aucs) else float("nan")
 
+    boot, p_perm = None, float("nan")
     if clustered:
         groups = (treat.y, treat.g_labeled, control.y, control.g_labeled)
         welch = clustered_welch_difference(*groups, alpha=s.alpha)
-        boot = cluster_bootstrap_difference(*groups, n_resamples=s.n_resamples, seed=s.seed, alpha=s.alpha)
-        p_perm = cluster_permutation_pvalue(*groups, n_permutations=s.n_permutations, seed=s.seed)
+        if resampling:
+            boot = cluster_bootstrap_difference(*groups, n_resamples=s.n_resamples, seed=s.seed, alpha=s.alpha)
+            p_perm = cluster_permutation_pvalue(*groups, n_permutations=s.n_permutations, seed=s.seed)
     else:
         welch = welch_difference(treat.y, control.y, alpha=s.alpha)
-        boot = bootstrap_difference(treat.y, control.y, n_resamples=s.n_resamples, seed=s.seed, alpha=s.alpha)
-        p_perm = permutation_pvalue(treat.y, control.y, n_permutations=s.n_permutations, seed=s.seed)
+        if resampling:
+            boot = bootstrap_difference(treat.y, control.y, n_resamples=s.n_resamples, seed=s.seed, alpha=s.alpha)
+            p_perm = permutation_pvalue(treat.y, control.y, n_permutations=s.n_permutations, seed=s.seed)
     naive_width = 2 * norm.ppf(1 - s.alpha / 2) * welch.se
     slack = s.tolerance + 1 / math.sqrt(2 * n)
 
@@ -330,7 +338,7 @@ def compare(
             note,
         )
 
-    rows = [row("naive_welch", welch), row("naive_bootstrap", boot)]
+    rows = [row("naive_welch", welch)] + ([row("naive_bootstrap", boot)] if boot is not None else [])
     lam = 0.0 if s.floor else None
     pt, pc = (_ppi_arm(a, lam, s, clustered) for a in (treat, control))
     rows.append(

@@ -22,8 +22,8 @@ Choices:
   rated * (Y - mean) / P(rated)). ``planned_n`` (default ``sequential.DEFAULT_PLANNED_N``, GrowthBook's 5 000)
   is the number of units where the sequence is tightest; it costs width, never validity, when far off.
 - Methods: ``naive_welch``, ``ppi``, ``crossppi``, ``aipw``. The resampling method ``naive_bootstrap`` is left
-  out (compare runs it with ``RESAMPLES`` resamples here, only because it always runs; its row is dropped), and
-  ``ppi_insample`` (never valid) is not computed.
+  out, and so is the permutation p-value (a row has no p-value): compare runs without resampling
+  (``resampling=False``) at every look. ``ppi_insample`` (never valid) is not computed.
 - Predictions are the stored cross-fit predictions (``modeling.predictions``), fit on every label known when
   the model stage last ran, and so are the propensities of ``aipw``: cross-fit once per arm on the whole period
   (``effects.propensities``) and read by every look. A re-run's history is a retrospective on today's model, not
@@ -55,7 +55,6 @@ from .sessions import feature_names
 
 METHODS: tuple[str, ...] = ("naive_welch", "ppi", "crossppi", "aipw")
 MAX_LOOKS = 100
-RESAMPLES = 100  # compare always runs the bootstrap and the permutation test; their rows/p-values are unused here
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -154,7 +153,7 @@ def _look_rows(
     ``by_user``: the unit is the user (clustered intervals; the clock counts users)."""
     treat = arm_data(treatment, upto.filter(pl.col("variant") == treatment), features, by_user=by_user)
     ctrl = arm_data(control, upto.filter(pl.col("variant") == control), features, by_user=by_user)
-    estimates, _ = compare(treat, ctrl, s)
+    estimates, _ = compare(treat, ctrl, s, resampling=False)  # no row here reads a bootstrap or a p-value
     n_sessions = upto.height
     # a session without a user id is its own cluster (effects.arm_data), so it counts as one unit
     n_units = upto["user_id"].n_unique() + max(upto["user_id"].null_count() - 1, 0) if by_user else n_sessions
@@ -219,15 +218,14 @@ def history_rows(
 
     ``sessions``: a :func:`with_days` frame (sessions without a prediction are left out, as in
     ``experiment_effects``); ``controls``: experiment -> control arm; ``settings``: as ``experiment_effects``
-    uses them (None: the defaults; the resample counts are lowered to ``RESAMPLES``); ``progress`` hears of each
-    comparison; ``units``: experiment -> configured unit (``experiments.read_units``; absent: detected from
-    ``sessions``' ``user_id``, see :func:`_with_users`).
+    uses them (None: the defaults); ``progress`` hears of each comparison; ``units``: experiment -> configured
+    unit (``experiments.read_units``; absent: detected from ``sessions``' ``user_id``, see :func:`_with_users`).
     """
     sessions = _with_users(sessions)
     predicted = sessions.filter(pl.col("prediction").is_not_null())
     if predicted.is_empty():
         return []
-    s = replace(settings or Settings(), n_resamples=RESAMPLES, n_permutations=RESAMPLES)
+    s = settings or Settings()
     features = feature_names(predicted)
     unit_of = units_of(sessions, units or {})
     rows: list[HistoryRow] = []
