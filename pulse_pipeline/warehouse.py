@@ -307,6 +307,9 @@ def connect(path: Path, read_only: bool = False, wait_seconds: float = 60.0) -> 
     # DuckDB draws a progress bar on stdout for any query over two seconds: at the paper's scale that broke the
     # JSON `pulse ingest --json` prints, and it is noise in a pipeline's output anyway
     con.execute("SET enable_progress_bar = false")
+    # a timestamp written without a zone means UTC: DuckDB's zone follows the machine's (TZ) and the raw tables'
+    # timestamps are cast through a zone-aware type, so elsewhere the same drop gave other tables
+    con.execute("SET TimeZone = 'UTC'")
     if lake_config is not None:
         if _raw_tables(con):
             con.close()
