@@ -5,6 +5,8 @@
   to the last bit, those of ``crossfit.insample_predict`` on the whole matrix (what the stage computed before).
 - ``effect_history`` calls ``compare`` without resampling (no bootstrap, no permutation test: no history row reads
   them): every row equals, field for field, the row of the history that resampled at every look.
+- Each look takes its sessions from arrays made once per arm (``effects.ArmColumns.take``) instead of filtering a
+  frame: the arm equals, array for array, ``arm_data`` of the filtered frame, and so does every look's row.
 """
 
 from __future__ import annotations
@@ -87,3 +89,55 @@ def test_the_history_without_resampling_has_the_rows_of_the_history_with_it(monk
     assert calls and set(calls) == {False}  # the history asked for no resampling, at every look
     assert len(plain) == len(before) > 0 and {r.unit for r in plain if r.method != "none"} == {unit}
     assert [repr(r) for r in plain] == [repr(r) for r in before]  # repr: NaN != NaN, equal reprs are equal fields
+
+
+def _same_arm(a: effects.ArmData, b: effects.ArmData) -> None:
+    assert a.name == b.name
+    for field in ("y", "f_labeled", "f_unlabeled", "X_labeled", "X_unlabeled", "f_insample_labeled",
+                  "f_insample_unlabeled", "g_labeled", "g_unlabeled", "q_labeled", "q_unlabeled",
+                  "propensity_labeled", "propensity_unlabeled"):  # fmt: skip
+        x, y = getattr(a, field), getattr(b, field)
+        assert (x is None and y is None) or (x.dtype == y.dtype and np.array_equal(x, y, equal_nan=True)), field
+
+
+def test_an_arms_columns_give_the_arm_of_any_filtered_frame():
+    frame = _user_sessions().filter(pl.col("variant") == "a")
+    rng = np.random.default_rng(2)
+    frame = frame.with_columns(
+        ask_probability=pl.Series([None if rng.random() < 0.3 else float(rng.random()) for _ in range(frame.height)]),
+        propensity=pl.Series(rng.random(frame.height)),
+        user_id=pl.Series([None if i % 7 == 0 else u for i, u in enumerate(frame["user_id"])]),  # own clusters
+    )
+    insample = {sid: float(i) / 100 for i, sid in enumerate(frame["session_id"])}
+    for by_user in (False, True):
+        columns = effects.arm_columns("a", frame, ["user_messages"], insample, by_user=by_user)
+        for mask in (np.ones(frame.height, bool), rng.random(frame.height) < 0.5, np.zeros(frame.height, bool)):
+            want = effects.arm_data("a", frame.filter(pl.Series(mask)), ["user_messages"], insample, by_user=by_user)
+            _same_arm(columns.take(mask), want)
+        assert columns.take().clustered == by_user
+
+
+@pytest.mark.parametrize("unit", ["session", "user"])
+def test_every_look_is_compare_on_the_frame_filtered_to_its_day(unit):
+    frame, controls = (_sessions(), CONTROLS) if unit == "session" else (_user_sessions(), {"u": "a"})
+    experiment, treatment, control = ("e", "b", "a") if unit == "session" else ("u", "b", "a")
+    rows = history.history_rows(frame, controls, units={e: unit for e in controls})
+    by_user = unit == "user"
+    dated = frame.filter((pl.col("experiment") == experiment) & pl.col("day").is_not_null())
+    if by_user:  # the switcher's sessions are left out (experiments.for_unit)
+        dated = dated.filter(pl.col("user_id") != "both")
+    arms = history._with_propensity(dated, (treatment, control), ["user_messages"], effects.Settings(), by_user)
+    looks = sorted({r.day for r in rows if r.experiment == experiment})
+    assert len(looks) == 3
+    for day in looks:
+        upto = arms.filter(pl.col("day") <= day)
+        treat, ctrl = (
+            effects.arm_data(v, upto.filter(pl.col("variant") == v), by_user=by_user) for v in (treatment, control)
+        )
+        want = {e.method: e for e in effects.compare(treat, ctrl, effects.Settings(), resampling=False)[0]}
+        got = [r for r in rows if r.experiment == experiment and r.day == day]
+        assert sorted(r.method for r in got) == sorted(history.METHODS)
+        for r in got:
+            e = want[r.method]
+            assert (r.effect, r.ci_low, r.ci_high) == (e.effect, e.ci_low, e.ci_high)
+            assert (r.n_sessions, r.n_rated) == (upto.height, int(upto["labeled"].sum()))

@@ -95,6 +95,79 @@ class ArmData:
         return self.g_labeled is not None and self.g_unlabeled is not None
 
 
+@dataclass(frozen=True, eq=False)
+class ArmColumns:
+    """One arm's sessions as arrays, in the frame's order: what ``ArmData`` is made of, before rated and unrated
+    are split. ``take(mask)`` makes the ``ArmData`` of a subset without filtering a frame again: ``history``'s
+    looks take the sessions started by each look day from the same columns (``eq=False``: it holds arrays)."""
+
+    name: str
+    rated: np.ndarray  # bool: labeled is true
+    unrated: np.ndarray  # bool: labeled is false (a null labeled is neither, as a frame filter drops it)
+    label: np.ndarray
+    prediction: np.ndarray
+    X: np.ndarray
+    insample: np.ndarray | None = None
+    user_ids: np.ndarray | None = None  # object array; by_user only
+    ask_probability: np.ndarray | None = None
+    propensity: np.ndarray | None = None
+
+    def take(self, mask: np.ndarray | None = None) -> ArmData:
+        """The ``ArmData`` of the sessions where ``mask`` (all: None), rated and unrated in the frame's order."""
+        rated, unrated = (self.rated, self.unrated) if mask is None else (self.rated & mask, self.unrated & mask)
+
+        def split(column: np.ndarray | None) -> tuple[np.ndarray | None, np.ndarray | None]:
+            return (None, None) if column is None else (column[rated], column[unrated])
+
+        g_rated = g_unrated = None
+        if self.user_ids is not None:
+            kept = slice(None) if mask is None else mask
+            codes = cluster_codes(self.user_ids[kept].tolist())
+            labeled = self.rated[kept]
+            g_rated, g_unrated = codes[labeled], codes[~labeled]
+        return ArmData(
+            self.name,
+            self.label[rated].astype(float),
+            self.prediction[rated].astype(float),
+            self.prediction[unrated].astype(float),
+            self.X[rated],
+            self.X[unrated],
+            *split(self.insample),
+            g_rated,
+            g_unrated,
+            *split(self.ask_probability),
+            *split(self.propensity),
+        )
+
+
+def arm_columns(
+    name: str,
+    sessions: pl.DataFrame,
+    features: Sequence[str] = (),
+    insample: Mapping[str, float] | None = None,
+    *,
+    by_user: bool = False,
+) -> ArmColumns:
+    """One arm's columns from its rows of an ``estimates.sessions.assigned_sessions`` frame (arguments as
+    :func:`arm_data`'s)."""
+    labeled = sessions["labeled"]
+    X = sessions.select(features).cast(pl.Float64).to_numpy() if features else np.empty((sessions.height, 0))
+    columns = sessions.columns
+    return ArmColumns(
+        name,
+        labeled.fill_null(False).to_numpy().astype(bool),
+        (~labeled).fill_null(False).to_numpy().astype(bool),
+        sessions["label"].to_numpy(),
+        sessions["prediction"].to_numpy(),
+        X,
+        None if insample is None else np.array([insample[s] for s in sessions["session_id"]], dtype=float),
+        sessions["user_id"].to_numpy().astype(object) if by_user else None,
+        sessions["ask_probability"].cast(pl.Float64).fill_null(np.nan).to_numpy() if "ask_probability" in columns
+        else None,
+        sessions["propensity"].cast(pl.Float64).to_numpy() if "propensity" in columns else None,
+    )  # fmt: skip
+
+
 def arm_data(
     name: str,
     sessions: pl.DataFrame,
@@ -111,46 +184,7 @@ def arm_data(
     no such row); ``by_user``: the experiment randomizes users: every method's interval is clustered by
     ``user_id`` (``stats.cluster.cluster_codes``: a session without a user id is its own cluster).
     """
-    rated = sessions.filter(pl.col("labeled"))
-    unrated = sessions.filter(~pl.col("labeled"))
-    q_rated = q_unrated = None
-    if "ask_probability" in sessions.columns:
-        q_rated, q_unrated = (
-            f["ask_probability"].cast(pl.Float64).fill_null(np.nan).to_numpy() for f in (rated, unrated)
-        )
-    p_rated = p_unrated = None
-    if "propensity" in sessions.columns:
-        p_rated, p_unrated = (f["propensity"].cast(pl.Float64).to_numpy() for f in (rated, unrated))
-    g_rated = g_unrated = None
-    if by_user:
-        codes = cluster_codes(sessions["user_id"].to_list())
-        mask = sessions["labeled"].to_numpy().astype(bool)
-        g_rated, g_unrated = codes[mask], codes[~mask]
-
-    def matrix(frame: pl.DataFrame) -> np.ndarray:
-        if not features:
-            return np.empty((frame.height, 0))
-        return frame.select(features).cast(pl.Float64).to_numpy()
-
-    def insample_of(frame: pl.DataFrame) -> np.ndarray | None:
-        return None if insample is None else np.array([insample[s] for s in frame["session_id"]], dtype=float)
-
-    return ArmData(
-        name,
-        rated["label"].to_numpy().astype(float),
-        rated["prediction"].to_numpy().astype(float),
-        unrated["prediction"].to_numpy().astype(float),
-        matrix(rated),
-        matrix(unrated),
-        insample_of(rated),
-        insample_of(unrated),
-        g_rated,
-        g_unrated,
-        q_rated,
-        q_unrated,
-        p_rated,
-        p_unrated,
-    )
+    return arm_columns(name, sessions, features, insample, by_user=by_user).take()
 
 
 @dataclass(frozen=True)

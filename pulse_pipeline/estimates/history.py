@@ -45,11 +45,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import date
 
+import numpy as np
 import polars as pl
 
 from ..stats.sequential import DEFAULT_PLANNED_N, confidence_sequence
 from ..warehouse import Warehouse
-from .effects import Settings, arm_data, compare, propensities
+from .effects import ArmColumns, Settings, arm_columns, arm_data, compare, propensities
 from .experiments import experiments_of, for_unit, units_of
 from .sessions import feature_names
 
@@ -141,23 +142,23 @@ def expected_looks(
 
 def _look_rows(
     exp_name: str,
-    treatment: str,
-    control: str,
-    upto: pl.DataFrame,
-    features: list[str],
+    treatment: ArmColumns,
+    control: ArmColumns,
+    upto: tuple[np.ndarray, np.ndarray],
     s: Settings,
     planned_n: float,
     by_user: bool,
 ) -> list[HistoryRow]:
-    """The METHODS rows of one comparison on the sessions ``upto`` (both arms, started on or before the look);
-    ``by_user``: the unit is the user (clustered intervals; the clock counts users)."""
-    treat = arm_data(treatment, upto.filter(pl.col("variant") == treatment), features, by_user=by_user)
-    ctrl = arm_data(control, upto.filter(pl.col("variant") == control), features, by_user=by_user)
+    """The METHODS rows of one comparison on the sessions where ``upto`` (per arm: started on or before the
+    look); ``by_user``: the unit is the user (clustered intervals; the clock counts users)."""
+    treat, ctrl = treatment.take(upto[0]), control.take(upto[1])
     estimates, _ = compare(treat, ctrl, s, resampling=False)  # no row here reads a bootstrap or a p-value
-    n_sessions = upto.height
-    # a session without a user id is its own cluster (effects.arm_data), so it counts as one unit
-    n_units = upto["user_id"].n_unique() + max(upto["user_id"].null_count() - 1, 0) if by_user else n_sessions
-    n_rated = int(upto["labeled"].sum())
+    n_sessions = int(upto[0].sum() + upto[1].sum())
+    n_units = n_sessions
+    if by_user:  # a session without a user id is its own cluster (effects.arm_data), so it counts as one unit
+        users = np.concatenate([treatment.user_ids[upto[0]], control.user_ids[upto[1]]])
+        n_units = len({u for u in users if u is not None}) + sum(1 for u in users if u is None)
+    n_rated = len(treat.y) + len(ctrl.y)
     rows = []
     for e in estimates:
         if e.method not in METHODS:
@@ -167,8 +168,8 @@ def _look_rows(
         rows.append(
             HistoryRow(
                 experiment=exp_name,
-                treatment=treatment,
-                control=control,
+                treatment=treatment.name,
+                control=control.name,
                 method=e.method,
                 unit="user" if by_user else "session",
                 n_rated=n_rated,
@@ -253,17 +254,21 @@ def history_rows(
                                note=_join_notes("no session of this comparison has a start time", undated_note))
                 )  # fmt: skip
                 continue
-            # with each session's propensity made, the looks read no feature: a narrow frame is filtered per look
+            # with each session's propensity made, the looks read no feature: each arm's columns are made once
+            # (effects.ArmColumns) and every look takes the sessions started by its day from them
             arms = _with_propensity(arms, (treatment, exp.control), features, s, by_user).drop(features)
             looks, period = look_days(arms["day"].to_list(), max_looks)
             period_note = f"one look per {period} days (history capped at {max_looks} looks)" if period > 1 else None
+            parts = {v: arms.filter(pl.col("variant") == v) for v in (treatment, exp.control)}
+            columns = [arm_columns(v, part, by_user=by_user) for v, part in parts.items()]
+            days = [part["day"].to_numpy() for part in parts.values()]
             rated_before = -1
             for day in looks:
-                upto = arms.filter(pl.col("day") <= day)
-                n_rated = int(upto["labeled"].sum())
+                upto = (days[0] <= np.datetime64(day), days[1] <= np.datetime64(day))
+                n_rated = int((columns[0].rated & upto[0]).sum() + (columns[1].rated & upto[1]).sum())
                 new_ratings = "no new rating since the previous look" if n_rated == rated_before else None
                 rated_before = n_rated
-                for r in _look_rows(exp.name, treatment, exp.control, upto, [], s, planned_n, by_user):
+                for r in _look_rows(exp.name, *columns, upto, s, planned_n, by_user):
                     note = _join_notes(r.note, new_ratings, period_note, exp.note, unit.note, undated_note)
                     rows.append(replace(r, day=day, note=note))
     return rows
