@@ -136,21 +136,21 @@ def ensure_tables(con: duckdb.DuckDBPyConnection, which: Iterable[Table] = table
     staging and the other feature tables are never dropped on their own (the ingested records and paid-for LLM
     answers live there), so a mismatch there is an error that says what differs.
 
-    Outside a transaction the changes are one transaction (in a lake each statement on its own is a catalog commit:
-    a new home's tables took 6.7 s one by one, 0.3 s in one), retried when it meets another process's commit (two
-    runs starting at once on an empty PostgreSQL-catalog lake create the same tables; the later finds them made).
+    The changes are one transaction (in a lake each statement on its own is a catalog commit: a new home's tables
+    took 6.7 s one by one, 0.3 s in one), retried when it meets another process's commit (two runs starting at once
+    on an empty PostgreSQL-catalog lake create the same tables; the later finds them made). So ``con`` must have no
+    transaction open: DuckDB aborts an open transaction when a BEGIN is tried inside it, so that is an error here
+    (an asset's warehouse creates its tables before its transaction begins: ``defs/resources.py``).
     """
     for attempt in range(_CREATE_ATTEMPTS):
-        own = _begin_unless_open(con)
+        _begin(con)
         try:
             _create_missing(con, which)
-            if own:
-                con.commit()
+            con.commit()
             return
         except BaseException as exc:
-            if own:
-                _rollback_if_open(con)
-            if not (own and isinstance(exc, duckdb.TransactionException)) or attempt + 1 == _CREATE_ATTEMPTS:
+            _rollback_if_open(con)
+            if not isinstance(exc, duckdb.TransactionException) or attempt + 1 == _CREATE_ATTEMPTS:
                 raise
             time.sleep(0.2 * (attempt + 1))  # then look again at what exists: the other run's tables count
 
@@ -158,15 +158,17 @@ def ensure_tables(con: duckdb.DuckDBPyConnection, which: Iterable[Table] = table
 _CREATE_ATTEMPTS = 5
 
 
-def _begin_unless_open(con: duckdb.DuckDBPyConnection) -> bool:
-    """Begin a transaction on ``con`` unless one is open; True when this one began it."""
+def _begin(con: duckdb.DuckDBPyConnection) -> None:
+    """Begin ``ensure_tables``' transaction, saying why when the caller already had one open (now aborted)."""
     try:
         con.begin()
     except duckdb.TransactionException as exc:
         if "within a transaction" not in str(exc):
             raise
-        return False
-    return True
+        raise RuntimeError(
+            "ensure_tables (and Warehouse(con)) must run outside a transaction: DuckDB has aborted the one that was"
+            " open. Create the warehouse first, then begin."
+        ) from exc
 
 
 def _rollback_if_open(con: duckdb.DuckDBPyConnection) -> None:

@@ -529,11 +529,11 @@ def test_answers_paid_for_survive_a_rolled_back_run(fake_llm: FakeLLM, tmp_path:
     commits each answer through its own cursor: after the annotations of a failing run are rolled back, the three
     sessions' six answers are still cached, and annotating again makes no request."""
     con = duckdb.connect(str(tmp_path / "w.duckdb"))
-    Warehouse(con)
+    wh = Warehouse(con)  # as an asset's: its tables made before its transaction begins
     sessions = [session(f"s{i}", f"task {i}") for i in range(3)]
     con.begin()
     annotations = LLMAnnotator(settings_for(fake_llm), LLMCache(con)).annotate(sessions, RUBRIC)
-    store.append_annotations(Warehouse(con), annotations)
+    store.append_annotations(wh, annotations)
     con.rollback()
     assert con.execute("SELECT count(*) FROM features.annotations").fetchone() == (0,)
     assert con.execute("SELECT count(*) FROM features.llm_cache").fetchone() == (6,)

@@ -1,0 +1,60 @@
+"""Two properties of DuckDB that ``warehouse.py`` guards against.
+
+Timestamps without a zone mean UTC on every machine: the same drop gives the same raw tables whatever the machine's
+time zone (``TZ``). DuckDB's ``TimeZone`` setting follows the machine's by default, and the raw tables' timestamps
+are cast through a zone-aware type, so ``warehouse.connect`` sets it to UTC. And a BEGIN inside an open transaction
+aborts that transaction, so creating tables (one transaction of its own) inside one is refused, saying why."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import duckdb
+import pytest
+
+from pulse_pipeline import tables, warehouse
+
+PROBE = """
+import json, sys
+from pathlib import Path
+import pyarrow as pa
+from pulse_pipeline import tables, warehouse
+t = tables.Table("raw", "tz_probe", (("ts", tables.TIMESTAMP),), "a zone-less and a zoned timestamp")
+con = warehouse.connect(Path(sys.argv[1]))
+warehouse.ensure_tables(con, [t])
+warehouse.insert_arrow(con, t, pa.table({"ts": ["2025-07-07T20:54:42.5", "2025-07-07T20:54:42.5+02:00"]}))
+rows = con.execute("SELECT CAST(ts AS VARCHAR) FROM raw.tz_probe ORDER BY ts").fetchall()
+print(json.dumps([r[0] for r in rows]))
+"""
+
+
+@pytest.mark.parametrize("zone", ["America/New_York", "Asia/Kolkata"])
+def test_zone_less_timestamps_are_utc_whatever_the_machines_zone(tmp_path, zone):
+    env = {**os.environ, "TZ": zone}
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, str(tmp_path / ".work" / "pulse-work.duckdb")],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    # the zone-less one as written; the one at +02:00 two hours earlier in UTC
+    assert json.loads(out.stdout) == ["2025-07-07 18:54:42.5", "2025-07-07 20:54:42.5"]
+
+
+def test_creating_tables_inside_an_open_transaction_is_refused_with_the_reason(tmp_path):
+    """DuckDB aborts an open transaction when a BEGIN is tried inside it, so ``ensure_tables`` (one transaction of
+    its own) says so instead of returning with the caller's writes silently lost."""
+    con = duckdb.connect(str(tmp_path / "w.duckdb"))
+    con.execute("CREATE TABLE kept (a INTEGER)")
+    con.begin()
+    con.execute("INSERT INTO kept VALUES (1)")
+    with pytest.raises(RuntimeError, match="must run outside a transaction"):
+        warehouse.ensure_tables(con, [tables.DROPS])
+    con.rollback()
+    assert con.execute("SELECT count(*) FROM kept").fetchone() == (0,)
+    warehouse.ensure_tables(con, [tables.DROPS])  # outside a transaction: made
+    assert con.execute("SELECT count(*) FROM raw.drops").fetchone() == (0,)
