@@ -5,16 +5,21 @@ Only the sessions whose record changed since the annotator last wrote them are r
 prompt version, which scopes its rows, and ``Annotator.depends_on``: an LLM's model). A new prompt version, or a
 new model, annotates every session again; the LLM cache (``llm/cache.py``) answers what was asked before.
 
-Batches (``transcripts.iter_transcripts``) keep memory to one batch's events whatever the size of the warehouse;
-each batch is written as soon as it is answered. The asset's writes are one transaction, so a run that stops
-writes nothing, but every LLM answer is committed to the cache at once (``llm/cache.py``, its own cursor): the
-re-run pays for nothing already answered.
+Batches (``transcripts.transcript_tables``) keep memory to a few batches' events whatever the size of the
+warehouse; each batch is written as soon as it is answered. An annotator that is pure Python work
+(``Annotator.parallel``: the heuristic one) answers the batches in worker processes, one per core, when there are
+enough sessions to pay for starting them (``workers.py``); the rows, and their order, are the same. The asset's
+writes are one transaction, so a run that stops writes nothing, but every LLM answer is committed to the cache at
+once (``llm/cache.py``, its own cursor): the re-run pays for nothing already answered.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
+
+import pyarrow as pa
 
 from .. import tables
 from ..incremental import Refreshed, recompute_later, refreshing
@@ -25,7 +30,8 @@ from .annotation import Annotator
 from .llm.judge import LLMJudge
 from .prompts import PROMPT_VERSION
 from .rubric import Rubric
-from .transcripts import iter_transcripts
+from .transcripts import iter_transcripts, transcript_tables, transcripts_of
+from .workers import TASK_SESSIONS, ordered_map, worker_count
 
 
 @dataclass
@@ -39,24 +45,37 @@ class AnnotationRun:
     sessions_touched: int = 0
 
 
+def annotation_batch(annotator: Annotator, rubric: Rubric, rows: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """The annotation rows (``store.annotation_tables``) of one batch of ``transcripts.transcript_tables``: the
+    work a worker process does."""
+    return store.annotation_tables(annotator.annotate(transcripts_of(rows), rubric))
+
+
 def annotate_sessions(
-    wh: Warehouse, annotator: Annotator, rubric: Rubric, say: Callable[[str], None] = print
+    wh: Warehouse,
+    annotator: Annotator,
+    rubric: Rubric,
+    say: Callable[[str], None] = print,
+    workers: int | None = None,
 ) -> AnnotationRun:
     """Annotate the staged sessions whose record changed (every one, for a new prompt version or model) and write
     the answers, replacing the rows of the same annotator and prompt version; rows of sessions no longer staged go.
     A session whose annotation failed is annotated again next time, as a rebuild would. ``say`` gets a line per
-    batch."""
+    batch. ``workers``: processes answering the batches (``workers.ordered_map``); by default one per core for an
+    ``Annotator.parallel`` annotator and at least ``workers.PARALLEL_SESSIONS`` sessions, else 1."""
     version = annotator.prompt_version(rubric)
     key = f"{tables.ANNOTATIONS.qualified}/{annotator.name}/{version}"
     scope, params = "annotator = ? AND prompt_version = ?", [annotator.name, version]
     with refreshing(wh, key, SESSION_VERSIONS_SQL, annotator.depends_on()) as refresh:
         for t in (tables.ANNOTATIONS, tables.ANNOTATION_VALUES):
             refresh.delete(wh, t, scope, params)
+        if workers is None:
+            workers = worker_count(refresh.touched) if getattr(annotator, "parallel", False) else 1
+        batches = transcript_tables(wh, TASK_SESSIONS, session_ids=refresh.session_ids(wh))
         done = 0
-        for batch in iter_transcripts(wh, session_ids=refresh.session_ids(wh)):
-            annotations = annotator.annotate(batch, rubric)
-            store.append_annotations(wh, annotations)
-            done += len(annotations)
+        for rows in ordered_map(partial(annotation_batch, annotator, rubric), batches, workers):
+            store.append_annotation_tables(wh, rows)
+            done += rows[0].num_rows
             say(f"annotated {done} of {refresh.touched} changed sessions with {annotator.name}")
     failed = f"SELECT session_id FROM {tables.ANNOTATIONS.qualified} WHERE {scope} AND status = 'failed'"
     recompute_later(wh, key, failed, params)

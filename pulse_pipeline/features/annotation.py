@@ -56,6 +56,9 @@ class Annotation:
 
 class Annotator(Protocol):
     name: str
+    parallel: bool
+    """Whether ``annotate`` is pure Python work on the transcripts alone and the annotator pickles, so worker
+    processes may run it (``workers.py``); an annotator without the attribute runs in the caller's process."""
 
     def prompt_version(self, rubric: Rubric) -> str:
         """The ``prompt_version`` its annotations of ``rubric`` carry: a new one means every session is annotated

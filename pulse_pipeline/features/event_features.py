@@ -69,8 +69,9 @@ from ..staging import SESSION_VERSIONS_SQL
 from ..warehouse import Warehouse
 from . import sentiment, shell
 from .sentiment import COLUMNS as SENTIMENT_COLUMNS
-from .sentiment import sentiment_table
+from .sentiment import SESSIONS_PER_PART, sentiment_table
 from .shell import GIT_OPERATIONS, git_subcommands, is_test_command, python_shell_commands
+from .workers import TASK_SESSIONS, worker_count
 
 LOOKUP = "_pulse_event_feature_commands"
 SENTIMENT = "_pulse_event_feature_sentiment"
@@ -304,7 +305,9 @@ def build_event_features(wh: Warehouse) -> Refreshed:
             )
             events = CHANGED_EVENTS
         lookup = command_lookup(wh, refresh.sessions, events)
-        scores = sentiment_table(wh, sessions=refresh.sessions, events=events)
+        workers = worker_count(refresh.touched)
+        part = SESSIONS_PER_PART if workers == 1 else TASK_SESSIONS
+        scores = sentiment_table(wh, part, sessions=refresh.sessions, events=events, workers=workers)
         refresh.delete(wh, t)
         wh.con.register(LOOKUP, lookup)
         wh.con.register(SENTIMENT, scores)

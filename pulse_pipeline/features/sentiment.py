@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
 
@@ -60,6 +60,7 @@ import pyarrow as pa
 from ..warehouse import Warehouse
 from .batches import session_batches
 from .heuristic.text import compound
+from .workers import ordered_map
 
 NEGATIVE = -0.05
 """VADER's threshold: a compound score at or below it is negative."""
@@ -361,6 +362,9 @@ GROUP BY s.session_id
 """
 
 
+USER_MESSAGES_COLUMNS = ("session_id", "user_messages", "last_user_chars", "agent_spoke_last")
+"""The columns of ``user_messages_sql``."""
+
 SESSIONS_PER_PART = 20_000
 """Sessions whose messages are gathered by one query. All at once, the lists of every session's messages outgrew
 DuckDB's default memory limit (1 GB) at 108 000 sessions (`bench/scale.py`, three paper-scale drops). Each query
@@ -374,22 +378,34 @@ SCHEMA = pa.schema(
 )
 
 
+def sentiment_rows(messages: pa.Table) -> pa.Table:
+    """``SCHEMA`` rows of one part's ``user_messages_sql`` rows: the work a worker process does."""
+    rows: dict[str, list] = {name: [] for name in SCHEMA.names}
+    columns = (messages.column(name).to_pylist() for name in USER_MESSAGES_COLUMNS)
+    for session_id, texts, last_chars, agent_last in zip(*columns, strict=True):
+        values = session_sentiment(texts or [], agent_last, last_chars)
+        rows["session_id"].append(session_id)
+        for c in COLUMNS:
+            rows[c].append(getattr(values, c))
+    return pa.table(rows, schema=SCHEMA)
+
+
 def sentiment_table(
     wh: Warehouse,
     sessions_per_part: int = SESSIONS_PER_PART,
     sessions: str = "staging.sessions",
     events: str = "raw.events",
+    workers: int = 1,
 ) -> pa.Table:
     """``SCHEMA`` rows for every session of relation ``sessions`` (``staging.sessions`` rows: all of them, or those
     being refreshed; their events in ``events``) with a ``message`` action (others have no user message and no
-    agent turn), gathered ``sessions_per_part`` sessions at a time so memory does not grow with the warehouse."""
+    agent turn), gathered ``sessions_per_part`` sessions at a time so memory does not grow with the warehouse.
+    ``workers`` > 1 scores the parts in that many worker processes (``workers.ordered_map``): the same rows."""
     sql = user_messages_sql(sessions, events)
-    rows: dict[str, list] = {name: [] for name in SCHEMA.names}
-    for batch in session_batches(wh, sessions, sessions_per_part, events):
-        params = {"ids": batch.session_ids, "first_row": batch.first_row, "last_row": batch.last_row}
-        for session_id, messages, last_chars, agent_last in wh.con.execute(sql, params).fetchall():
-            values = session_sentiment(messages or [], agent_last, last_chars)
-            rows["session_id"].append(session_id)
-            for c in COLUMNS:
-                rows[c].append(getattr(values, c))
-    return pa.table(rows, schema=SCHEMA)
+
+    def parts() -> Iterator[pa.Table]:
+        for batch in session_batches(wh, sessions, sessions_per_part, events):
+            params = {"ids": batch.session_ids, "first_row": batch.first_row, "last_row": batch.last_row}
+            yield wh.con.execute(sql, params).to_arrow_table()
+
+    return pa.concat_tables([SCHEMA.empty_table(), *ordered_map(sentiment_rows, parts(), workers)])

@@ -9,9 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import orjson
+import pyarrow as pa
 
 from .. import tables
-from ..warehouse import Warehouse
+from ..warehouse import Warehouse, to_frame
 from .annotation import Annotation
 from .llm.judge import JudgeScore
 
@@ -91,10 +92,25 @@ def annotation_value_rows(a: Annotation) -> list[AnnotationValueRow]:
     ]
 
 
+def annotation_tables(annotations: list[Annotation]) -> tuple[pa.Table, pa.Table]:
+    """The rows of one batch of annotations, checked against the contract: ``features.annotations`` (a summary row
+    each) and ``features.annotation_values`` (a row per rubric feature answered). Plain Arrow, so a worker process
+    can build them (``workers.py``)."""
+    summary = to_frame(tables.ANNOTATIONS, [annotation_row(a) for a in annotations])
+    values = to_frame(tables.ANNOTATION_VALUES, [row for a in annotations for row in annotation_value_rows(a)])
+    return summary.to_arrow(), values.to_arrow()
+
+
+def append_annotation_tables(wh: Warehouse, rows: tuple[pa.Table, pa.Table]) -> None:
+    """Append what ``annotation_tables`` made."""
+    summary, values = rows
+    wh.insert(tables.ANNOTATIONS, summary)
+    wh.insert(tables.ANNOTATION_VALUES, values)
+
+
 def append_annotations(wh: Warehouse, annotations: list[Annotation]) -> None:
     """Append one batch of annotations: a summary row each, and a row per rubric feature answered."""
-    wh.append(tables.ANNOTATIONS, [annotation_row(a) for a in annotations])
-    wh.append(tables.ANNOTATION_VALUES, [row for a in annotations for row in annotation_value_rows(a)])
+    append_annotation_tables(wh, annotation_tables(annotations))
 
 
 def append_judge_scores(wh: Warehouse, scores: list[JudgeScore]) -> None:

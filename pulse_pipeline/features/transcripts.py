@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import pyarrow as pa
+
 from ..warehouse import Warehouse
 from .annotation import AgentStep, SessionTranscript
 from .batches import session_batches
@@ -71,29 +73,42 @@ ORDER BY c.session_id
 """
 
 
-def iter_transcripts(
+def transcript_tables(
     wh: Warehouse, batch_size: int = 2000, session_ids: list[str] | None = None
-) -> Iterator[list[SessionTranscript]]:
-    """Transcripts of every staged session (or the given ones), ``batch_size`` at a time: batches in the order their
-    events are stored (``batches.session_batches``), each ordered by session id.
+) -> Iterator[pa.Table]:
+    """The rows of ``TRANSCRIPTS_SQL`` for every staged session (or the given ones), ``batch_size`` sessions at a
+    time: batches in the order their events are stored (``batches.session_batches``), each ordered by session id.
 
     One query per batch keeps DuckDB's memory to a batch's events, and its row-id range keeps the scan to them,
-    whatever the size of the warehouse."""
+    whatever the size of the warehouse. Plain Arrow, so a batch can go to a worker process (``workers.py``)."""
     if session_ids is None:
         session_ids = [r[0] for r in wh.con.execute("SELECT session_id FROM staging.sessions ORDER BY 1").fetchall()]
     chosen = "(SELECT record_key, session_id FROM staging.sessions WHERE session_id IN (SELECT unnest($ids)))"
     for batch in session_batches(wh, chosen, batch_size, params={"ids": session_ids}):
         params = {"ids": batch.session_ids, "first_row": batch.first_row, "last_row": batch.last_row}
-        rows = wh.con.execute(TRANSCRIPTS_SQL, params).to_arrow_table().to_pylist()
-        yield [
-            SessionTranscript(
-                row["session_id"],
-                tuple(row["user_messages"] or ()),
-                tuple(
-                    AgentStep(s["name"], s["text"], s["exit_code"], s["written"], bool(s["error"]))
-                    for s in row["steps"] or ()
-                ),
-                tuple(row["agent_messages"] or ()),
-            )
-            for row in rows
-        ]
+        yield wh.con.execute(TRANSCRIPTS_SQL, params).to_arrow_table()
+
+
+def transcripts_of(rows: pa.Table) -> list[SessionTranscript]:
+    """The transcripts of one batch of ``transcript_tables``, in its order."""
+    return [
+        SessionTranscript(
+            row["session_id"],
+            tuple(row["user_messages"] or ()),
+            tuple(
+                AgentStep(s["name"], s["text"], s["exit_code"], s["written"], bool(s["error"]))
+                for s in row["steps"] or ()
+            ),
+            tuple(row["agent_messages"] or ()),
+        )
+        for row in rows.to_pylist()
+    ]
+
+
+def iter_transcripts(
+    wh: Warehouse, batch_size: int = 2000, session_ids: list[str] | None = None
+) -> Iterator[list[SessionTranscript]]:
+    """Transcripts of every staged session (or the given ones), ``batch_size`` at a time, as ``transcript_tables``
+    reads them."""
+    for rows in transcript_tables(wh, batch_size, session_ids):
+        yield transcripts_of(rows)

@@ -42,6 +42,7 @@ class HeuristicAnnotator:
     """
 
     name = "heuristic"
+    parallel = True  # plain rules over the transcript: worker processes may run them (``features/workers.py``)
 
     def __init__(self, rubric: Rubric | None = None, rules: Mapping[str, Rule] | None = None) -> None:
         self.rules: dict[str, Rule] = {**RULES, **(rules or {})}

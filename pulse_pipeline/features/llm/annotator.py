@@ -28,6 +28,7 @@ class LLMAnnotator(LLMClient):
 
     name = "llm"
     label = "llm annotator"
+    parallel = False  # waits on a server and caches through the warehouse's connection: stays in this process
 
     def prompt_version(self, rubric: Rubric) -> str:
         return f"{PROMPT_VERSION}+{rubric.digest}"
