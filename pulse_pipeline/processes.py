@@ -1,4 +1,5 @@
-"""Processes PULSE watches or starts: whether a run's process still lives, and `pulse ui`'s children stopped as one.
+"""Processes PULSE watches or starts: whether a run's process still lives, `pulse ui`'s children stopped as one,
+and worker processes that never outlive the process that started them (``ordered_map``).
 
 Both answer the same operator complaint: something was killed and something else waited for it forever. A run
 whose process died must be seen as dead (``process_alive``, used by ``defs/run_launcher.py``), and stopping
@@ -10,13 +11,22 @@ Python environment ``pulse`` runs in, whether or not it was activated.
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
+import multiprocessing.connection
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 # How long `pulse ui` lets its children stop after forwarding SIGINT or SIGTERM before it kills them.
 STOP_GRACE_SECONDS = 10.0
@@ -141,3 +151,65 @@ def _group_alive(pgid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def ordered_map(fn: Callable[[T], R], items: Iterable[T], workers: int) -> Iterator[R]:
+    """``fn`` of each item, in the items' order: in this process when ``workers`` is 1, else in that many worker
+    processes, with at most two items per worker taken from ``items`` ahead of the results (``items`` may be a
+    generator reading the warehouse: it runs in this process while the workers work).
+
+    ``fn`` and the items must pickle (a module-level function, or a ``functools.partial`` of one, over plain
+    data). A worker's exception is raised here when its result is reached.
+
+    Workers are spawned (the caller holds DuckDB's threads; forking them is unsafe), ignore Ctrl-C (the interrupt
+    reaches the caller, which ends them at once) and exit as soon as the caller is gone: the spawned workers of a
+    SIGKILLed parent otherwise waited forever on their task queue (measured). The feature stage's per-session
+    work (``features/workers.py``) and the ingest readers (``ingest/load.py``) both run through here."""
+    if workers <= 1:
+        yield from map(fn, items)
+        return
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker)
+    finished = False
+    try:
+        pending = iter(items)
+        in_flight: deque[Future[R]] = deque()
+        more = True
+        while more or in_flight:
+            while more and len(in_flight) < 2 * workers:
+                item = next(pending, _END)
+                if item is _END:
+                    more = False
+                else:
+                    in_flight.append(pool.submit(fn, item))
+            if in_flight:
+                yield in_flight.popleft().result()
+        finished = True
+    finally:
+        if not finished:  # an error, an interrupt or an abandoned iteration: no batch's result is wanted any more
+            _stop_workers(pool)
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+_END = object()
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """End the pool's workers now rather than after the batches they hold (Ctrl-C should not wait for them).
+    Python 3.14 has ``ProcessPoolExecutor.terminate_workers``; before it, the processes are the pool's private
+    ``_processes``."""
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        process.terminate()
+
+
+def _start_worker() -> None:
+    """A worker ignores Ctrl-C (its parent handles it) and exits when its parent is gone."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        threading.Thread(target=_exit_with_parent, args=(parent.sentinel,), daemon=True).start()
+
+
+def _exit_with_parent(sentinel: int) -> None:
+    """Wait until the parent process ends (its sentinel becomes ready), then end this worker at once."""
+    multiprocessing.connection.wait([sentinel])
+    os._exit(1)

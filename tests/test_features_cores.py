@@ -14,6 +14,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from pulse_pipeline import processes
 from pulse_pipeline.features import workers
 from pulse_pipeline.features.annotate import annotate_sessions
 from pulse_pipeline.features.event_features import build_event_features
@@ -45,7 +46,7 @@ def _compute(wh: Warehouse, monkeypatch: pytest.MonkeyPatch, parallel_from: int)
             pools.append(args)
             super().__init__(*args, **kwargs)
 
-    monkeypatch.setattr(workers, "ProcessPoolExecutor", CountedPool)
+    monkeypatch.setattr(processes, "ProcessPoolExecutor", CountedPool)
     monkeypatch.setattr(workers, "PARALLEL_SESSIONS", parallel_from)
     monkeypatch.setattr(workers, "usable_cores", lambda: 2)  # a one-core machine still runs the pool
     wh.con.execute("DELETE FROM staging.computed_versions WHERE table_name LIKE 'features.%'")
@@ -104,7 +105,7 @@ def test_a_small_drop_stays_in_this_process(monkeypatch):
 
 _SLOW_POOL = """
 import time
-from pulse_pipeline.features.workers import ordered_map
+from pulse_pipeline.processes import ordered_map
 
 for _ in ordered_map(time.sleep, [30] * 8, 2):
     pass

@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from .. import tables
 from ..incremental import Refreshed, recompute_later, refreshing
+from ..processes import ordered_map
 from ..staging import SESSION_VERSIONS_SQL
 from ..warehouse import Warehouse
 from . import store
@@ -31,7 +32,7 @@ from .llm.judge import LLMJudge
 from .prompts import PROMPT_VERSION
 from .rubric import Rubric
 from .transcripts import iter_transcripts, transcript_tables, transcripts_of
-from .workers import TASK_SESSIONS, ordered_map, worker_count
+from .workers import TASK_SESSIONS, worker_count
 
 
 @dataclass
@@ -61,7 +62,7 @@ def annotate_sessions(
     """Annotate the staged sessions whose record changed (every one, for a new prompt version or model) and write
     the answers, replacing the rows of the same annotator and prompt version; rows of sessions no longer staged go.
     A session whose annotation failed is annotated again next time, as a rebuild would. ``say`` gets a line per
-    batch. ``workers``: processes answering the batches (``workers.ordered_map``); by default one per core for an
+    batch. ``workers``: processes answering the batches (``processes.ordered_map``); by default one per core for an
     ``Annotator.parallel`` annotator and at least ``workers.PARALLEL_SESSIONS`` sessions, else 1."""
     version = annotator.prompt_version(rubric)
     key = f"{tables.ANNOTATIONS.qualified}/{annotator.name}/{version}"

@@ -57,10 +57,10 @@ from functools import cache, lru_cache
 
 import pyarrow as pa
 
+from ..processes import ordered_map
 from ..warehouse import Warehouse
 from .batches import session_batches
 from .heuristic.text import compound
-from .workers import ordered_map
 
 NEGATIVE = -0.05
 """VADER's threshold: a compound score at or below it is negative."""
@@ -400,7 +400,7 @@ def sentiment_table(
     """``SCHEMA`` rows for every session of relation ``sessions`` (``staging.sessions`` rows: all of them, or those
     being refreshed; their events in ``events``) with a ``message`` action (others have no user message and no
     agent turn), gathered ``sessions_per_part`` sessions at a time so memory does not grow with the warehouse.
-    ``workers`` > 1 scores the parts in that many worker processes (``workers.ordered_map``): the same rows."""
+    ``workers`` > 1 scores the parts in that many worker processes (``processes.ordered_map``): the same rows."""
     sql = user_messages_sql(sessions, events)
 
     def parts() -> Iterator[pa.Table]:

@@ -10,17 +10,16 @@ the drop's size or its number of files.
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
-from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager, nullcontext
+from functools import partial
 from pathlib import Path
 
 import duckdb
 
 from .. import tables
+from ..processes import ordered_map
 from ..settings import ingest_settings
 from ..warehouse import Warehouse
 from .batch import ArrowBatch, Batch
@@ -82,14 +81,10 @@ def _read_serial(drop_id: str, reads: list[list[Piece]]) -> Iterator[ArrowBatch]
 
 
 def _read_parallel(drop_id: str, reads: list[list[Piece]], workers: int) -> Iterator[ArrowBatch]:
-    spawn = multiprocessing.get_context("spawn")  # no fork: the parent holds threads and a DuckDB connection
-    with ProcessPoolExecutor(workers, mp_context=spawn) as pool:
-        in_flight: deque[Future[list[ArrowBatch]]] = deque()
-        queue = deque(reads)
-        while queue or in_flight:
-            while queue and len(in_flight) < 2 * workers:
-                in_flight.append(pool.submit(read_pieces_frozen, drop_id, queue.popleft()))
-            yield from in_flight.popleft().result()
+    """The reads in ``workers`` reader processes, at most two each in flight, their batches in the reads' order
+    (``processes.ordered_map``: readers never outlive this process, even SIGKILLed)."""
+    for batches in ordered_map(partial(read_pieces_frozen, drop_id), reads, workers):
+        yield from batches
 
 
 @contextmanager
