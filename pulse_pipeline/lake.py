@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -109,8 +110,22 @@ def attach(con: duckdb.DuckDBPyConnection, where: LakeLocation, read_only: bool 
     load_extensions(con, where.catalog.split(":", 1)[0])
     con.execute("SET ducklake_max_retry_count = 100")
     options = f"DATA_PATH '{where.data}', OVERRIDE_DATA_PATH true, DATA_INLINING_ROW_LIMIT 0"
-    con.execute(f"ATTACH 'ducklake:{where.catalog}' AS {ALIAS} ({options}{', READ_ONLY' if read_only else ''})")
+    statement = f"ATTACH 'ducklake:{where.catalog}' AS {ALIAS} ({options}{', READ_ONLY' if read_only else ''})"
+    for attempt in range(_INIT_ATTEMPTS):
+        try:
+            con.execute(statement)
+            break
+        except duckdb.Error as exc:
+            # Two processes attaching an empty catalog at once both create DuckLake's own tables; the later one's
+            # CREATE fails (PostgreSQL: "duplicate key value violates unique constraint"). Once the first has
+            # committed, attaching again finds the catalog made.
+            if "Failed to initialize DuckLake" not in str(exc) or attempt + 1 == _INIT_ATTEMPTS:
+                raise
+            time.sleep(0.5 * (attempt + 1))
     con.execute(f"USE {ALIAS}")
+
+
+_INIT_ATTEMPTS = 5
 
 
 def current_snapshot(con: duckdb.DuckDBPyConnection) -> int:

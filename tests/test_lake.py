@@ -246,10 +246,11 @@ runs._execute(job, runs.instance_for(home), sys.argv[1], runs.QUIET, f"run of {I
 @pytest.mark.skipif(not POSTGRES_BINS, reason="no PostgreSQL server: /usr/lib/postgresql/*/bin/postgres is missing")
 def test_two_concurrent_drop_runs_into_a_postgres_lake_give_the_embedded_warehouse(tmp_path, monkeypatch):
     """Two processes run the per-drop ingest job at once, one drop each, on an empty DuckLake whose catalog is in
-    PostgreSQL (the Dagster instance too): both create the tables, one commit meets the other's and is retried
-    (``ensure_tables``). The derived tables are then rebuilt. Every published table equals the same drops run in
-    one DuckDB file with an SQLite instance (``PULSE_LAKE_CATALOG=none``: the storage before the lake, which has
-    the LLM cache among its tables as a PostgreSQL lake does)."""
+    PostgreSQL (the Dagster instance too): both create DuckLake's own catalog tables (the later ATTACH fails and is
+    retried: ``lake.attach``) and then PULSE's tables (one commit meets the other's and is retried:
+    ``ensure_tables``). The derived tables are then rebuilt. Every published table equals the same drops run in one
+    DuckDB file with an SQLite instance (``PULSE_LAKE_CATALOG=none``: the storage before the lake, which has the LLM
+    cache among its tables as a PostgreSQL lake does)."""
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
     for name, value in FAST.items():
         monkeypatch.setenv(name, value)
