@@ -15,7 +15,7 @@ from . import progress, tables
 from .ingest.drop import list_drops
 from .ingest.register import register_drop
 from .paths import PulseHome
-from .warehouse import Warehouse, connect
+from .warehouse import Warehouse, connect, one_instance
 
 Say = Callable[[str], None]
 
@@ -121,7 +121,7 @@ def ingest(home: PulseHome, path: Path, name: str | None = None, say: Say = prin
         instance.add_dynamic_partitions(drops_partitions.name, [key])
     defs = _definitions(home)
     total = _assets_of(defs, INGEST_JOB, DOWNSTREAM_JOB)
-    with progress.bar("assets", unit="asset", total=total) as advance:
+    with one_instance(home.work_db), progress.bar("assets", unit="asset", total=total) as advance:
         say(f"ingesting drop {key} ({target})")
         ingest_job = defs.resolve_job_def(INGEST_JOB)
         _execute(ingest_job, instance, key, QUIET, f"run of {INGEST_JOB} ({key})", advance, total)
@@ -197,7 +197,7 @@ def materialize(
     assets = list(defs.assets or []) + list(defs.asset_checks or [])
     run_config = {**QUIET, **({"ops": {k: {"config": v} for k, v in op_config.items()}} if op_config else {})}
     total = sum(len(run_keys) for _, run_keys, _ in runs)  # every partitioned asset once per drop
-    with progress.bar("assets", unit="asset", total=total) as advance:
+    with one_instance(home.work_db), progress.bar("assets", unit="asset", total=total) as advance:
         for message, run_keys, partition_key in runs:
             say(message)
             # what dg.materialize does, keeping the job so that a bar can listen to its run
