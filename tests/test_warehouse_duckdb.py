@@ -1,9 +1,11 @@
-"""Two properties of DuckDB that ``warehouse.py`` guards against.
+"""Three properties of DuckDB that ``warehouse.py`` guards against or uses.
 
 Timestamps without a zone mean UTC on every machine: the same drop gives the same raw tables whatever the machine's
 time zone (``TZ``). DuckDB's ``TimeZone`` setting follows the machine's by default, and the raw tables' timestamps
 are cast through a zone-aware type, so ``warehouse.connect`` sets it to UTC. And a BEGIN inside an open transaction
-aborts that transaction, so creating tables (one transaction of its own) inside one is refused, saying why."""
+aborts that transaction, so creating tables (one transaction of its own) inside one is refused, saying why. And
+connections a process opens on one database share one instance while any is open: ``one_instance`` holds one, so a
+run attaches the lake once."""
 
 from __future__ import annotations
 
@@ -58,3 +60,26 @@ def test_creating_tables_inside_an_open_transaction_is_refused_with_the_reason(t
     assert con.execute("SELECT count(*) FROM kept").fetchone() == (0,)
     warehouse.ensure_tables(con, [tables.DROPS])  # outside a transaction: made
     assert con.execute("SELECT count(*) FROM raw.drops").fetchone() == (0,)
+
+
+def test_one_instance_attaches_the_lake_once_and_each_connection_keeps_its_transaction(tmp_path, monkeypatch):
+    work = tmp_path / ".work" / "pulse-work.duckdb"
+    attached = []
+    real_attach = warehouse.lake.attach
+    monkeypatch.setattr(warehouse.lake, "attach", lambda *a, **k: attached.append(1) or real_attach(*a, **k))
+    count = "SELECT count(*) FROM raw.drops"
+    with warehouse.one_instance(work):
+        first, second = warehouse.connect(work), warehouse.connect(work)
+        warehouse.ensure_tables(first, [tables.DROPS])
+        # fetchall: a result left half read (fetchone) keeps its query's transaction open, and an open reader of
+        # the SQLite catalog makes the other connection's commit fail ("database is locked")
+        assert second.execute("SELECT current_database()").fetchall() == [("lake",)]
+        first.begin()
+        first.execute("INSERT INTO raw.drops (drop_id) VALUES ('a')")
+        assert second.execute(count).fetchall() == [(0,)]  # not committed yet
+        first.commit()
+        assert second.execute(count).fetchall() == [(1,)]
+        first.close(), second.close()
+    assert len(attached) == 1
+    warehouse.connect(work).close()  # the instance closed with the last connection: attached anew
+    assert len(attached) == 2
