@@ -12,7 +12,19 @@ from pathlib import Path
 
 
 def pulse_ingest(home: Path, drop: Path) -> tuple[float, dict, float]:
-    """`pulse ingest` in a fresh interpreter: seconds, its JSON summary, and that process's peak RSS in MiB.
+    """`pulse ingest` in a fresh interpreter: seconds, its JSON summary, and that process's peak RSS in MiB."""
+    return _timed(home, _RSS_CHILD, str(drop), f"pulse ingest of {drop}")
+
+
+def pulse_materialize(home: Path) -> tuple[float, dict, float]:
+    """`pulse materialize` of every drop already in the home's drop folder, in a fresh interpreter, as
+    ``pulse_ingest`` times it: each drop's raw tables in turn, then every derived table once. Its summary has the
+    timings and ``sessions``, the sessions of the warehouse."""
+    return _timed(home, _MATERIALIZE_CHILD, "", f"pulse materialize of {home}")
+
+
+def _timed(home: Path, child_code: str, argument: str, what: str) -> tuple[float, dict, float]:
+    """One of the child scripts below in a fresh interpreter: seconds, its JSON summary, its peak RSS in MiB.
 
     The summary adds to the command's own summary: ``read_seconds`` (up to the derived tables' rebuild),
     ``setup_seconds`` (before the run starts), ``derived_seconds``, ``read_rss_mib`` (the process's peak RSS when
@@ -23,7 +35,7 @@ def pulse_ingest(home: Path, drop: Path) -> tuple[float, dict, float]:
     started = time.perf_counter()
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         child = subprocess.Popen(
-            [sys.executable, "-c", _RSS_CHILD, str(drop)],
+            [sys.executable, "-c", child_code, argument],
             env={**os.environ, "PULSE_HOME": str(home)},
             stdout=out,
             stderr=err,
@@ -38,7 +50,7 @@ def pulse_ingest(home: Path, drop: Path) -> tuple[float, dict, float]:
         err.seek(0)
         if child.returncode != 0:
             # the command's own last words: a bench that fails at scale must say why (e.g. DuckDB out of memory)
-            raise RuntimeError(f"pulse ingest of {drop} failed (exit {child.returncode}):\n{err.read()[-3000:]}")
+            raise RuntimeError(f"{what} failed (exit {child.returncode}):\n{err.read()[-3000:]}")
         *summary, rss = out.read().strip().splitlines()
     # a sample can miss a short peak: the tree took at least the process's own peak
     return seconds, {**json.loads("\n".join(summary)), "tree_rss_mib": max(tree_peak, float(rss))}, float(rss)
@@ -101,5 +113,41 @@ timing = {
     "read_rss_mib": read_rss[0],
 }
 print(json.dumps({**asdict(summary), **timing}))
+print(mib())
+"""
+
+# Runs `pulse materialize` over the home's drop folder in a fresh interpreter, timed as above: it says "[i/k] drop
+# ..." as each drop's run starts and "materializing N derived assets" when the derived tables' run starts.
+_MATERIALIZE_CHILD = """
+import json, resource, sys, time
+import duckdb
+from pulse_pipeline.paths import PulseHome
+from pulse_pipeline.runs import materialize
+
+def mib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+marks = {}
+read_rss = []
+def say(message):
+    marks.setdefault("drop" if message.startswith("[") else message.split()[0], time.perf_counter())
+    if message.startswith("materializing"):
+        read_rss.append(mib())
+home = PulseHome.from_env().ensure()
+started = time.perf_counter()
+materialize(home, say=say)
+done = time.perf_counter()
+if "materializing" not in marks or "drop" not in marks:
+    sys.exit("bench: runs.materialize no longer says '[i/k] drop' and 'materializing'; update the markers")
+with duckdb.connect(str(home.warehouse), read_only=True) as con:
+    sessions = con.execute("SELECT count(*) FROM raw.sessions").fetchone()[0]
+timing = {
+    "read_seconds": marks["materializing"] - started,
+    "setup_seconds": marks["drop"] - started,
+    "derived_seconds": done - marks["materializing"],
+    "read_rss_mib": read_rss[0],
+    "sessions": sessions,
+}
+print(json.dumps(timing))
 print(mib())
 """

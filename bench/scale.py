@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import shutil
 import time
 from collections import defaultdict
@@ -37,7 +38,7 @@ from pathlib import Path
 import dagster as dg
 import duckdb
 import orjson
-from _measure import pulse_ingest
+from _measure import pulse_ingest, pulse_materialize
 
 from pulse_pipeline.definitions import build_definitions
 from pulse_pipeline.paths import PulseHome
@@ -132,11 +133,12 @@ def stage_of_step(home: PulseHome) -> dict[str, str]:
     return stages
 
 
-def measure(home: PulseHome, drop: Path, stage_of: dict[str, str]) -> Ingest:
-    """`pulse ingest` of the drop, its derived steps' durations and its materializations from the event log."""
+def measure(home: PulseHome, drop: Path | None, stage_of: dict[str, str]) -> Ingest:
+    """`pulse ingest` of the drop (None: `pulse materialize` of the drop folder), its derived steps' durations
+    and its materializations from the event log."""
     instance = dg.DagsterInstance.from_config(str(home.dagster_home)) if home.dagster_home.exists() else None
     before = {r.run_id for r in instance.get_runs()} if instance else set()
-    total, summary, rss = pulse_ingest(home.root, drop)
+    total, summary, rss = pulse_ingest(home.root, drop) if drop else pulse_materialize(home.root)
     instance = dg.DagsterInstance.from_config(str(home.dagster_home))
     stages: dict[str, float] = defaultdict(float)
     touched, steps = {}, {}
@@ -183,15 +185,26 @@ def sessions_in(home: PulseHome) -> int:
         return con.execute("SELECT count(DISTINCT session_id) FROM raw.sessions").fetchone()[0]
 
 
-def run_scale(k: int, n_sessions: int, workdir: Path, small_drop: bool) -> float:
-    """Ingest k drops into a fresh PULSE_HOME, print their figures (and, if asked, the small drop's); total s."""
-    print(f"== {k}x: {k} drop{'s' * (k > 1)} of {n_sessions:,} sessions ==", flush=True)
+def run_scale(k: int, n_sessions: int, workdir: Path, small_drop: bool, backlog: bool) -> float:
+    """Ingest k drops into a fresh PULSE_HOME, print their figures (and, if asked, the small drop's); total s.
+
+    One `pulse ingest` per drop, each refreshing every derived table; with ``backlog`` the k drops put in the drop
+    folder at once and one `pulse materialize`: each drop's raw tables, then every derived table once."""
+    how = "at once, one pulse materialize" if backlog else "one pulse ingest each"
+    print(f"== {k}x: {k} drop{'s' * (k > 1)} of {n_sessions:,} sessions, {how} ==", flush=True)
     home = PulseHome(workdir / f"home-{n_sessions}-{k}x")
     shutil.rmtree(home.root, ignore_errors=True)
     home.ensure()
     stage_of = stage_of_step(home)
     runs = []
-    for i in range(k):
+    if backlog:
+        for i in range(k):  # linked, not copied: the drop folder holds the same files (same filesystem)
+            drop = write_drop(workdir, n_sessions, i, f"d{i:02d}-")
+            shutil.copytree(drop, home.drops / drop.name, copy_function=os.link)
+        m = measure(home, None, stage_of)
+        runs.append(m)
+        print(line(f"{k} drops at once", m), flush=True)
+    for i in range(0 if backlog else k):
         drop = write_drop(workdir, n_sessions, i, f"d{i:02d}-")
         m = measure(home, drop, stage_of)
         runs.append(m)
@@ -250,6 +263,12 @@ def main() -> None:
     ap.add_argument("--sessions-per-drop", type=int, default=36_000)
     ap.add_argument("--workdir", type=Path, default=ROOT / "bench" / "out" / "scale")
     ap.add_argument("--quick", action="store_true", help=f"a smoke run: 2 drops of 300 sessions, then {SMALL_DROP}")
+    ap.add_argument(
+        "--backlog",
+        action="store_true",
+        help="each scale's drops in the drop folder at once and one `pulse materialize` (every derived table once),"
+        " instead of one `pulse ingest` per drop (every derived table refreshed after each drop)",
+    )
     args = ap.parse_args()
     scales = [2] if args.quick else sorted({int(s) for s in args.scales.split(",")})
     n_sessions = 300 if args.quick else args.sessions_per_drop
@@ -263,7 +282,7 @@ def main() -> None:
             raise SystemExit(f"drop {i} repeats session ids of an earlier drop: {sorted(seen & ids)[:3]}")
         seen |= ids
 
-    totals = {k: run_scale(k, n_sessions, args.workdir, small_drop=k == scales[-1]) for k in scales}
+    totals = {k: run_scale(k, n_sessions, args.workdir, k == scales[-1], args.backlog) for k in scales}
     if len(scales) > 1:
         small, big = scales[0], scales[-1]
         ratio, limit = totals[big] / totals[small], TARGET_RATIO_PER_LINEAR * big / small
