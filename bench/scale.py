@@ -3,9 +3,16 @@
     .venv/bin/python bench/scale.py                       # 1x, 3x and 10x: 36 000 to 360 000 sessions
     .venv/bin/python bench/scale.py --scales 1            # the paper's scale only
     .venv/bin/python bench/scale.py --quick               # a smoke run: 2 drops of 300 sessions
+    .venv/bin/python bench/scale.py --scales 1,10 --backlog   # each scale's drops at once, one pulse materialize
 
 For each scale k, a fresh PULSE_HOME takes k drops of --sessions-per-drop sessions, each by `pulse ingest` in its
-own interpreter (``_measure.pulse_ingest``). Printed per drop and summed per scale:
+own interpreter (``_measure.pulse_ingest``), so every derived table is refreshed after each drop: the stages over
+every session (the duplicates rule, models, estimates, report) are paid k times, at 1, 2, ..., k times the
+paper's scale, and the sum grows as k squared whatever their speed. With --backlog the k drops are put in the
+drop folder at once (linked, not copied) and one `pulse materialize` (``_measure.pulse_materialize``) reads each
+drop's raw tables in turn, then refreshes every derived table once, as a home taking over a backlog of drops
+does: how the work grows with the warehouse, which is what the 10x/1x ratio asks about.
+Printed per drop (or for the k drops at once) and summed per scale:
 - wall time per stage: reading the drop (up to the derived tables' rebuild, as the command itself says), then each
   derived asset's step duration from Dagster's event log, summed by the asset's group (staging, features,
   modeling, estimates, report), and "other": the rest of the command's wall time (interpreter and Dagster start,
