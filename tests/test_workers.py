@@ -75,3 +75,27 @@ def test_the_forest_gets_one_thread_in_a_worker_or_on_few_rows():
     assert workers.forest_threads(workers.MIN_ROWS - 1) == 1  # threads cost more than they save on a few rows
     assert workers.forest_threads(workers.MIN_ROWS, workers=2) == 1  # the worker processes share the cores out
     assert workers.forest_threads(workers.MIN_ROWS) is None  # alone on many rows: every usable core
+
+
+def _worker_pids() -> set[int]:
+    """This process's children that are joblib (loky) workers, from /proc."""
+    import os
+    from pathlib import Path
+
+    pids = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            command = (stat.parent / "cmdline").read_bytes()
+        except (OSError, IndexError):
+            continue
+        if parent == os.getpid() and b"loky" in command and b"resource_tracker" not in command:
+            pids.add(int(stat.parent.name))
+    return pids
+
+
+def test_release_workers_stops_the_idle_ones():
+    assert workers.map_jobs(abs, [(-1,), (-2,)], 2) == [1, 2]
+    assert _worker_pids(), "map_jobs left no idle worker to stop: the test cannot tell"
+    workers.release_workers()
+    assert not _worker_pids()

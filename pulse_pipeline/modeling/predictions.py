@@ -81,8 +81,14 @@ def crossfit_tables(
     if kept is not None and kept.seed != CROSSFIT_SEED:
         raise ValueError(f"the cross-fit uses seed {CROSSFIT_SEED}; cross-validation kept seed {kept.seed}")
     if kept is not None and unrated is not None:
-        parts = [crossfit_from_fits(kept, X, y, Xu, family, families=base, text=t) for Xu, t in unrated]
-        fit = replace(parts[0], unlabeled=np.concatenate([p.unlabeled for p in parts]))
+        # each chunk's cross-fit holds that chunk's text and scores: keep its predictions only (and the first
+        # chunk's fit for the rest, which is the same in every chunk: the rated rows' fits)
+        first, predicted = None, []
+        for Xu, t in unrated:
+            part = crossfit_from_fits(kept, X, y, Xu, family, families=base, text=t)
+            first = part if first is None else first
+            predicted.append(part.unlabeled)
+        fit = replace(first, unlabeled=np.concatenate(predicted))
     elif kept is not None:
         fit = crossfit_from_fits(kept, X, y, data.X[~rated], family, families=base, text=text)
     elif family == STACK:

@@ -63,6 +63,7 @@ from .data import load_modeling_data, unrated_chunks
 from .predictions import CROSSFIT_SEED, CrossFitTables, crossfit_tables
 from .text import load_user_messages, transform_messages, vectorizers_from, vocabulary_table
 from .threads import native_threads
+from .workers import release_workers
 
 KEY = tables.PREDICTIONS.qualified
 """The bookkeeping key in ``staging.computed_versions`` (the table's name: recreating the table forgets it)."""
@@ -324,6 +325,7 @@ def _fit(
         seed_rows=seed_rows,
     )
     wh.replace(tables.CV_METRICS, comparison.rows, nan_as_null=True)
+    release_workers()  # the fits are done: idle workers would hold their leftovers through the cross-fit
     result = None
     if comparison.chosen is not None:
         result = crossfit_tables(
