@@ -168,33 +168,3 @@ def test_the_seed_rows_setting():
     assert modeling_settings({"PULSE_CV_SEED_ROWS": "0"}).cv_seed_rows == 0
     with pytest.raises(SettingsError, match="PULSE_CV_SEED_ROWS=-1"):
         modeling_settings({"PULSE_CV_SEED_ROWS": "-1"})
-
-
-def test_the_feature_matrix_is_read_in_batches_as_the_table_holds_it(monkeypatch):
-    """Every session in id order, each feature column cast to float (a boolean 1/0, NULL NaN), the label NaN when
-    unrated, ``session_id`` and ``annotation_status`` left out, across batches of 2 rows."""
-    from types import SimpleNamespace
-
-    import duckdb
-
-    from pulse_pipeline.modeling import data as data_module
-
-    con = duckdb.connect()
-    con.execute("CREATE SCHEMA features; CREATE SCHEMA staging")
-    con.execute(
-        "CREATE TABLE features.session_features (session_id VARCHAR, n_user_messages INTEGER, git_push BOOLEAN,"
-        " sentiment DOUBLE, annotation_status VARCHAR)"
-    )
-    con.execute(
-        "INSERT INTO features.session_features VALUES ('s3', 7, true, NULL, 'ok'), ('s1', 2, false, -0.5, 'ok'),"
-        " ('s2', NULL, NULL, 0.25, 'failed')"
-    )
-    con.execute("CREATE TABLE staging.session_labels (session_id VARCHAR, label_stars DOUBLE)")
-    con.execute("INSERT INTO staging.session_labels VALUES ('s3', 4.5), ('s9', 1.0)")
-    monkeypatch.setattr(data_module, "BATCH_ROWS", 2)
-    names, ids, X, y = data_module._feature_matrix(SimpleNamespace(con=con))
-    assert names == ("n_user_messages", "git_push", "sentiment")
-    assert list(ids) == ["s1", "s2", "s3"]
-    nan = np.nan
-    np.testing.assert_array_equal(X, [[2.0, 0.0, -0.5], [nan, nan, 0.25], [7.0, 1.0, nan]])
-    np.testing.assert_array_equal(y, [nan, nan, 4.5])
