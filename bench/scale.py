@@ -28,7 +28,7 @@ issue's target (issue 16, "Speed and memory") with met or missed.
 Drop i is ``synth.write_corpus`` with seed ``1000 + i`` and its session and rating ids prefixed ``d<i>-`` (the
 generator numbers sessions from s000001 whatever the seed, and a later drop replaces a session with the same id).
 Users keep their ids: the same users come back drop after drop. Drops are written once into --workdir and kept
-(drop i is the same at every scale); each PULSE_HOME is removed once measured.
+(drop i is the same at every scale); each PULSE_HOME is removed once measured (kept with --keep-homes).
 """
 
 from __future__ import annotations
@@ -192,7 +192,7 @@ def sessions_in(home: PulseHome) -> int:
         return con.execute("SELECT count(DISTINCT session_id) FROM raw.sessions").fetchone()[0]
 
 
-def run_scale(k: int, n_sessions: int, workdir: Path, small_drop: bool, backlog: bool) -> float:
+def run_scale(k: int, n_sessions: int, workdir: Path, small_drop: bool, backlog: bool, keep: bool = False) -> float:
     """Ingest k drops into a fresh PULSE_HOME, print their figures (and, if asked, the small drop's); total s.
 
     One `pulse ingest` per drop, each refreshing every derived table; with ``backlog`` the k drops put in the drop
@@ -260,7 +260,10 @@ def run_scale(k: int, n_sessions: int, workdir: Path, small_drop: bool, backlog:
         for stage in STAGES:
             slowest = sorted(((op, s) for op, s in m.steps.items() if stage_of.get(op) == stage), key=lambda kv: -kv[1])
             print(f"  its {stage} steps: " + ", ".join(f"{op} {s:.1f} s" for op, s in slowest))
-    shutil.rmtree(home.root)
+    if keep:
+        print(f"{k}x PULSE_HOME kept: {home.root}")
+    else:
+        shutil.rmtree(home.root)
     return total
 
 
@@ -276,6 +279,11 @@ def main() -> None:
         help="each scale's drops in the drop folder at once and one `pulse materialize` (every derived table once),"
         " instead of one `pulse ingest` per drop (every derived table refreshed after each drop)",
     )
+    ap.add_argument(
+        "--keep-homes",
+        action="store_true",
+        help="keep each scale's PULSE_HOME (under --workdir) to probe it afterwards, instead of removing it",
+    )
     args = ap.parse_args()
     scales = [2] if args.quick else sorted({int(s) for s in args.scales.split(",")})
     n_sessions = 300 if args.quick else args.sessions_per_drop
@@ -289,7 +297,7 @@ def main() -> None:
             raise SystemExit(f"drop {i} repeats session ids of an earlier drop: {sorted(seen & ids)[:3]}")
         seen |= ids
 
-    totals = {k: run_scale(k, n_sessions, args.workdir, k == scales[-1], args.backlog) for k in scales}
+    totals = {k: run_scale(k, n_sessions, args.workdir, k == scales[-1], args.backlog, args.keep_homes) for k in scales}
     if len(scales) > 1:
         small, big = scales[0], scales[-1]
         ratio, limit = totals[big] / totals[small], TARGET_RATIO_PER_LINEAR * big / small
