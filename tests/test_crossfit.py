@@ -17,6 +17,7 @@ from sklearn.ensemble import HistGradientBoostingRegressor, RandomForestRegresso
 from sklearn.impute import SimpleImputer
 from sklearn.model_selection import KFold, cross_val_predict
 
+from pulse_pipeline.modeling import families
 from pulse_pipeline.modeling.crossfit import (
     CVResult,
     Metric,
@@ -91,6 +92,24 @@ def test_families_follow_the_paper_set_up():
     assert (lgbm["subsample"], lgbm["colsample_bytree"], lgbm["n_jobs"], lgbm["random_state"]) == (1.0, 1.0, 1, 9)
     with pytest.raises(ValueError, match="ordinal_logit, random_forest, hist_gbm, lightgbm"):
         make_model("xgboost")
+
+
+def test_forest_trees_draw_at_most_max_tree_rows(monkeypatch):
+    # up to MAX_TREE_ROWS rows the forest is scikit-learn's own, tree for tree; above, each tree's bootstrap
+    # sample has MAX_TREE_ROWS rows (a low cap here, so that the test fits small forests)
+    monkeypatch.setattr(families, "MAX_TREE_ROWS", 60)
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(100, 4)), rng.normal(size=100)
+    params = {"n_estimators": 20, "max_features": 1 / 3, "min_samples_leaf": 5, "random_state": 3, "n_jobs": 1}
+    bounded = families.BoundedForest(**params).fit(X[:60], y[:60])
+    plain = RandomForestRegressor(**params).fit(X[:60], y[:60])
+    assert {len(s) for s in bounded.estimators_samples_} == {60}
+    np.testing.assert_array_equal(bounded.predict(X), plain.predict(X))
+    bounded.fit(X, y)  # 100 rows: 60-row samples, as scikit-learn's max_samples=60 draws them
+    plain = RandomForestRegressor(**params, max_samples=60).fit(X, y)
+    assert {len(s) for s in bounded.estimators_samples_} == {60}
+    np.testing.assert_array_equal(bounded.predict(X), plain.predict(X))
+    assert isinstance(make_model("random_forest")[-1], families.BoundedForest)
 
 
 def test_ordinal_logit_family(data):

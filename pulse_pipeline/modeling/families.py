@@ -11,7 +11,13 @@ The paper's set-up ("ML Model set-up and parameters"), one scikit-learn ``Pipeli
   randomForest for regression) instead of scikit-learn's (every column, leaves of 1 row), which grow each tree
   to fit its bootstrap sample's labels exactly. With ~70 mostly weak columns and noisy 1-5 star labels the
   classic ones predict better out of fold (r +0.02 on a paper-scale synthetic warehouse, every seed) and fit
-  2.4x faster, which the modeling stage's time budget needs once the stack fits every family;
+  2.4x faster, which the modeling stage's time budget needs once the stack fits every family. Each tree draws
+  its bootstrap sample of at most ``MAX_TREE_ROWS`` rows (``BoundedForest``): at the paper's scale (~1 450
+  training rows a fold) and up to three times it, that is every row, as before; at ten times it (~14 400) a
+  third of them. Why: a tree's size grows with its sample (one leaf per ~5 rows), and the five fold forests the
+  cross-fit keeps, ships to worker processes and stores took ~400 MB at that scale, the largest part of the
+  modeling step's memory; subsampled forests average trees on subsamples and stay consistent (the subsample
+  grows with the data, and 400 trees on 5 000-row samples still see every row ~140 times);
 - ``hist_gbm``: HistGradientBoostingRegressor(early_stopping=True), otherwise scikit-learn's defaults. Those
   defaults stop early (10 % of the training rows held out, 10 rounds without gain) only above 10 000 rows; our
   labeled sets are ~200-2 000 rows, where all 100 rounds overfit noisy stars: stopping early raised the
@@ -59,6 +65,19 @@ FAMILIES: tuple[str, ...] = MODEL_FAMILIES
 select among them (``PULSE_MODEL_FAMILIES``), so they are checked when settings are read."""
 
 
+MAX_TREE_ROWS = 5_000
+"""The most rows a random-forest tree draws for its bootstrap sample (``BoundedForest``)."""
+
+
+class BoundedForest(RandomForestRegressor):
+    """A ``RandomForestRegressor`` whose trees each draw a bootstrap sample of min(rows, ``MAX_TREE_ROWS``) rows
+    (``max_samples``, set at each fit from the rows it is given): the plain forest up to that many rows."""
+
+    def fit(self, X, y, sample_weight=None):
+        self.max_samples = None if X.shape[0] <= MAX_TREE_ROWS else MAX_TREE_ROWS
+        return super().fit(X, y, sample_weight)
+
+
 def _imputer() -> SimpleImputer:
     # constant 0: a missing count means no such event (see the module docstring)
     return SimpleImputer(strategy="constant", fill_value=0.0, keep_empty_features=True)
@@ -85,7 +104,7 @@ def make_model(
             ]
         )
     if family == "random_forest":
-        model = RandomForestRegressor(
+        model = BoundedForest(
             n_estimators=400,
             max_features=1 / 3,
             min_samples_leaf=5,
