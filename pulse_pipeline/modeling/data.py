@@ -12,9 +12,11 @@ from .text import TextFeature, TextMatrix, load_user_messages, transform_message
 
 NOT_FEATURES = ("session_id", "annotation_status")
 
-UNRATED_CHUNK = 20_000
+UNRATED_CHUNK = 10_000
 """Unrated sessions whose text is vectorized and predicted at a time (``unrated_chunks``): their TF-IDF rows take
-~7 KB a session (~900 terms), so every session's at once would be 2.6 GB at 360 000 sessions; a chunk ~150 MB."""
+~7 KB a session (~900 terms), so every session's at once would be 2.6 GB at 360 000 sessions; a chunk ~75 MB. A
+chunk's text, its TF-IDF parts from the workers and their stacked copy held ~0.5 GB of the step at 20 000
+sessions a chunk (ten times the paper's scale), then the step's peak."""
 
 
 @dataclass(frozen=True)

@@ -32,8 +32,10 @@ from .crossfit import CrossFit
 from .threads import native_threads
 from .workers import map_jobs, workers_for
 
-MAX_ROWS_PER_PREDICT = 250_000
-"""Rows per stacked ``predict`` call: bounds memory at ~rows x features x 8 bytes (60 features: 120 MB)."""
+MAX_ROWS_PER_PREDICT = 50_000
+"""Rows per stacked ``predict`` call: bounds memory at ~rows x features x 8 bytes (70 features: 28 MB), times the
+copies a pipeline makes on the way (imputed, scaled, the forest's float32): at 250 000 rows those copies took
+~0.5 GB in each worker process at ten times the paper's scale, the modeling step's peak."""
 
 MAX_FOLD_ROWS = 1_000
 """Held-out rows per fold the importance is measured on (a random subset above it). Why: the cost is
