@@ -30,6 +30,7 @@ import numpy as np
 import polars as pl
 
 from .. import tables
+from ..memory import release_freed_memory
 from ..stars import stars_to_label
 from ..warehouse import Warehouse
 from .crossfit import TEXT_FAMILY, TEXT_SCORE, CrossFit, crossfit_predict, oof_violations, pearson
@@ -89,6 +90,7 @@ def crossfit_tables(
             part = crossfit_from_fits(kept, X, y, Xu, family, families=base, text=t)
             first = part if first is None else first
             predicted.append(part.unlabeled)
+            release_freed_memory()  # the chunk's text and its TF-IDF parts
         fit = replace(first, unlabeled=np.concatenate(predicted))
         release_workers()  # they hold what the chunks left (text, fold models): ~1 GB at 10x the paper's scale
     elif kept is not None:

@@ -53,6 +53,7 @@ import sklearn
 from .. import incremental, staging, stars, tables
 from ..features import redact
 from ..incremental import code_digest, refreshing
+from ..memory import release_freed_memory
 from ..warehouse import Warehouse
 from . import comparison as comparison_module
 from . import crossfit, data, importance, ordinal, predictions, stack, text
@@ -312,7 +313,9 @@ def _fit(
     seed_rows: int,
     say: Callable[[str], None],
 ) -> ModelsRun:
+    release_freed_memory()  # what the run's earlier steps left in this process's heap
     modeling_data = load_modeling_data(wh, text_of="rated")  # the unrated sessions' text: a chunk at a time
+    release_freed_memory()  # the feature frame and its casts
     comparison = compare_models(
         modeling_data,
         load_judge_agreement(wh),
@@ -326,6 +329,7 @@ def _fit(
     )
     wh.replace(tables.CV_METRICS, comparison.rows, nan_as_null=True)
     release_workers()  # the fits are done: idle workers would hold their leftovers through the cross-fit
+    release_freed_memory()
     result = None
     if comparison.chosen is not None:
         result = crossfit_tables(
@@ -337,6 +341,7 @@ def _fit(
             kept=comparison.kept,
             unrated=unrated_chunks(wh, modeling_data),
         )
+        release_workers()  # the importance's: joblib would keep them idle (~1 GB at 10x) into the next steps
     wh.replace(tables.PREDICTIONS, [] if result is None else result.predictions)
     wh.replace(tables.FOLD_TRAINING, [] if result is None else result.fold_training)
     wh.replace(tables.FEATURE_IMPORTANCE, [] if result is None else result.importance)
