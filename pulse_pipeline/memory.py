@@ -8,8 +8,8 @@ unrated sessions, than after glibc's ``malloc_trim(0)`` (measured by hand on the
 modeling step's memory at 10x").
 
 ``release_freed_memory`` calls ``malloc_trim(0)`` where the C library is glibc (Linux) and does nothing elsewhere:
-it frees no live object, only pages the allocator holds free. DuckDB and polars allocate through their own
-allocators (jemalloc), which return freed memory on their own.
+it frees no live object, only pages the allocator holds free. It does not reach DuckDB's or polars' memory:
+they allocate through their own allocators (jemalloc).
 """
 
 from __future__ import annotations
