@@ -70,11 +70,12 @@ WITH r AS (
     SELECT r.*, s.record_key, s.n_segments, CASE WHEN r.rating IS NULL THEN 'ask' ELSE 'rating' END AS kind
     FROM (SELECT *, NULL::DOUBLE AS ask_probability FROM raw.ratings UNION ALL BY NAME SELECT * FROM raw.asks) r
     LEFT JOIN staging.sessions s ON s.session_id = r.session_id
+), segment_so_far AS (  -- each event of a record some rating names an event of: the last segment begun by it
+    SELECT e.record_key, e.event_id, e.seq, max(e.segment_index) OVER (PARTITION BY e.record_key ORDER BY e.seq) AS seg
+    FROM raw.events e SEMI JOIN (SELECT record_key FROM r WHERE event_id IS NOT NULL) USING (record_key)
 ), ev AS (
-    SELECT r.drop_id, r.source_file, r.record_index, r.item_index, e.seq,
-           (SELECT max(p.segment_index) FROM raw.events p
-             WHERE p.record_key = r.record_key AND p.seq <= e.seq) AS seg
-    FROM r JOIN raw.events e ON e.record_key = r.record_key AND e.event_id = r.event_id
+    SELECT r.drop_id, r.source_file, r.record_index, r.item_index, e.seq, e.seg
+    FROM r JOIN segment_so_far e ON e.record_key = r.record_key AND e.event_id = r.event_id
 )
 SELECT r.*, d.mtime AS drop_mtime,
     CASE WHEN r.event_id IS NOT NULL THEN ev.seg
