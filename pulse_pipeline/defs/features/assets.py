@@ -91,8 +91,12 @@ def annotator_agreement(
     """Cohen's kappa per rubric feature for every pair of annotators (and a human-labelled file, if configured)."""
     rubric = annotator.rubric()
     with warehouse.warehouse() as wh:
-        labels = store.labels_by_annotator(wh)
-        if annotator.human_labels_path and Path(annotator.human_labels_path).exists():
+        names = store.annotator_names(wh)
+        has_human = bool(annotator.human_labels_path) and Path(annotator.human_labels_path).exists()
+        # one labeller alone has no pair: its labels (millions of rows at scale, ~6 s at 10x) are not read
+        comparable = len(names) + has_human > 1
+        labels = store.labels_by_annotator(wh) if comparable else dict.fromkeys(names, {})
+        if has_human:
             labels["human"], ignored = read_human_labels(Path(annotator.human_labels_path), rubric)
             if ignored:
                 context.log.warning(f"human labels: columns not in the rubric ignored: {ignored}")
