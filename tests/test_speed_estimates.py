@@ -6,7 +6,7 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 
 from pulse_pipeline.estimates import effects
-from pulse_pipeline.stats.aipw import propensity_auc
+from pulse_pipeline.stats.aipw import crossfit_propensity, propensity_auc
 
 
 def test_propensity_auc_is_the_mann_whitney_statistic():
@@ -30,9 +30,9 @@ def test_an_arm_is_cross_fit_once_per_process(monkeypatch):
     real = effects.crossfit_propensity
     calls = []
 
-    def counted(X, rated, seed):
+    def counted(X, rated, seed, workers):
         calls.append(seed)
-        return real(X, rated, seed=seed)
+        return real(X, rated, seed=seed, workers=workers)
 
     monkeypatch.setattr(effects, "crossfit_propensity", counted)
     monkeypatch.setattr(effects, "_FITTED", OrderedDict())
@@ -46,3 +46,12 @@ def test_an_arm_is_cross_fit_once_per_process(monkeypatch):
     effects._crossfit_once(X, ~rated, 42)  # other labels, or another seed: fit again
     effects._crossfit_once(X, rated, 43)
     assert calls == [42, 42, 43]
+
+
+def test_propensity_folds_fit_in_threads_give_the_propensities_fit_one_after_another():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(2_000, 6))
+    rated = rng.random(2_000) < 1 / (1 + np.exp(-(X[:, 0] - 2)))  # rating follows the first feature
+    one = crossfit_propensity(X, rated, seed=7, workers=1)
+    assert np.array_equal(crossfit_propensity(X, rated, seed=7, workers=2), one)
+    assert propensity_auc(rated, one) > 0.7  # the folds were fit (not the rated share everywhere)
