@@ -71,22 +71,41 @@ def test_compare_without_resampling_leaves_out_the_bootstrap_and_the_permutation
     assert repr(replace(plain[0], p_value=every[0].p_value)) == repr(every[0])
 
 
+def test_compare_without_diagnostics_leaves_out_the_auc_and_its_flag_only():
+    """The sessions of arm b rated far more often when they have many user messages: the AUC flags it."""
+    frame = _sessions().filter(pl.col("experiment") == "e")
+    rated = pl.when(pl.col("variant") == "b").then(pl.col("user_messages") > 12).otherwise(pl.col("labeled"))
+    frame = frame.with_columns(labeled=rated, label=pl.when(rated).then(pl.col("prediction").clip(0, 1)))
+    arms = [effects.arm_data(v, frame.filter(pl.col("variant") == v), ["user_messages"]) for v in ("b", "a")]
+    every, diagnostics = effects.compare(*arms, resampling=False)
+    plain, plain_diagnostics = effects.compare(*arms, resampling=False, diagnostics=False)
+    assert diagnostics["auc"] > 0.6 and any(effects.NOT_REPRESENTATIVE in (r.flags or "") for r in every)
+    assert math.isnan(plain_diagnostics["auc"]) and not any(
+        effects.NOT_REPRESENTATIVE in (r.flags or "") for r in plain
+    )
+    assert {k: v for k, v in plain_diagnostics.items() if k != "auc"} == {
+        k: v for k, v in diagnostics.items() if k != "auc"
+    }
+    assert [repr(replace(r, flags=None)) for r in plain] == [repr(replace(r, flags=None)) for r in every]
+
+
 @pytest.mark.parametrize("unit", ["session", "user"])
 def test_the_history_without_resampling_has_the_rows_of_the_history_with_it(monkeypatch, unit):
-    """The history before: compare resampled (100 resamples, 100 permutations) at every look, and the bootstrap row
-    was dropped. Under the user unit the bootstrap and the permutation test resample users (stats.cluster)."""
+    """The history before: compare resampled (100 resamples, 100 permutations) and ranked every session for the
+    AUC at every look, and the bootstrap row was dropped. Under the user unit the bootstrap and the permutation test
+    resample users (stats.cluster)."""
     frame, controls = (_sessions(), CONTROLS) if unit == "session" else (_user_sessions(), {"u": "a"})
     units = {e: unit for e in controls}
     plain = history.history_rows(frame, controls, units=units)
     calls = []
 
-    def compare_resampling(treat, control, s, resampling=False):
-        calls.append(resampling)
-        return effects.compare(treat, control, replace(s, n_resamples=100, n_permutations=100), resampling=True)
+    def compare_resampling(treat, control, s, resampling=True, diagnostics=True):
+        calls.append((resampling, diagnostics))
+        return effects.compare(treat, control, replace(s, n_resamples=100, n_permutations=100))
 
     monkeypatch.setattr(history, "compare", compare_resampling)
     before = history.history_rows(frame, controls, units=units)
-    assert calls and set(calls) == {False}  # the history asked for no resampling, at every look
+    assert calls and set(calls) == {(False, False)}  # the history asked for no resampling, no AUC, at every look
     assert len(plain) == len(before) > 0 and {r.unit for r in plain if r.method != "none"} == {unit}
     assert [repr(r) for r in plain] == [repr(r) for r in before]  # repr: NaN != NaN, equal reprs are equal fields
 

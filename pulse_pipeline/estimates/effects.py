@@ -45,6 +45,7 @@ import polars as pl
 from scipy.stats import norm
 
 from ..modeling.threads import native_threads
+from ..settings import usable_cores
 from ..stats.aipw import aipw_mean, crossfit_propensity, propensity_auc
 from ..stats.asking import known_ask_propensity
 from ..stats.cluster import (
@@ -236,15 +237,16 @@ def _crossfit_once(X: np.ndarray, rated: np.ndarray, seed: int) -> np.ndarray:
         h.update(part.tobytes())
     key = h.digest() + seed.to_bytes(8, "little", signed=True)
     if key not in _FITTED:
-        _FITTED[key] = crossfit_propensity(X, rated, seed=seed)
+        _FITTED[key] = crossfit_propensity(X, rated, seed=seed, workers=usable_cores())
         while len(_FITTED) > FITTED_KEPT:
             _FITTED.popitem(last=False)
     _FITTED.move_to_end(key)
     return _FITTED[key].copy()
 
 
-def _selection(arm: ArmData, s: Settings) -> tuple[np.ndarray, np.ndarray, float]:
-    """The arm's rated mask (rated sessions first), cross-fit propensities, and their out-of-fold AUC.
+def _selection(arm: ArmData, s: Settings, auc: bool = True) -> tuple[np.ndarray, np.ndarray, float]:
+    """The arm's rated mask (rated sessions first), cross-fit propensities, and their out-of-fold AUC (NaN
+    unless ``auc``).
 
     With known asking (``ArmData.known_asking``) the propensity is the logged ask probability times the cross-fit
     probability of answering an ask (``stats.asking.known_ask_propensity``); otherwise P(rated | x) is estimated
@@ -253,12 +255,12 @@ def _selection(arm: ArmData, s: Settings) -> tuple[np.ndarray, np.ndarray, float
     rated = np.r_[np.ones(len(arm.y), bool), np.zeros(len(arm.f_unlabeled), bool)]
     if arm.propensity_labeled is not None and arm.propensity_unlabeled is not None:
         propensity = np.r_[arm.propensity_labeled, arm.propensity_unlabeled]
-        return rated, propensity, propensity_auc(rated, propensity)
+        return rated, propensity, propensity_auc(rated, propensity) if auc else float("nan")
     # the logistic fits run in OpenBLAS, whose threads spin like OpenMP's: capped as model fits are
     with native_threads(s.threads):
         estimated = _crossfit_once(X, rated, seed=s.seed + 42)
         # the AUC says whether rated sessions look like the rest (PPI's assumption), however they came to be rated
-        auc = propensity_auc(rated, estimated)
+        auc = propensity_auc(rated, estimated) if auc else float("nan")
         if arm.known_asking:  # NaN for sessions never asked: AIPW reads only the rated sessions' propensities
             q = np.r_[arm.q_labeled, arm.q_unlabeled]
             return rated, known_ask_propensity(X, q, np.isfinite(q), rated, seed=s.seed + 42), auc
@@ -295,13 +297,14 @@ def _ppi_arm(arm: ArmData, lam: float | None, s: Settings, clustered: bool, cros
 
 
 def compare(
-    treat: ArmData, control: ArmData, s: Settings = Settings(), resampling: bool = True
+    treat: ArmData, control: ArmData, s: Settings = Settings(), resampling: bool = True, diagnostics: bool = True
 ) -> tuple[list[MethodEstimate], dict[str, float]]:
     """Every method's estimate, and the comparison's diagnostics (oof_rho, auc, best_width_theory).
 
     ``resampling`` False leaves out what resamples the ratings: no ``naive_bootstrap`` row, and ``naive_welch``
-    without its permutation p-value (NaN); every other number is the same. For a caller that reads only the
-    effects and intervals of the other methods (``history``, at every look).
+    without its permutation p-value (NaN); every other number is the same. ``diagnostics`` False leaves out the
+    rated-vs-unrated AUC (NaN, so no representativeness flag): a rank over every session of both arms. Both for a
+    caller that reads only the effects, intervals and notes (``history``, at every look).
 
     When both arms carry user codes (``ArmData.clustered``: the experiment randomizes users) every interval,
     p-value and the naive width the flags compare with are cluster-robust by user (``stats.cluster``): Welch by
@@ -327,7 +330,7 @@ def compare(
     n = len(y_all)
     N = len(treat.f_unlabeled) + len(control.f_unlabeled)
     best = best_width_ratio(rho, n, N) if not math.isnan(rho) else float("nan")
-    sel_t, sel_c = _selection(treat, s), _selection(control, s)
+    sel_t, sel_c = _selection(treat, s, diagnostics), _selection(control, s, diagnostics)
     aucs = [sel_t[2], sel_c[2]]
     auc = float(np.nanmax(aucs)) if not all(math.isnan(a) for a in aucs) else float("nan")
 

@@ -152,7 +152,8 @@ def _look_rows(
     """The METHODS rows of one comparison on the sessions where ``upto`` (per arm: started on or before the
     look); ``by_user``: the unit is the user (clustered intervals; the clock counts users)."""
     treat, ctrl = treatment.take(upto[0]), control.take(upto[1])
-    estimates, _ = compare(treat, ctrl, s, resampling=False)  # no row here reads a bootstrap or a p-value
+    # no row here reads a bootstrap, a p-value, or a flag (the AUC's)
+    estimates, _ = compare(treat, ctrl, s, resampling=False, diagnostics=False)
     n_sessions = int(upto[0].sum() + upto[1].sum())
     n_units = n_sessions
     if by_user:  # a session without a user id is its own cluster (effects.arm_data), so it counts as one unit
