@@ -96,12 +96,16 @@ FROM r JOIN raw.drops d USING (drop_id)
 LEFT JOIN ev USING (drop_id, source_file, record_index, item_index)
 """
 
+RESOLVED_RATINGS = "_pulse_resolved_ratings"
+"""Temporary table of one ``build_segment_ratings``: ``_RESOLVED_RATINGS`` made once for its two queries (each
+resolve reads the events of every record a rating names an event of)."""
+
 SEGMENT_RATINGS_SQL = f"""
 SELECT session_id, seg, rating, reason, created_at, rating_id,
        CASE WHEN event_id IS NOT NULL THEN 'event_id' WHEN segment_index IS NOT NULL THEN 'segment_index'
             ELSE 'last_segment' END,
        drop_id, source_file, record_index
-FROM ({_RESOLVED_RATINGS}) WHERE problem IS NULL AND rating IS NOT NULL
+FROM {RESOLVED_RATINGS} WHERE problem IS NULL AND rating IS NOT NULL
 QUALIFY row_number() OVER (PARTITION BY session_id, seg
     ORDER BY created_at DESC NULLS LAST, drop_mtime DESC, drop_id DESC, source_file DESC, record_index DESC,
              item_index DESC) = 1
@@ -117,7 +121,7 @@ SELECT drop_id, 'staging', source_file, record_index, item_index, 'rating', prob
             ELSE to_json({{'rating_id': rating_id, 'session_id': session_id, 'event_id': event_id,
                           'segment_index': segment_index, 'rating': rating, 'reason': reason,
                           'created_at': created_at, 'ask_probability': ask_probability}}) END::VARCHAR
-FROM ({_RESOLVED_RATINGS}) WHERE problem IS NOT NULL
+FROM {RESOLVED_RATINGS} WHERE problem IS NOT NULL
 """
 
 SESSION_ASKS_SQL = f"""
@@ -184,8 +188,11 @@ def _replace_staging_quarantine(wh: Warehouse, record_type: str, select_sql: str
 
 def build_segment_ratings(wh: Warehouse) -> tuple[int, int]:
     """Rows written, and ratings quarantined because they join nothing."""
+    wh.con.execute(f"CREATE OR REPLACE TEMP TABLE {RESOLVED_RATINGS} AS {_RESOLVED_RATINGS}")
     n = wh.replace_table(tables.SEGMENT_RATINGS, SEGMENT_RATINGS_SQL)
-    return n, _replace_staging_quarantine(wh, "rating", RATING_QUARANTINE_SQL)
+    quarantined = _replace_staging_quarantine(wh, "rating", RATING_QUARANTINE_SQL)
+    wh.con.execute(f"DROP TABLE {RESOLVED_RATINGS}")
+    return n, quarantined
 
 
 def build_session_asks(wh: Warehouse) -> int:
