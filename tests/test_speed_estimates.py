@@ -6,6 +6,7 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 
 from pulse_pipeline.estimates import effects
+from pulse_pipeline.stats import cluster, naive
 from pulse_pipeline.stats.aipw import crossfit_propensity, propensity_auc
 
 
@@ -55,3 +56,14 @@ def test_propensity_folds_fit_in_threads_give_the_propensities_fit_one_after_ano
     one = crossfit_propensity(X, rated, seed=7, workers=1)
     assert np.array_equal(crossfit_propensity(X, rated, seed=7, workers=2), one)
     assert propensity_auc(rated, one) > 0.7  # the folds were fit (not the rated share everywhere)
+
+
+def test_permutation_chunks_counted_in_threads_give_the_p_value_counted_in_one():
+    rng = np.random.default_rng(5)
+    y_t, y_c = rng.normal(0.1, 1, 3_000), rng.normal(0, 1, 2_000)  # chunks of 256 rows of 5 000 keys: 40 chunks
+    one = naive.permutation_pvalue(y_t, y_c, n_permutations=10_000, seed=3)
+    assert naive.permutation_pvalue(y_t, y_c, n_permutations=10_000, seed=3, workers=2) == one
+    assert 0.0001 < one < 0.05  # a shift of 0.1 sd on these sizes: rarely matched by a permutation (z ~ 3.5)
+    g_t, g_c = np.arange(3_000) // 3, 5_000 + np.arange(2_000) // 2  # users of 3 and 2 ratings
+    clustered = cluster.cluster_permutation_pvalue(y_t, g_t, y_c, g_c, n_permutations=2_000, seed=4)
+    assert cluster.cluster_permutation_pvalue(y_t, g_t, y_c, g_c, n_permutations=2_000, seed=4, workers=3) == clustered

@@ -340,12 +340,16 @@ def compare(
         welch = clustered_welch_difference(*groups, alpha=s.alpha)
         if resampling:
             boot = cluster_bootstrap_difference(*groups, n_resamples=s.n_resamples, seed=s.seed, alpha=s.alpha)
-            p_perm = cluster_permutation_pvalue(*groups, n_permutations=s.n_permutations, seed=s.seed)
+            p_perm = cluster_permutation_pvalue(
+                *groups, n_permutations=s.n_permutations, seed=s.seed, workers=usable_cores()
+            )
     else:
         welch = welch_difference(treat.y, control.y, alpha=s.alpha)
         if resampling:
             boot = bootstrap_difference(treat.y, control.y, n_resamples=s.n_resamples, seed=s.seed, alpha=s.alpha)
-            p_perm = permutation_pvalue(treat.y, control.y, n_permutations=s.n_permutations, seed=s.seed)
+            p_perm = permutation_pvalue(
+                treat.y, control.y, n_permutations=s.n_permutations, seed=s.seed, workers=usable_cores()
+            )
     naive_width = 2 * norm.ppf(1 - s.alpha / 2) * welch.se
     slack = s.tolerance + 1 / math.sqrt(2 * n)
 

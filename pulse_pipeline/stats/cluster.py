@@ -151,18 +151,20 @@ def cluster_bootstrap_difference(
     return Interval(est, float(diffs.std(ddof=1)), float(lo), float(hi), note=note)
 
 
-def cluster_permutation_pvalue(y_t, g_t, y_c, g_c, n_permutations: int = 10_000, seed: int = 0) -> float:
+def cluster_permutation_pvalue(
+    y_t, g_t, y_c, g_c, n_permutations: int = 10_000, seed: int = 0, workers: int = 1
+) -> float:
     """Two-sided Monte Carlo permutation p-value of the difference of rated means, permuting users' arms.
 
     Under the null of no effect a user's ratings are exchangeable between arms as a block (the user was
     randomized, not the session), so each permutation gives a random G_t of the pooled G users to treatment and
     recomputes stat = sum S / sum n (treatment) - the same (control); p = (1 + #{|stat_b| >= |stat_obs|}) / (1 + B).
     The loop is ``naive.block_permutation_pvalue`` over users' totals: with one rating per user the p-value equals
-    ``naive.permutation_pvalue``'s for the same seed. An empty arm gives 1.0.
+    ``naive.permutation_pvalue``'s for the same seed, for any number of ``workers`` (threads). An empty arm gives 1.0.
     """
     st, nt = _totals(y_t, g_t, "y_t")
     sc, nc = _totals(y_c, g_c, "y_c")
-    return block_permutation_pvalue(st, nt, sc, nc, n_permutations, seed)
+    return block_permutation_pvalue(st, nt, sc, nc, n_permutations, seed, workers)
 
 
 def clustered_ppi_mean(

@@ -8,6 +8,8 @@ return an unexplained NaN: the reason is written in ``Interval.note``.
 
 from __future__ import annotations
 
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -155,7 +157,7 @@ def bootstrap_difference(y_t, y_c, n_resamples: int = 10_000, seed: int = 0, alp
     return Interval(est, float(diffs.std(ddof=1)), float(lo), float(hi), note=note)
 
 
-def permutation_pvalue(y_t, y_c, n_permutations: int = 10_000, seed: int = 0) -> float:
+def permutation_pvalue(y_t, y_c, n_permutations: int = 10_000, seed: int = 0, workers: int = 1) -> float:
     """Two-sided Monte Carlo permutation p-value for the difference of means.
 
     Pool z = (y_t, y_c) (size m = n_t + n_c, total T = sum z). A permutation assigns a uniformly random subset of
@@ -173,21 +175,26 @@ def permutation_pvalue(y_t, y_c, n_permutations: int = 10_000, seed: int = 0) ->
     each row (``numpy.argpartition``, the first n_small positions of an argsort of random keys, found in O(m)
     instead of O(m log m)) pick the rows of the smaller arm, and S comes from one gather-and-sum. Ties in |stat|
     are counted with a relative tolerance of 1e-12 so that permutations equal to the observed one always count.
+    The keys are drawn in this thread, chunk after chunk; ``workers`` threads pick and count the chunks
+    (``argpartition`` and the sums release the GIL), so the p-value is the same for any number of them.
 
     Args:
         y_t: ratings of the treatment arm, shape (n_t,).
         y_c: ratings of the control arm, shape (n_c,).
         n_permutations: B, the number of random permutations (>= 1).
         seed: seed of ``numpy.random.default_rng``; the p-value is exactly reproducible for a given seed.
+        workers: threads counting the chunks (1: this thread alone).
 
     Returns:
         The p-value in (0, 1]. If an arm is empty there is nothing to compare and 1.0 is returned.
     """
     y_t, y_c = _as_1d(y_t, "y_t"), _as_1d(y_c, "y_c")
-    return block_permutation_pvalue(y_t, np.ones(y_t.size), y_c, np.ones(y_c.size), n_permutations, seed)
+    return block_permutation_pvalue(y_t, np.ones(y_t.size), y_c, np.ones(y_c.size), n_permutations, seed, workers)
 
 
-def block_permutation_pvalue(s_t, n_t, s_c, n_c, n_permutations: int = 10_000, seed: int = 0) -> float:
+def block_permutation_pvalue(
+    s_t, n_t, s_c, n_c, n_permutations: int = 10_000, seed: int = 0, workers: int = 1
+) -> float:
     """``permutation_pvalue`` for blocks of ratings that move between arms together: block j has the sum s_j and
     the count n_j of its ratings, a permutation gives a random subset of as many blocks as treatment had to
     treatment, and stat = sum s / sum n (treatment) - the same (control). With every block one rating (n = 1) it is
@@ -208,10 +215,10 @@ def block_permutation_pvalue(s_t, n_t, s_c, n_c, n_permutations: int = 10_000, s
     tol = 1e-12 * max(1.0, obs)
     rng = np.random.default_rng(seed)
     chunk = max(1, min(256, _CHUNK_ENTRIES // m))
-    count = 0
-    for start in range(0, n_permutations, chunk):
-        b = min(chunk, n_permutations - start)
-        keys = rng.random((b, m))
+
+    def extreme(keys: np.ndarray) -> int:
+        """How many of the chunk's permutations (one row of random keys each) are at least as extreme."""
+        b = keys.shape[0]
         if k < m:
             idx = np.argpartition(keys, k - 1, axis=1)[:, :k]
             s_small, n_small = s[idx].sum(axis=1), n[idx].sum(axis=1)
@@ -220,5 +227,13 @@ def block_permutation_pvalue(s_t, n_t, s_c, n_c, n_permutations: int = 10_000, s
         s_tr, n_tr = (s_small, n_small) if small_is_t else (s_total - s_small, n_total - n_small)
         with np.errstate(divide="ignore", invalid="ignore"):
             stat = s_tr / n_tr - (s_total - s_tr) / (n_total - n_tr)
-        count += int(np.count_nonzero(np.abs(stat) >= obs - tol))
+        return int(np.count_nonzero(np.abs(stat) >= obs - tol))
+
+    count, pending = 0, deque()
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        for start in range(0, n_permutations, chunk):
+            pending.append(pool.submit(extreme, rng.random((min(chunk, n_permutations - start), m))))
+            if len(pending) > max(1, workers):  # a chunk of keys per thread in flight: memory stays bounded
+                count += pending.popleft().result()
+        count += sum(done.result() for done in pending)
     return (1.0 + count) / (1.0 + n_permutations)
