@@ -28,8 +28,9 @@ def _timed(home: Path, child_code: str, argument: str, what: str) -> tuple[float
 
     The summary adds to the command's own summary: ``read_seconds`` (up to the derived tables' rebuild),
     ``setup_seconds`` (before the run starts), ``derived_seconds``, ``read_rss_mib`` (the process's peak RSS when
-    the drop is read) and ``tree_rss_mib``: the largest sum of the RSS of the process and every process under it
-    (the reader processes of a large drop), sampled every ``SAMPLE_SECONDS``. Why sampled: a process's peak RSS
+    the drop is read), ``tree_rss_mib``: the largest sum of the RSS of the process and every process under it
+    (the reader processes of a large drop), sampled every ``SAMPLE_SECONDS``, and ``tree_samples``: every sample,
+    [wall-clock time (``time.time()``, as Dagster's event log times steps), MiB]. Why sampled: a process's peak RSS
     leaves its children out, and the kernel's peak for children counts each forked child at its parent's size
     before it runs another program (Dagster starts small ``tail`` processes that way)."""
     started = time.perf_counter()
@@ -41,10 +42,11 @@ def _timed(home: Path, child_code: str, argument: str, what: str) -> tuple[float
             stderr=err,
             text=True,
         )
-        tree_peak = 0.0
+        samples: list[tuple[float, float]] = []
         while child.poll() is None:
-            tree_peak = max(tree_peak, tree_rss_mib(child.pid))
+            samples.append((time.time(), tree_rss_mib(child.pid)))
             time.sleep(SAMPLE_SECONDS)
+        tree_peak = max((mib for _, mib in samples), default=0.0)
         seconds = time.perf_counter() - started
         out.seek(0)
         err.seek(0)
@@ -53,7 +55,8 @@ def _timed(home: Path, child_code: str, argument: str, what: str) -> tuple[float
             raise RuntimeError(f"{what} failed (exit {child.returncode}):\n{err.read()[-3000:]}")
         *summary, rss = out.read().strip().splitlines()
     # a sample can miss a short peak: the tree took at least the process's own peak
-    return seconds, {**json.loads("\n".join(summary)), "tree_rss_mib": max(tree_peak, float(rss))}, float(rss)
+    figures = {"tree_rss_mib": max(tree_peak, float(rss)), "tree_samples": samples}
+    return seconds, {**json.loads("\n".join(summary)), **figures}, float(rss)
 
 
 SAMPLE_SECONDS = 0.2

@@ -18,6 +18,8 @@ Printed per drop (or for the k drops at once) and summed per scale:
   modeling, estimates, report), and "other": the rest of the command's wall time (interpreter and Dagster start,
   time between steps, publishing the analysts' copy);
 - peak RSS of the command with every process under it (the drop's readers), sampled, and of its own process;
+  then the sampled peak per stage: each sample goes to the stage whose step was running then (the event log's
+  step times), to "read" before the derived tables' first step, to "other" between and after steps;
 - disk: the PULSE_HOME folder and the published pulse.duckdb.
 Then one 100-session drop is added to the largest scale's warehouse, with its refresh time and how many sessions
 the per-session stages touched: each per-session asset (``incremental.py``) reports the sessions it recomputed as
@@ -73,6 +75,7 @@ class Ingest:
     sessions: int
     touched: dict[str, int] = field(default_factory=dict)  # per-session asset -> its metadata's sessions_touched
     steps: dict[str, float] = field(default_factory=dict)  # each derived step (op name) -> seconds
+    stage_rss: dict[str, float] = field(default_factory=dict)  # "read", a STAGES entry or "other" -> sampled peak
 
     @property
     def other(self) -> float:
@@ -140,6 +143,20 @@ def stage_of_step(home: PulseHome) -> dict[str, str]:
     return stages
 
 
+def stage_peaks(samples: list[tuple[float, float]], spans: list[tuple[float, float, str]]) -> dict[str, float]:
+    """The largest sample (time, MiB) per stage: a sample taken while a step ran (``spans``: start, end, its stage)
+    goes to that step's stage (the first one listed, if two overlap), one taken before the first derived step to
+    "read" (the reading of the drop and the start), any other to "other"."""
+    first = min((start for start, _, stage in spans if stage in STAGES), default=float("inf"))
+    peaks: dict[str, float] = {}
+    for at, mib in samples:
+        stage = next((stage for start, end, stage in spans if start <= at <= end), None)
+        if stage not in STAGES:
+            stage = "read" if at < first else "other"
+        peaks[stage] = max(peaks.get(stage, 0.0), mib)
+    return peaks
+
+
 def measure(home: PulseHome, drop: Path | None, stage_of: dict[str, str]) -> Ingest:
     """`pulse ingest` of the drop (None: `pulse materialize` of the drop folder), its derived steps' durations
     and its materializations from the event log."""
@@ -148,12 +165,14 @@ def measure(home: PulseHome, drop: Path | None, stage_of: dict[str, str]) -> Ing
     total, summary, rss = pulse_ingest(home.root, drop) if drop else pulse_materialize(home.root)
     instance = dg.DagsterInstance.from_config(str(home.dagster_home))
     stages: dict[str, float] = defaultdict(float)
-    touched, steps = {}, {}
+    touched, steps, spans = {}, {}, []
     for run in instance.get_runs():
         if run.run_id in before:
             continue
         for step in instance.get_run_step_stats(run.run_id):
             stage = stage_of.get(step.step_key, "other")
+            if step.start_time and step.end_time:
+                spans.append((step.start_time, step.end_time, stage))
             if stage in STAGES and step.start_time and step.end_time:
                 stages[stage] += step.end_time - step.start_time
                 steps[step.step_key] = step.end_time - step.start_time
@@ -171,6 +190,7 @@ def measure(home: PulseHome, drop: Path | None, stage_of: dict[str, str]) -> Ing
         sessions=summary["sessions"],
         touched=touched,
         steps=steps,
+        stage_rss=stage_peaks(summary["tree_samples"], spans),
     )
 
 
@@ -178,7 +198,9 @@ def line(name: str, m: Ingest) -> str:
     stages = "  ".join(f"{s} {m.stages[s]:.1f} s" for s in STAGES)
     return (
         f"{name}: read {m.read:.1f} s | {stages} | other {m.other:.1f} s | total {m.total:.1f} s | "
-        f"peak RSS {m.tree_rss:.0f} MiB with its children ({m.rss:.0f} MiB alone)"
+        f"peak RSS {m.tree_rss:.0f} MiB with its children ({m.rss:.0f} MiB alone) | by stage: "
+        + ", ".join(f"{stage} {m.stage_rss[stage]:.0f}" for stage in ("read", *STAGES, "other") if stage in m.stage_rss)
+        + " MiB"
     )
 
 
@@ -224,6 +246,7 @@ def run_scale(k: int, n_sessions: int, workdir: Path, small_drop: bool, backlog:
         rss=max(m.rss for m in runs),
         tree_rss=max(m.tree_rss for m in runs),
         sessions=sum(m.sessions for m in runs),
+        stage_rss={s: max(m.stage_rss.get(s, 0.0) for m in runs) for s in {s for m in runs for s in m.stage_rss}},
     )
     print(line(f"{k}x all drops", summed))
     end_target = f"  [target < {TARGET_1X_SECONDS:.0f} s: {verdict(total < TARGET_1X_SECONDS)}]" if k == 1 else ""

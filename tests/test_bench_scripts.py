@@ -119,6 +119,11 @@ def test_scale_bench_times_each_stage_and_the_small_drop(tmp_path, quick_models)
         assert abs(sum(parts) + other - total) <= 0.4
         assert 0 < rss <= tree_rss
     assert rows["2 drops at once"].groups() == rows["2x all drops"].groups()  # one command: the scale's sum
+    for name, match in rows.items():  # the sampled peak per stage: the run's peak is one of them
+        line = next(x for x in out.splitlines() if x.strip().startswith(f"{name}:"))
+        by_stage = dict(re.findall(r"(\w+) (\d+)", line.split("| by stage: ")[1]))
+        assert {"read", "modeling", "estimates"} <= set(by_stage), line
+        assert max(int(v) for v in by_stage.values()) <= float(match.groups()[8]), line
     # 2 x 300 sessions and 100 more, all distinct ids: each per-session stage touches the new drop's 100 only
     touched = re.search(r"per-session stages touched (\d+) of 700 sessions \(the drop holds 100\): (.+)", out)
     assert touched and int(touched[1]) == 100
@@ -128,3 +133,16 @@ def test_scale_bench_times_each_stage_and_the_small_drop(tmp_path, quick_models)
     )
     assert small and float(small[1]) == float(rows["that drop"].groups()[7])
     assert "2x disk: PULSE_HOME " in out and "time ratio: one scale measured" in out
+
+
+def test_scale_bench_gives_each_sample_to_the_stage_running_then():
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        from scale import stage_peaks
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    spans = [(10.0, 20.0, "ingest"), (30.0, 40.0, "staging"), (40.5, 60.0, "modeling"), (45.0, 50.0, "report")]
+    samples = [(1.0, 300.0), (15.0, 900.0), (25.0, 700.0), (35.0, 500.0), (40.2, 800.0), (47.0, 1200.0), (70.0, 400.0)]
+    # before the first derived step (30 s): read, 900; between steps (40.2 s) and after them: other, 800;
+    # at 47 s modeling and report both run: the first listed, modeling
+    assert stage_peaks(samples, spans) == {"read": 900.0, "staging": 500.0, "modeling": 1200.0, "other": 800.0}
