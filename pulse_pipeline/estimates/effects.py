@@ -244,9 +244,9 @@ def _crossfit_once(X: np.ndarray, rated: np.ndarray, seed: int) -> np.ndarray:
     return _FITTED[key].copy()
 
 
-def _selection(arm: ArmData, s: Settings, auc: bool = True) -> tuple[np.ndarray, np.ndarray, float]:
+def _selection(arm: ArmData, s: Settings, with_auc: bool = True) -> tuple[np.ndarray, np.ndarray, float]:
     """The arm's rated mask (rated sessions first), cross-fit propensities, and their out-of-fold AUC (NaN
-    unless ``auc``).
+    unless ``with_auc``).
 
     With known asking (``ArmData.known_asking``) the propensity is the logged ask probability times the cross-fit
     probability of answering an ask (``stats.asking.known_ask_propensity``); otherwise P(rated | x) is estimated
@@ -255,12 +255,12 @@ def _selection(arm: ArmData, s: Settings, auc: bool = True) -> tuple[np.ndarray,
     rated = np.r_[np.ones(len(arm.y), bool), np.zeros(len(arm.f_unlabeled), bool)]
     if arm.propensity_labeled is not None and arm.propensity_unlabeled is not None:
         propensity = np.r_[arm.propensity_labeled, arm.propensity_unlabeled]
-        return rated, propensity, propensity_auc(rated, propensity) if auc else float("nan")
+        return rated, propensity, propensity_auc(rated, propensity) if with_auc else float("nan")
     # the logistic fits run in OpenBLAS, whose threads spin like OpenMP's: capped as model fits are
     with native_threads(s.threads):
         estimated = _crossfit_once(X, rated, seed=s.seed + 42)
         # the AUC says whether rated sessions look like the rest (PPI's assumption), however they came to be rated
-        auc = propensity_auc(rated, estimated) if auc else float("nan")
+        auc = propensity_auc(rated, estimated) if with_auc else float("nan")
         if arm.known_asking:  # NaN for sessions never asked: AIPW reads only the rated sessions' propensities
             q = np.r_[arm.q_labeled, arm.q_unlabeled]
             return rated, known_ask_propensity(X, q, np.isfinite(q), rated, seed=s.seed + 42), auc
