@@ -29,6 +29,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from pulse_pipeline.stats.cluster import clustered_variance
 from pulse_pipeline.stats.naive import _join
@@ -189,11 +190,17 @@ def crossfit_propensity(X, rated, k: int = 5, seed: int = 42, workers: int = 1) 
     if folds is None:
         return out
     D = propensity_design(X)
+    # a new thread starts at OpenMP's default (one thread per core: its limit is per thread, not per process), so
+    # each fold's thread takes the native thread limits of this one (``modeling.threads.native_threads``' cap)
+    limits: dict[str, int] = {}
+    for pool in threadpool_info():
+        limits[pool["user_api"]] = min(pool["num_threads"], limits.get(pool["user_api"], pool["num_threads"]))
 
     def fit_fold(train: np.ndarray, test: np.ndarray) -> None:
-        model = make_pipeline(StandardScaler(), LogisticRegression(C=PROPENSITY_C, max_iter=1000))
-        model.fit(D[train], r[train])
-        out[test] = model.predict_proba(D[test])[:, 1]
+        with threadpool_limits(limits=limits):
+            model = make_pipeline(StandardScaler(), LogisticRegression(C=PROPENSITY_C, max_iter=1000))
+            model.fit(D[train], r[train])
+            out[test] = model.predict_proba(D[test])[:, 1]
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         for done in [pool.submit(fit_fold, train, test) for train, test in folds]:
