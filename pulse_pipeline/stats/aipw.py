@@ -193,8 +193,9 @@ def crossfit_propensity(X, rated, k: int = 5, seed: int = 42, workers: int = 1) 
     # a new thread starts at OpenMP's default (one thread per core: its limit is per thread, not per process), so
     # each fold's thread takes the native thread limits of this one (``modeling.threads.native_threads``' cap)
     limits: dict[str, int] = {}
-    for pool in threadpool_info():
-        limits[pool["user_api"]] = min(pool["num_threads"], limits.get(pool["user_api"], pool["num_threads"]))
+    for library in threadpool_info():
+        api, n = library["user_api"], library["num_threads"]
+        limits[api] = min(n, limits.get(api, n))
 
     def fit_fold(train: np.ndarray, test: np.ndarray) -> None:
         with threadpool_limits(limits=limits):
