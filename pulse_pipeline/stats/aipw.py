@@ -36,6 +36,9 @@ from pulse_pipeline.stats.naive import _join
 from pulse_pipeline.stats.ppi import ArmMean, _vector, _z
 
 PROPENSITY_C = 0.1  # inverse L2 strength of the propensity model (features standardized)
+PROPENSITY_TOL = 1e-8
+"""Stopping tolerance of the propensity model's Newton solver: converged, not stopped on the way (see
+:func:`crossfit_propensity`)."""
 
 
 def aipw_mean(
@@ -171,6 +174,14 @@ def crossfit_propensity(X, rated, k: int = 5, seed: int = 42, workers: int = 1) 
     weights 1 / pi scatter and the AIPW interval widens for nothing), and predict the held-out fold. A session's
     propensity therefore never comes from a model that saw whether it was rated.
 
+    The solver is Newton's method with a Cholesky solve (``newton-cholesky``) run to ``PROPENSITY_TOL``: the fit
+    is the penalized maximum-likelihood model this docstring names. Why not scikit-learn's default (L-BFGS at its
+    default tolerance): it stopped after ~40 iterations, where the exact fit needs ~230, with propensities up to
+    68 % from the penalized fit's (the seven arms of 40 000-60 000 sessions at ten times the paper's scale: 14-68 %
+    per arm; 1.4 % on the test's 4 000 sessions). Newton converges in about 5-8 steps, each a product X'WX that
+    BLAS computes at full speed, so the converged fit costs about what the stopped one did (those seven arms:
+    10.6 s against 12.0 s on two cores, one run).
+
     Args:
         X: session features, shape (N_total, p); NaN is imputed as 0.
         rated: boolean, shape (N_total,), True for rated sessions.
@@ -199,7 +210,10 @@ def crossfit_propensity(X, rated, k: int = 5, seed: int = 42, workers: int = 1) 
 
     def fit_fold(train: np.ndarray, test: np.ndarray) -> None:
         with threadpool_limits(limits=limits):
-            model = make_pipeline(StandardScaler(), LogisticRegression(C=PROPENSITY_C, max_iter=1000))
+            model = make_pipeline(
+                StandardScaler(),
+                LogisticRegression(C=PROPENSITY_C, solver="newton-cholesky", tol=PROPENSITY_TOL, max_iter=100),
+            )
             model.fit(D[train], r[train])
             out[test] = model.predict_proba(D[test])[:, 1]
 
