@@ -58,6 +58,7 @@ from ..stats.cluster import (
 )
 from ..stats.naive import bootstrap_difference, permutation_pvalue, welch_difference
 from ..stats.ppi import ArmMean, best_width_ratio, crossppi_mean, difference, ppi_mean, wald_p_value
+from .kept_propensities import PropensityStore
 
 PPI_METHODS = ("ppi", "crossppi", "ppi_insample")
 SEEN_LABELS = "predictions may have seen the labels"
@@ -83,6 +84,10 @@ class ArmData:
     # P(rated | x) made beforehand, e.g. ``history``'s over the whole period (as its predictions are); None: here
     propensity_labeled: np.ndarray | None = None
     propensity_unlabeled: np.ndarray | None = None
+    # the arm's key in ``Settings.kept`` (experiment, variant, feature columns) and its session ids, rated first:
+    # its propensity fit may then be kept across runs (``kept_propensities``); None: fitted here each time
+    kept_as: str | None = None
+    session_ids: np.ndarray | None = None
 
     @property
     def known_asking(self) -> bool:
@@ -112,6 +117,8 @@ class ArmColumns:
     user_ids: np.ndarray | None = None  # object array; by_user only
     ask_probability: np.ndarray | None = None
     propensity: np.ndarray | None = None
+    kept_as: str | None = None  # as ``ArmData.kept_as``
+    session_ids: np.ndarray | None = None  # object array; with kept_as only
 
     def take(self, mask: np.ndarray | None = None) -> ArmData:
         """The ``ArmData`` of the sessions where ``mask`` (all: None), rated and unrated in the frame's order."""
@@ -138,6 +145,8 @@ class ArmColumns:
             g_unrated,
             *split(self.ask_probability),
             *split(self.propensity),
+            self.kept_as,
+            None if self.session_ids is None else np.concatenate(split(self.session_ids)),
         )
 
 
@@ -148,6 +157,7 @@ def arm_columns(
     insample: Mapping[str, float] | None = None,
     *,
     by_user: bool = False,
+    kept_as: str | None = None,
 ) -> ArmColumns:
     """One arm's columns from its rows of an ``estimates.sessions.assigned_sessions`` frame (arguments as
     :func:`arm_data`'s)."""
@@ -166,6 +176,8 @@ def arm_columns(
         sessions["ask_probability"].cast(pl.Float64).fill_null(np.nan).to_numpy() if "ask_probability" in columns
         else None,
         sessions["propensity"].cast(pl.Float64).to_numpy() if "propensity" in columns else None,
+        None if kept_as is None else f"{kept_as} | features {', '.join(features)}",
+        None if kept_as is None else sessions["session_id"].to_numpy().astype(object),
     )  # fmt: skip
 
 
@@ -176,6 +188,7 @@ def arm_data(
     insample: Mapping[str, float] | None = None,
     *,
     by_user: bool = False,
+    kept_as: str | None = None,
 ) -> ArmData:
     """One arm from its rows of an ``estimates.sessions.assigned_sessions`` frame.
 
@@ -183,9 +196,10 @@ def arm_data(
     ``features``: the columns that make X (the propensity model's inputs; none: X has no columns);
     ``insample``: session id -> normalized prediction of the model fit on every label (``ppi_insample``; None:
     no such row); ``by_user``: the experiment randomizes users: every method's interval is clustered by
-    ``user_id`` (``stats.cluster.cluster_codes``: a session without a user id is its own cluster).
+    ``user_id`` (``stats.cluster.cluster_codes``: a session without a user id is its own cluster); ``kept_as``:
+    the arm's name among the kept propensity fits (its experiment and variant; ``Settings.kept``), None: none.
     """
-    return arm_columns(name, sessions, features, insample, by_user=by_user).take()
+    return arm_columns(name, sessions, features, insample, by_user=by_user, kept_as=kept_as).take()
 
 
 @dataclass(frozen=True)
@@ -198,6 +212,7 @@ class Settings:
     auc_threshold: float = 0.6
     threads: int | None = None  # native (BLAS) threads of the propensity fits; None: PULSE_MODEL_THREADS
     floor: str | None = None  # why the predictions lose to the constant (then ppi's lambda is 0), or None
+    kept: PropensityStore | None = None  # where arms with ``kept_as`` keep their propensity fits; None: nowhere
 
 
 @dataclass(frozen=True)
@@ -250,7 +265,8 @@ def _selection(arm: ArmData, s: Settings, with_auc: bool = True) -> tuple[np.nda
 
     With known asking (``ArmData.known_asking``) the propensity is the logged ask probability times the cross-fit
     probability of answering an ask (``stats.asking.known_ask_propensity``); otherwise P(rated | x) is estimated
-    whole (``stats.aipw.crossfit_propensity``)."""
+    whole (``stats.aipw.crossfit_propensity``), or taken from the arm's kept fit (``Settings.kept``, when the arm
+    has a ``kept_as`` name: ``kept_propensities``)."""
     X = np.vstack([arm.X_labeled, arm.X_unlabeled])
     rated = np.r_[np.ones(len(arm.y), bool), np.zeros(len(arm.f_unlabeled), bool)]
     if arm.propensity_labeled is not None and arm.propensity_unlabeled is not None:
@@ -258,7 +274,12 @@ def _selection(arm: ArmData, s: Settings, with_auc: bool = True) -> tuple[np.nda
         return rated, propensity, propensity_auc(rated, propensity) if with_auc else float("nan")
     # the logistic fits run in OpenBLAS, whose threads spin like OpenMP's: capped as model fits are
     with native_threads(s.threads):
-        estimated = _crossfit_once(X, rated, seed=s.seed + 42)
+        if s.kept is not None and s.kept.refit_share > 0 and arm.kept_as is not None and arm.session_ids is not None:
+            estimated = s.kept.propensities(
+                arm.kept_as, arm.session_ids, X, rated, seed=s.seed + 42, workers=usable_cores()
+            )
+        else:
+            estimated = _crossfit_once(X, rated, seed=s.seed + 42)
         # the AUC says whether rated sessions look like the rest (PPI's assumption), however they came to be rated
         auc = propensity_auc(rated, estimated) if with_auc else float("nan")
         if arm.known_asking:  # NaN for sessions never asked: AIPW reads only the rated sessions' propensities

@@ -217,13 +217,18 @@ def experiment_effect_rows(
             )
             continue
         control = arm_data(
-            exp.control, in_experiment.filter(pl.col("variant") == exp.control), features, insample, by_user=by_user
+            exp.control,
+            in_experiment.filter(pl.col("variant") == exp.control),
+            features,
+            insample,
+            by_user=by_user,
+            kept_as=f"{exp.name}/{exp.control}",
         )
         for treatment in exp.treatments:
             if progress is not None:
                 progress(f"{exp.name}: {treatment} vs {exp.control}")
             arm = in_experiment.filter(pl.col("variant") == treatment)
-            treat = arm_data(treatment, arm, features, insample, by_user=by_user)
+            treat = arm_data(treatment, arm, features, insample, by_user=by_user, kept_as=f"{exp.name}/{treatment}")
             estimates, diagnostics = compare(treat, control, settings)
             rows.extend(comparison_rows(exp, treat, control, estimates, diagnostics, unit))
     return with_holm(rows)

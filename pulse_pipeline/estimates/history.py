@@ -189,7 +189,7 @@ def _look_rows(
 
 
 def _with_propensity(
-    arms: pl.DataFrame, variants: Sequence[str], features: list[str], s: Settings, by_user: bool
+    arms: pl.DataFrame, experiment: str, variants: Sequence[str], features: list[str], s: Settings, by_user: bool
 ) -> pl.DataFrame:
     """``arms`` with a ``propensity`` column: each arm's P(rated | x) cross-fit once on the whole period, which every
     look then reads (as it reads the whole period's predictions). Fitting it again at every look cost ~70 ms a look,
@@ -198,7 +198,7 @@ def _with_propensity(
     for variant in variants:
         arm = arms.filter(pl.col("variant") == variant)
         ids = pl.concat([arm.filter(pl.col("labeled"))["session_id"], arm.filter(~pl.col("labeled"))["session_id"]])
-        p = propensities(arm_data(variant, arm, features, by_user=by_user), s)
+        p = propensities(arm_data(variant, arm, features, by_user=by_user, kept_as=f"{experiment}/{variant}"), s)
         parts.append(pl.DataFrame({"session_id": ids, "propensity": p}))
     return arms.join(pl.concat(parts), on="session_id", how="left")
 
@@ -257,7 +257,7 @@ def history_rows(
                 continue
             # with each session's propensity made, the looks read no feature: each arm's columns are made once
             # (effects.ArmColumns) and every look takes the sessions started by its day from them
-            arms = _with_propensity(arms, (treatment, exp.control), features, s, by_user).drop(features)
+            arms = _with_propensity(arms, exp.name, (treatment, exp.control), features, s, by_user).drop(features)
             looks, period = look_days(arms["day"].to_list(), max_looks)
             period_note = f"one look per {period} days (history capped at {max_looks} looks)" if period > 1 else None
             parts = {v: arms.filter(pl.col("variant") == v) for v in (treatment, exp.control)}

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.stats import rankdata
@@ -153,16 +154,56 @@ def _folds(r: np.ndarray, k: int, seed: int):
     return StratifiedKFold(n_splits=min(k, smallest), shuffle=True, random_state=seed).split(np.zeros(r.size), r)
 
 
-def propensity_design(X: np.ndarray) -> np.ndarray:
+def count_like(X: np.ndarray) -> np.ndarray:
+    """Which columns of ``X`` (NaN read as 0) are count-like: never negative and above 1 somewhere (message,
+    commit, failure counts). A boolean per column."""
+    X = np.where(np.isnan(X), 0.0, X)
+    return (X.min(axis=0, initial=0.0) >= 0) & (X.max(axis=0, initial=0.0) > 1)
+
+
+def propensity_design(X: np.ndarray, counts: np.ndarray | None = None) -> np.ndarray:
     """The propensity model's inputs: every feature (NaN -> 0), plus log1p of each count-like feature.
 
-    A feature is count-like when it is never negative and exceeds 1 somewhere (message, commit, failure counts).
-    Who rates tends to follow such counts on a log scale (a fifth message matters more than a fiftieth), and a
-    linear logit in the raw count would put extreme propensities on the long tail.
+    Who rates tends to follow counts on a log scale (a fifth message matters more than a fiftieth), and a linear
+    logit in the raw count would put extreme propensities on the long tail. ``counts``: which columns are
+    count-like (None: :func:`count_like` of ``X``; a model fit earlier is applied with the choice it was fit with).
     """
+    if counts is None:
+        counts = count_like(X)
     X = np.where(np.isnan(X), 0.0, X)
-    counts = (X.min(axis=0, initial=0.0) >= 0) & (X.max(axis=0, initial=0.0) > 1)
-    return np.hstack([X, np.log1p(X[:, counts])])
+    return np.hstack([X, np.log1p(np.maximum(X[:, counts], 0.0))])
+
+
+@dataclass(frozen=True, eq=False)
+class PropensityFit:
+    """A cross-fit of the propensity model, kept to predict later sessions (``eq=False``: it holds models).
+
+    ``propensity[i]`` is row i's out-of-fold P(rated | x), made by ``models[folds[i]]``, which never saw row i.
+    With fewer than 2 rated (or unrated) rows there is no model: ``folds`` is all -1 and every propensity is
+    ``constant``, the rated fraction."""
+
+    propensity: np.ndarray
+    folds: np.ndarray  # each row's fold; -1: no model
+    models: tuple  # fold k's fitted pipeline (scaler and logistic regression)
+    counts: np.ndarray  # the count-like columns the design was made with (``propensity_design``)
+    constant: float  # the rated fraction: the propensity when there is no model
+
+    def predict(self, X, folds: np.ndarray) -> np.ndarray:
+        """P(rated | x) of the rows ``X`` (features in the fit's order), row i by the model of fold ``folds[i]``;
+        a row with fold -1 (a session no model saw) by the mean of every fold model's probability."""
+        X = np.asarray(X, dtype=np.float64).reshape(len(folds), -1)
+        if not self.models:
+            return np.full(len(folds), self.constant)
+        D = propensity_design(X, self.counts)
+        out = np.empty(len(folds))
+        unseen = folds < 0
+        if unseen.any():
+            out[unseen] = np.mean([m.predict_proba(D[unseen])[:, 1] for m in self.models], axis=0)
+        for k, model in enumerate(self.models):
+            rows = np.flatnonzero(folds == k)
+            if rows.size:
+                out[rows] = model.predict_proba(D[rows])[:, 1]
+        return out
 
 
 def crossfit_propensity(X, rated, k: int = 5, seed: int = 42, workers: int = 1) -> np.ndarray:
@@ -193,14 +234,24 @@ def crossfit_propensity(X, rated, k: int = 5, seed: int = 42, workers: int = 1) 
 
     Returns:
         Array of shape (N_total,) in (0, 1]. If fewer than 2 sessions are rated (or unrated) no model can be fit
-        out of fold and every entry is the overall rated fraction.
+        out of fold and every entry is the overall rated fraction. :func:`crossfit_propensity_fit` returns the
+        fold models too.
     """
+    return crossfit_propensity_fit(X, rated, k=k, seed=seed, workers=workers).propensity
+
+
+def crossfit_propensity_fit(X, rated, k: int = 5, seed: int = 42, workers: int = 1) -> PropensityFit:
+    """:func:`crossfit_propensity`, with each row's fold and the fold models, to predict later sessions."""
     X, r = _prepare(X, rated)
-    out = np.full(r.size, r.mean() if r.size else 0.0)
-    folds = _folds(r, k, seed)
-    if folds is None:
-        return out
-    D = propensity_design(X)
+    constant = float(r.mean()) if r.size else 0.0
+    out = np.full(r.size, constant)
+    folds = np.full(r.size, -1)
+    counts = count_like(X)
+    splits = _folds(r, k, seed)
+    if splits is None:
+        return PropensityFit(out, folds, (), counts, constant)
+    splits = list(splits)
+    D = propensity_design(X, counts)
     # a new thread starts at OpenMP's default (one thread per core: its limit is per thread, not per process), so
     # each fold's thread takes the native thread limits of this one (``modeling.threads.native_threads``' cap)
     limits: dict[str, int] = {}
@@ -208,7 +259,7 @@ def crossfit_propensity(X, rated, k: int = 5, seed: int = 42, workers: int = 1) 
         api, n = library["user_api"], library["num_threads"]
         limits[api] = min(n, limits.get(api, n))
 
-    def fit_fold(train: np.ndarray, test: np.ndarray) -> None:
+    def fit_fold(train: np.ndarray, test: np.ndarray):
         with threadpool_limits(limits=limits):
             model = make_pipeline(
                 StandardScaler(),
@@ -216,11 +267,13 @@ def crossfit_propensity(X, rated, k: int = 5, seed: int = 42, workers: int = 1) 
             )
             model.fit(D[train], r[train])
             out[test] = model.predict_proba(D[test])[:, 1]
+            return model
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        for done in [pool.submit(fit_fold, train, test) for train, test in folds]:
-            done.result()  # raises a fold's error
-    return out
+        models = tuple(done.result() for done in [pool.submit(fit_fold, *split) for split in splits])  # raises
+    for fold, (_, test) in enumerate(splits):
+        folds[test] = fold
+    return PropensityFit(out, folds, models, counts, constant)
 
 
 def propensity_auc(rated, propensity) -> float:

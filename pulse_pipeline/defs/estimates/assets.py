@@ -2,11 +2,11 @@
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 
 import dagster as dg
 
 from ... import tables
-from ...estimates.effects import Settings
 from ...estimates.experiment_effects import EffectRow, experiment_effect_rows, insample_predictions
 from ...estimates.sessions import assigned_sessions, chosen_family
 from ...modeling.comparison import load_floor
@@ -59,7 +59,7 @@ def experiment_effects(context: dg.AssetExecutionContext, warehouse: WarehouseRe
     with warehouse.warehouse() as wh:
         # the honest floor: predictions no better than the mean rating (modeling/cv_metrics) -> ppi's lambda = 0
         floor = load_floor(wh)
-        settings = Settings(auc_threshold=estimates.auc_threshold, tolerance=estimates.tolerance, floor=floor)
+        settings = estimates.effect_settings(Path(warehouse.database).parent, floor, context.log.info)
         sessions = assigned_sessions(wh)
         family = chosen_family(wh)
         family = None if family == STACK else family  # a blend has no single in-sample model: no ppi_insample row

@@ -1,9 +1,10 @@
 """Always-valid monitoring: every comparison's effect as of each look day, with the confidence sequence."""
 
+from pathlib import Path
+
 import dagster as dg
 
 from ... import tables
-from ...estimates.effects import Settings
 from ...estimates.history import MAX_LOOKS, expected_looks, history_rows, missing_looks, session_days, with_days
 from ...estimates.sessions import assigned_sessions
 from ...modeling.comparison import load_floor
@@ -28,7 +29,7 @@ FIRST_EXCLUSIONS = """
 def effect_history(context: dg.AssetExecutionContext, warehouse: WarehouseResource, estimates: EstimatesResource):
     with warehouse.warehouse() as wh:
         # the same settings as experiment_effects, the honest floor included, so the last look is its estimate
-        settings = Settings(auc_threshold=estimates.auc_threshold, tolerance=estimates.tolerance, floor=load_floor(wh))
+        settings = estimates.effect_settings(Path(warehouse.database).parent, load_floor(wh), context.log.info)
         sessions = with_days(assigned_sessions(wh), session_days(wh))
         rows = history_rows(
             sessions, estimates.controls(), settings, progress=context.log.info, units=estimates.units()

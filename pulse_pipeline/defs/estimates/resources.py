@@ -1,13 +1,19 @@
 """The estimates stage's settings as a Dagster resource: files resolved by ``PulseHome`` and
 ``settings.estimate_settings()``."""
 
+from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
 
+from ...estimates.effects import Settings
 from ...estimates.experiments import read_controls, read_units
+from ...estimates.kept_propensities import PropensityStore
 from ...paths import PulseHome, SettingsFile
-from ...settings import EstimateSettings, estimate_settings
+from ...settings import EstimateSettings, ModelingSettings, estimate_settings, modeling_settings
+
+PROPENSITIES_FOLDER = "propensities"
+"""The arms' kept propensity fits, beside the working database (``PULSE_HOME/.work/propensities/``)."""
 
 
 class EstimatesResource(dg.ConfigurableResource):
@@ -16,7 +22,8 @@ class EstimatesResource(dg.ConfigurableResource):
     (``PulseHome.settings_file``, resolved at each use, so a file put in PULSE_HOME counts from the next run), and
     the numbers of ``settings.EstimateSettings`` (``PULSE_SHIFT_AUC``, ``PULSE_WIDTH_TOLERANCE``,
     ``PULSE_SEGMENT_MIN_RATINGS``, ``PULSE_TARGET_EFFECT``, ``PULSE_BENCHMARK_MIN_RATINGS``; what each sets is
-    listed in ``settings.py``).
+    listed in ``settings.py``), and ``PULSE_MODEL_REFIT_SHARE``, which rules the kept propensity fits as it rules
+    the models' (``estimates.kept_propensities``).
     """
 
     home: str  # PULSE_HOME
@@ -25,6 +32,18 @@ class EstimatesResource(dg.ConfigurableResource):
     segment_min_ratings: int = EstimateSettings.segment_min_ratings
     target_effect: float = EstimateSettings.target_effect
     benchmark_min_ratings: int = EstimateSettings.benchmark_min_ratings
+    refit_share: float = ModelingSettings.refit_share
+
+    def effect_settings(self, work: Path, floor: str | None, say: Callable[[str], None]) -> Settings:
+        """The settings of ``experiment_effects`` and ``effect_history`` (the same, so the history's last look is
+        the effects table's estimate): the thresholds, the honest ``floor``, and the arms' kept propensity fits in
+        ``work`` (the working database's folder), reported through ``say``."""
+        return Settings(
+            auc_threshold=self.auc_threshold,
+            tolerance=self.tolerance,
+            floor=floor,
+            kept=PropensityStore(work / PROPENSITIES_FOLDER, self.refit_share, say),
+        )
 
     def pulse_home(self) -> PulseHome:
         return PulseHome(Path(self.home))
@@ -61,4 +80,5 @@ def estimates_resource(home: PulseHome) -> EstimatesResource:
         segment_min_ratings=settings.segment_min_ratings,
         target_effect=settings.target_effect,
         benchmark_min_ratings=settings.benchmark_min_ratings,
+        refit_share=modeling_settings().refit_share,
     )
