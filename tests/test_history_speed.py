@@ -145,7 +145,9 @@ def test_every_look_is_compare_on_the_frame_filtered_to_its_day(unit):
     dated = frame.filter((pl.col("experiment") == experiment) & pl.col("day").is_not_null())
     if by_user:  # the switcher's sessions are left out (experiments.for_unit)
         dated = dated.filter(pl.col("user_id") != "both")
-    arms = history._with_propensity(dated, (treatment, control), ["user_messages"], effects.Settings(), by_user)
+    arms = history._with_propensity(
+        dated, experiment, (treatment, control), ["user_messages"], effects.Settings(), by_user
+    )
     looks = sorted({r.day for r in rows if r.experiment == experiment})
     assert len(looks) == 3
     for day in looks:
