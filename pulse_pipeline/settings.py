@@ -21,7 +21,7 @@ an optional mapping in place of ``os.environ`` so tests can pass settings withou
 | PULSE_MODEL_CHOICE | pearson | how the family is chosen: pearson, mse or mae |
 | PULSE_CV_SEEDS | 5 | cross-validation repetitions (seeds 42, 43, ...) |
 | PULSE_CV_SEED_ROWS | 10000 | fewer seeds (>= 2) when seeds x rated sessions passes it; 0: always PULSE_CV_SEEDS |
-| PULSE_MODEL_REFIT_SHARE | 0.1 | refit the models when ratings since the kept fit exceed this share of it (AIPW's propensity fits: sessions); 0: always |
+| PULSE_MODEL_REFIT_SHARE | 0.1 | refit models, propensities past this share of changes since a kept fit; 0: always |
 | PULSE_MODEL_THREADS | 1 | OpenMP, BLAS and LightGBM threads per model fit (``all``: every usable core) |
 | PULSE_SHIFT_AUC | 0.6 | AUC above which rated sessions count as not representative |
 | PULSE_WIDTH_TOLERANCE | 0.02 | slack before a PPI interval narrower than theory allows is flagged |

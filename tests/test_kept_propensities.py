@@ -18,6 +18,7 @@ from pulse_pipeline.stats.aipw import crossfit_propensity
 
 T0 = datetime(2026, 3, 2, 9, tzinfo=UTC)
 SEED = 42
+COLUMNS = ("messages", "score", "fraction")
 
 
 def _arm(n: int, seed: int, start: int = 0):
@@ -61,28 +62,28 @@ def _folds_of(ids_fit, rated_fit, ids_now):
 def test_a_first_fit_is_the_cross_fit_and_the_same_day_reuses_it(tmp_path):
     store, heard = _store(tmp_path)
     ids, X, rated = _arm(3000, 1)
-    first = store.propensities("e/t", ids, X, rated, seed=SEED, now=T0)
+    first = store.propensities("e/t", ids, X, rated, COLUMNS, seed=SEED, now=T0)
     assert np.array_equal(first, crossfit_propensity(X, rated, seed=SEED))
     assert "no kept fit" in heard[-1] and len(list((tmp_path / "kept").glob("*.joblib"))) == 1
-    again = store.propensities("e/t", ids, X, rated, seed=SEED, now=T0 + timedelta(hours=3))
+    again = store.propensities("e/t", ids, X, rated, COLUMNS, seed=SEED, now=T0 + timedelta(hours=3))
     assert "reused" in heard[-1]
     assert np.array_equal(again, first)  # the same models on the same rows
     # another arm never reads this arm's fit
-    store.propensities("e/c", ids, X, rated, seed=SEED, now=T0)
+    store.propensities("e/c", ids, X, rated, COLUMNS, seed=SEED, now=T0)
     assert "no kept fit" in heard[-1]
 
 
 def test_a_small_drop_keeps_each_sessions_fold_model_and_new_sessions_get_the_mean(tmp_path):
     store, heard = _store(tmp_path)
     ids, X, rated = _arm(3000, 2)
-    store.propensities("e/t", ids, X, rated, seed=SEED, now=T0)
+    store.propensities("e/t", ids, X, rated, COLUMNS, seed=SEED, now=T0)
     new_ids, new_X, new_rated = _arm(100, 3, start=3000)
     X_now, rated_now = X.copy(), rated.copy()
     X_now[:50, 1] += 1.0  # later drops changed 50 sessions' features ...
     rated_now[50:90] = ~rated_now[50:90]  # ... and 40 sessions' rated status
     ids_now = ids[1:] + new_ids  # one session is gone (history reads only sessions with a start day)
     X_now, rated_now = np.vstack([X_now[1:], new_X]), np.r_[rated_now[1:], new_rated]
-    got = store.propensities("e/t", ids_now, X_now, rated_now, seed=SEED, now=T0 + timedelta(hours=1))
+    got = store.propensities("e/t", ids_now, X_now, rated_now, COLUMNS, seed=SEED, now=T0 + timedelta(hours=1))
     assert "reused (140 sessions new or changed since)" in heard[-1]
     expected = _by_hand(X, rated, X_now, _folds_of(ids, rated, ids_now))
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-9)
@@ -90,11 +91,13 @@ def test_a_small_drop_keeps_each_sessions_fold_model_and_new_sessions_get_the_me
     assert np.abs(got - crossfit_propensity(X_now, rated_now, seed=SEED)).max() > 1e-3
 
 
-@pytest.mark.parametrize("change", ["next day", "too many new", "count-like column", "share 0", "unreadable"])
+@pytest.mark.parametrize(
+    "change", ["next day", "too many new", "count-like column", "renamed column", "share 0", "unreadable"]
+)
 def test_the_arm_is_fitted_again_when_the_rules_say(tmp_path, change):
     store, heard = _store(tmp_path, share=0.0 if change == "share 0" else 0.1)
     ids, X, rated = _arm(2000, 4)
-    store.propensities("e/t", ids, X, rated, seed=SEED, now=T0)
+    store.propensities("e/t", ids, X, rated, COLUMNS, seed=SEED, now=T0)
     new_ids, new_X, new_rated = _arm(300 if change == "too many new" else 20, 5, start=2000)
     if change == "count-like column":
         new_X[0, 2] = 3.0  # the fraction column now exceeds 1: it becomes count-like, the design changes
@@ -102,12 +105,14 @@ def test_the_arm_is_fitted_again_when_the_rules_say(tmp_path, change):
         next((tmp_path / "kept").glob("*.joblib")).write_bytes(b"cut short")
     later = T0 + timedelta(days=1 if change == "next day" else 0, hours=1)
     ids_now, X_now, rated_now = ids + new_ids, np.vstack([X, new_X]), np.r_[rated, new_rated]
-    got = store.propensities("e/t", ids_now, X_now, rated_now, seed=SEED, now=later)
+    columns = ("messages", "score", "share") if change == "renamed column" else COLUMNS
+    got = store.propensities("e/t", ids_now, X_now, rated_now, columns, seed=SEED, now=later)
     np.testing.assert_array_equal(got, crossfit_propensity(X_now, rated_now, seed=SEED))
     reason = {
         "next day": "the first run of a day fits again",
         "too many new": "300 sessions added or changed their rated status since the kept fit of 2000",
         "count-like column": "feature columns or library version changed",
+        "renamed column": "feature columns or library version changed",
         "share 0": "PULSE_MODEL_REFIT_SHARE is 0",
         "unreadable": "no kept fit",
     }[change]
@@ -142,4 +147,4 @@ def test_effect_rows_with_kept_fits_are_todays_rows_on_the_first_run(tmp_path):
     kept = experiment_effect_rows(frame, {"e": "c"}, Settings(n_resamples=200, n_permutations=200, kept=store))
     assert kept == plain
     assert len(list((tmp_path / "kept").glob("*.joblib"))) == 2  # one per arm
-    assert sorted(h.split(":")[0] for h in heard) == ["e/c | features feature", "e/t | features feature"]
+    assert sorted(h.split(":")[0] for h in heard) == ["e/c", "e/t"]

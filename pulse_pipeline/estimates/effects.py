@@ -84,10 +84,11 @@ class ArmData:
     # P(rated | x) made beforehand, e.g. ``history``'s over the whole period (as its predictions are); None: here
     propensity_labeled: np.ndarray | None = None
     propensity_unlabeled: np.ndarray | None = None
-    # the arm's key in ``Settings.kept`` (experiment, variant, feature columns) and its session ids, rated first:
-    # its propensity fit may then be kept across runs (``kept_propensities``); None: fitted here each time
+    # the arm's name in ``Settings.kept`` (experiment/variant), its session ids (rated first) and the names of X's
+    # columns: its propensity fit may then be kept across runs (``kept_propensities``); None: fitted here each time
     kept_as: str | None = None
     session_ids: np.ndarray | None = None
+    feature_names: tuple[str, ...] = ()
 
     @property
     def known_asking(self) -> bool:
@@ -119,6 +120,7 @@ class ArmColumns:
     propensity: np.ndarray | None = None
     kept_as: str | None = None  # as ``ArmData.kept_as``
     session_ids: np.ndarray | None = None  # object array; with kept_as only
+    feature_names: tuple[str, ...] = ()
 
     def take(self, mask: np.ndarray | None = None) -> ArmData:
         """The ``ArmData`` of the sessions where ``mask`` (all: None), rated and unrated in the frame's order."""
@@ -147,6 +149,7 @@ class ArmColumns:
             *split(self.propensity),
             self.kept_as,
             None if self.session_ids is None else np.concatenate(split(self.session_ids)),
+            self.feature_names,
         )
 
 
@@ -176,8 +179,9 @@ def arm_columns(
         sessions["ask_probability"].cast(pl.Float64).fill_null(np.nan).to_numpy() if "ask_probability" in columns
         else None,
         sessions["propensity"].cast(pl.Float64).to_numpy() if "propensity" in columns else None,
-        None if kept_as is None else f"{kept_as} | features {', '.join(features)}",
+        kept_as,
         None if kept_as is None else sessions["session_id"].to_numpy().astype(object),
+        tuple(features),
     )  # fmt: skip
 
 
@@ -276,7 +280,7 @@ def _selection(arm: ArmData, s: Settings, with_auc: bool = True) -> tuple[np.nda
     with native_threads(s.threads):
         if s.kept is not None and s.kept.refit_share > 0 and arm.kept_as is not None and arm.session_ids is not None:
             estimated = s.kept.propensities(
-                arm.kept_as, arm.session_ids, X, rated, seed=s.seed + 42, workers=usable_cores()
+                arm.kept_as, arm.session_ids, X, rated, arm.feature_names, seed=s.seed + 42, workers=usable_cores()
             )
         else:
             estimated = _crossfit_once(X, rated, seed=s.seed + 42)

@@ -54,11 +54,11 @@ class KeptPropensity:
     fit: PropensityFit
 
 
-def fit_key(arm: str, features: int, counts: np.ndarray, seed: int, k: int) -> str:
-    """A digest of what an arm's fit depends on besides its sessions: the propensity code, the arm (its
-    experiment, variant and feature columns), the fold settings, which columns are count-like, and the version of
-    the library that fits and stores it."""
-    settings = (arm, features, counts.tolist(), seed, k, f"sklearn {sklearn.__version__}")
+def fit_key(arm: str, columns: Sequence[str], counts: np.ndarray, seed: int, k: int) -> str:
+    """A digest of what an arm's fit depends on besides its sessions: the propensity code, the arm, its feature
+    columns and which of them are count-like, the fold settings, and the version of the library that fits and
+    stores it."""
+    settings = (arm, tuple(columns), counts.tolist(), seed, k, f"sklearn {sklearn.__version__}")
     return code_digest(aipw, sys.modules[__name__], text=repr(settings))
 
 
@@ -130,22 +130,26 @@ class PropensityStore:
         session_ids: Sequence[str] | pl.Series,
         X: np.ndarray,
         rated: np.ndarray,
+        columns: Sequence[str],
         seed: int,
         k: int = 5,
         workers: int = 1,
         now: datetime | None = None,
     ) -> np.ndarray:
         """The arm's out-of-fold P(rated | x), one per row of ``X`` (session ``session_ids[i]``, rated
-        ``rated[i]``): from the kept fit when the module docstring's rules allow, else from a new cross-fit
-        (``aipw.crossfit_propensity_fit``), which is kept for the next run when ``refit_share`` > 0.
+        ``rated[i]``, features named ``columns``): from the kept fit when the module docstring's rules allow, else
+        from a new cross-fit (``aipw.crossfit_propensity_fit``), which is kept for the next run when
+        ``refit_share`` > 0.
 
-        ``arm``: the arm's key (experiment, variant and feature columns: a fit is never applied to another
-        arm's sessions); ``now``: the time that decides the day rule (None: the clock, UTC)."""
+        ``arm``: the arm's name (experiment/variant: a fit is never applied to another arm's sessions); ``now``:
+        the time that decides the day rule (None: the clock, UTC)."""
         now = now or datetime.now(UTC)
         X = np.asarray(X, dtype=np.float64)
         rated = np.asarray(rated, dtype=bool)
         ids = pl.Series("session_id", session_ids, dtype=pl.Utf8)
-        key = fit_key(arm, X.shape[1], count_like(X), seed, k)
+        if len(columns) != X.shape[1]:
+            raise ValueError(f"{len(columns)} column names for {X.shape[1]} feature columns")
+        key = fit_key(arm, columns, count_like(X), seed, k)
         kept = self.load(arm) if self.refit_share > 0 else None
         folds, changed = _changed(kept, ids, rated) if kept is not None else (None, ids.len())
         reason = refit_reason(kept, key, changed, self.refit_share, now)
