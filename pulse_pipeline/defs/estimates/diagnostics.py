@@ -136,7 +136,7 @@ def segment_effects(warehouse: WarehouseResource, estimates: EstimatesResource):
 @_asset(tables.POWER, [*SESSIONS_DEPS, tables.EXPERIMENT_EFFECTS])
 def power(warehouse: WarehouseResource, estimates: EstimatesResource):
     with warehouse.warehouse() as wh:
-        sessions = assigned_sessions(wh)
+        sessions = assigned_sessions(wh, with_features=False)
         exps = experiments_of(sessions, estimates.controls())
         rows = power_rows(sessions, exps, oof_rho_by_comparison(wh), estimates.target_effect)
         wh.replace(tables.POWER, rows, nan_as_null=True)
