@@ -28,3 +28,24 @@ def test_freed_heap_pages_go_back_to_the_system():
     assert kept > held - 50  # freeing the buffers alone gave back (almost) nothing: the allocator kept the pages
     assert released < kept - 150  # the trim returned most of the ~200 MB
     assert len(pin) == 1_000
+
+
+def test_duckdb_gives_back_its_cached_blocks_and_keeps_its_configured_limit(tmp_path, monkeypatch):
+    """``warehouse.release_duckdb_memory``: a table read into DuckDB's buffer pool (~200 MB, DuckDB's own count
+    of it) is evicted, and the memory limit is PULSE_DUCKDB_MEMORY again afterwards."""
+    import duckdb
+
+    from pulse_pipeline.warehouse import SQUEEZE_MIB, release_duckdb_memory
+
+    monkeypatch.setenv("PULSE_DUCKDB_MEMORY", "700MB")
+    con = duckdb.connect(str(tmp_path / "w.duckdb"), config={"memory_limit": "700MB"})
+    con.execute("CREATE TABLE t AS SELECT range AS a, random() AS b FROM range(30000000)")
+    con.execute("CHECKPOINT")
+    con.execute("SELECT sum(a), sum(b) FROM t").fetchone()  # the table's blocks in the buffer pool
+    held = con.execute("SELECT sum(memory_usage_bytes) FROM duckdb_memory()").fetchone()[0] / 2**20
+    limit = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+    release_duckdb_memory(con)
+    left = con.execute("SELECT sum(memory_usage_bytes) FROM duckdb_memory()").fetchone()[0] / 2**20
+    assert held > 2 * SQUEEZE_MIB and left <= SQUEEZE_MIB, (held, left)
+    assert con.execute("SELECT current_setting('memory_limit')").fetchone()[0] == limit  # 667.5 MiB, as opened
+    assert con.execute("SELECT count(*) FROM t").fetchone()[0] == 30_000_000  # nothing lost, read back from disk

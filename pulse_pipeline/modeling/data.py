@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..warehouse import Warehouse
+from ..warehouse import Warehouse, release_duckdb_memory
 from .text import TextFeature, TextMatrix, load_user_messages, transform_messages, vectorize, vocabulary_rows
 
 NOT_FEATURES = ("session_id", "annotation_status")
@@ -89,5 +89,7 @@ def unrated_chunks(
             yield data.X[rows], None
             continue
         ids = [str(data.session_ids[i]) for i in rows]
-        Z = transform_messages(data.text.vectorizers, ids, load_user_messages(wh, ids))
+        messages = load_user_messages(wh, ids)
+        release_duckdb_memory(wh.con)  # what reading the chunk's text left in DuckDB's allocator
+        Z = transform_messages(data.text.vectorizers, ids, messages)
         yield data.X[rows], TextFeature(rated_text.labeled, Z)

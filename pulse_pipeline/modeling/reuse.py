@@ -54,7 +54,7 @@ from .. import incremental, staging, stars, tables
 from ..features import redact
 from ..incremental import code_digest, refreshing
 from ..memory import release_freed_memory
-from ..warehouse import Warehouse
+from ..warehouse import Warehouse, release_duckdb_memory
 from . import comparison as comparison_module
 from . import crossfit, data, importance, ordinal, predictions, stack, text
 from . import families as families_module
@@ -313,8 +313,10 @@ def _fit(
     seed_rows: int,
     say: Callable[[str], None],
 ) -> ModelsRun:
-    release_freed_memory()  # what the run's earlier steps left in this process's heap
+    release_duckdb_memory(wh.con)  # what the run's earlier steps' queries left in DuckDB's allocator
+    release_freed_memory()  # ... and in this process's heap
     modeling_data = load_modeling_data(wh, text_of="rated")  # the unrated sessions' text: a chunk at a time
+    release_duckdb_memory(wh.con)
     release_freed_memory()  # the feature frame and its casts
     comparison = compare_models(
         modeling_data,
