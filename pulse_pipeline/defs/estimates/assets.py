@@ -8,16 +8,15 @@ import dagster as dg
 
 from ... import tables
 from ...estimates.experiment_effects import EffectRow, experiment_effect_rows, insample_predictions
-from ...estimates.sessions import assigned_sessions, chosen_family
+from ...estimates.sessions import chosen_family
 from ...modeling.comparison import load_floor
 from ...modeling.data import load_modeling_data, unrated_chunks
 from ...modeling.stack import STACK
 from ..markdown import markdown_table
 from ..resources import WarehouseResource
-from ..specs import SESSION_FEATURES_KEY, key, table_spec
+from ..specs import key, table_spec
 from .resources import EstimatesResource
-
-SESSIONS_DEPS = [tables.STAGING_ASSIGNMENTS, tables.SESSION_LABELS, tables.PREDICTIONS]  # what assigned_sessions reads
+from .sessions import SESSIONS_DEPS, run_sessions
 
 # The headline figures the UI plots over materializations (numeric metadata under the same key each time): the naive
 # reference and the prediction-powered methods that can be valid (ppi_insample never is; the bootstrap repeats the
@@ -54,13 +53,13 @@ def headline_metadata(rows: Sequence[EffectRow]) -> dict[str, dg.MetadataValue]:
     return metadata
 
 
-@dg.asset(**table_spec(tables.EXPERIMENT_EFFECTS, [*SESSIONS_DEPS, SESSION_FEATURES_KEY], "estimates"))
+@dg.asset(**table_spec(tables.EXPERIMENT_EFFECTS, SESSIONS_DEPS, "estimates"))
 def experiment_effects(context: dg.AssetExecutionContext, warehouse: WarehouseResource, estimates: EstimatesResource):
     with warehouse.warehouse() as wh:
         # the honest floor: predictions no better than the mean rating (modeling/cv_metrics) -> ppi's lambda = 0
         floor = load_floor(wh)
         settings = estimates.effect_settings(Path(warehouse.database).parent, floor, context.log.info)
-        sessions = assigned_sessions(wh)
+        sessions = run_sessions(context.run_id, warehouse.database, wh)
         family = chosen_family(wh)
         family = None if family == STACK else family  # a blend has no single in-sample model: no ppi_insample row
         # the in-sample model (ppi_insample) fits what the model stage fit; with none, nothing is loaded (the text

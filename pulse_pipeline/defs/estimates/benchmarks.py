@@ -4,27 +4,33 @@ import dagster as dg
 
 from ... import tables
 from ...estimates.benchmarks import build_benchmark_tables
-from ...estimates.sessions import assigned_sessions
 from ..features.resources import AnnotatorResource
 from ..markdown import markdown_table
 from ..resources import WarehouseResource
-from ..specs import SESSION_FEATURES_KEY, key, table_spec
-from .assets import SESSIONS_DEPS
+from ..specs import key, table_spec
 from .resources import EstimatesResource
+from .sessions import SESSIONS_DEPS, run_sessions
 
 
 @dg.multi_asset(
     specs=[
-        dg.AssetSpec(**table_spec(t, [*SESSIONS_DEPS, SESSION_FEATURES_KEY], "estimates"))
+        dg.AssetSpec(**table_spec(t, SESSIONS_DEPS, "estimates"))
         for t in (tables.BENCHMARK_POINTS, tables.BENCHMARK_CORRELATION)
     ]
 )
-def benchmark_tables(warehouse: WarehouseResource, estimates: EstimatesResource, annotator: AnnotatorResource):
+def benchmark_tables(
+    context: dg.AssetExecutionContext,
+    warehouse: WarehouseResource,
+    estimates: EstimatesResource,
+    annotator: AnnotatorResource,
+):
     """ΔH per (comparison, cluster) from the ratings joined to ΔB from ``benchmarks.csv`` (PULSE_HOME's, else the
     shipped default)."""
     path, rubric = estimates.benchmarks_file().path, annotator.rubric()
     with warehouse.warehouse() as wh:
-        result = build_benchmark_tables(path, rubric, assigned_sessions(wh), estimates.benchmark_min_ratings)
+        result = build_benchmark_tables(
+            path, rubric, run_sessions(context.run_id, warehouse.database, wh), estimates.benchmark_min_ratings
+        )
         wh.replace(tables.BENCHMARK_POINTS, result.points, nan_as_null=True)  # NaN: undefined, the note says why
         wh.replace(tables.BENCHMARK_CORRELATION, result.correlation, nan_as_null=True)
     yield dg.MaterializeResult(

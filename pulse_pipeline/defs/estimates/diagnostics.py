@@ -7,14 +7,14 @@ from ...estimates.experiments import experiments_of
 from ...estimates.feature_comparisons import feature_comparison_rows
 from ...estimates.label_shift import WARN_ABOVE, label_shift_rows
 from ...estimates.power import power_rows
-from ...estimates.sessions import arm_sizes, assigned_sessions, assignments, feature_names, oof_rho_by_comparison
+from ...estimates.sessions import arm_sizes, assignments, feature_names, oof_rho_by_comparison
 from ...estimates.srm import ALARM_P, intended_splits, srm_rows, unit_counts
 from ...estimates.subgroups import subgroup_effect_rows
 from ..markdown import markdown_table
 from ..resources import WarehouseResource
-from ..specs import SESSION_FEATURES_KEY, key, table_spec
-from .assets import SESSIONS_DEPS
+from ..specs import key, table_spec
 from .resources import EstimatesResource
+from .sessions import SESSIONS_DEPS, run_sessions
 
 
 def _asset(table: tables.Table, deps: list) -> dg.asset:
@@ -56,10 +56,10 @@ def split_matches_design(warehouse: WarehouseResource) -> dg.AssetCheckResult:
     )
 
 
-@_asset(tables.FEATURE_COMPARISONS, [*SESSIONS_DEPS, SESSION_FEATURES_KEY])
-def feature_comparisons(warehouse: WarehouseResource, estimates: EstimatesResource):
+@_asset(tables.FEATURE_COMPARISONS, SESSIONS_DEPS)
+def feature_comparisons(context: dg.AssetExecutionContext, warehouse: WarehouseResource, estimates: EstimatesResource):
     with warehouse.warehouse() as wh:
-        sessions = assigned_sessions(wh)
+        sessions = run_sessions(context.run_id, warehouse.database, wh)
         exps = experiments_of(sessions, estimates.controls())
         rows = feature_comparison_rows(sessions, feature_names(sessions), exps)
         wh.replace(tables.FEATURE_COMPARISONS, rows, nan_as_null=True)
@@ -76,10 +76,10 @@ def feature_comparisons(warehouse: WarehouseResource, estimates: EstimatesResour
     )
 
 
-@_asset(tables.LABEL_SHIFT, [*SESSIONS_DEPS, SESSION_FEATURES_KEY])
-def label_shift(warehouse: WarehouseResource):
+@_asset(tables.LABEL_SHIFT, SESSIONS_DEPS)
+def label_shift(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
     with warehouse.warehouse() as wh:
-        sessions = assigned_sessions(wh)
+        sessions = run_sessions(context.run_id, warehouse.database, wh)
         rows = label_shift_rows(sessions, feature_names(sessions))
         wh.replace(tables.LABEL_SHIFT, rows, nan_as_null=True)
         top = wh.frame("""
@@ -116,10 +116,10 @@ def rated_sessions_are_representative(warehouse: WarehouseResource) -> dg.AssetC
     )
 
 
-@_asset(tables.SEGMENT_EFFECTS, [*SESSIONS_DEPS, SESSION_FEATURES_KEY])
-def segment_effects(warehouse: WarehouseResource, estimates: EstimatesResource):
+@_asset(tables.SEGMENT_EFFECTS, SESSIONS_DEPS)
+def segment_effects(context: dg.AssetExecutionContext, warehouse: WarehouseResource, estimates: EstimatesResource):
     with warehouse.warehouse() as wh:
-        sessions = assigned_sessions(wh)
+        sessions = run_sessions(context.run_id, warehouse.database, wh)
         exps = experiments_of(sessions, estimates.controls())
         rows = subgroup_effect_rows(sessions, exps, estimates.segment_min_ratings)
         wh.replace(tables.SEGMENT_EFFECTS, rows, nan_as_null=True)
@@ -134,9 +134,9 @@ def segment_effects(warehouse: WarehouseResource, estimates: EstimatesResource):
 
 
 @_asset(tables.POWER, [*SESSIONS_DEPS, tables.EXPERIMENT_EFFECTS])
-def power(warehouse: WarehouseResource, estimates: EstimatesResource):
+def power(context: dg.AssetExecutionContext, warehouse: WarehouseResource, estimates: EstimatesResource):
     with warehouse.warehouse() as wh:
-        sessions = assigned_sessions(wh, with_features=False)
+        sessions = run_sessions(context.run_id, warehouse.database, wh, with_features=False)
         exps = experiments_of(sessions, estimates.controls())
         rows = power_rows(sessions, exps, oof_rho_by_comparison(wh), estimates.target_effect)
         wh.replace(tables.POWER, rows, nan_as_null=True)

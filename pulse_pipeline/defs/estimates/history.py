@@ -6,13 +6,12 @@ import dagster as dg
 
 from ... import tables
 from ...estimates.history import MAX_LOOKS, expected_looks, history_rows, missing_looks, session_days, with_days
-from ...estimates.sessions import assigned_sessions
 from ...modeling.comparison import load_floor
 from ..markdown import markdown_table
 from ..resources import WarehouseResource
-from ..specs import SESSION_FEATURES_KEY, key, table_spec
-from .assets import SESSIONS_DEPS
+from ..specs import key, table_spec
 from .resources import EstimatesResource
+from .sessions import SESSIONS_DEPS, run_sessions
 
 FIRST_EXCLUSIONS = """
     SELECT experiment, treatment, method, count(*) AS looks,
@@ -23,14 +22,12 @@ FIRST_EXCLUSIONS = """
 """Per comparison and method: the first look whose fixed interval, and whose confidence sequence, excludes 0."""
 
 
-@dg.asset(
-    **table_spec(tables.EFFECT_HISTORY, [*SESSIONS_DEPS, SESSION_FEATURES_KEY, tables.STAGING_SESSIONS], "estimates")
-)
+@dg.asset(**table_spec(tables.EFFECT_HISTORY, [*SESSIONS_DEPS, tables.STAGING_SESSIONS], "estimates"))
 def effect_history(context: dg.AssetExecutionContext, warehouse: WarehouseResource, estimates: EstimatesResource):
     with warehouse.warehouse() as wh:
         # the same settings as experiment_effects, the honest floor included, so the last look is its estimate
         settings = estimates.effect_settings(Path(warehouse.database).parent, load_floor(wh), context.log.info)
-        sessions = with_days(assigned_sessions(wh), session_days(wh))
+        sessions = with_days(run_sessions(context.run_id, warehouse.database, wh), session_days(wh))
         rows = history_rows(
             sessions, estimates.controls(), settings, progress=context.log.info, units=estimates.units()
         )
@@ -56,9 +53,13 @@ def effect_history(context: dg.AssetExecutionContext, warehouse: WarehouseResour
     description="Every comparison has a row per method for each look day (each day with data, or per period past"
     f" {MAX_LOOKS} days), and no other days.",
 )
-def history_reconciles(warehouse: WarehouseResource, estimates: EstimatesResource) -> dg.AssetCheckResult:
+def history_reconciles(
+    context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource, estimates: EstimatesResource
+) -> dg.AssetCheckResult:
     with warehouse.warehouse() as wh:
-        sessions = with_days(assigned_sessions(wh, with_features=False), session_days(wh))
+        sessions = with_days(
+            run_sessions(context.run.run_id, warehouse.database, wh, with_features=False), session_days(wh)
+        )
         expected = expected_looks(sessions, estimates.controls(), units=estimates.units())
         table = wh.frame("SELECT experiment, treatment, CAST(day AS DATE) AS day, method FROM estimates.effect_history")
     problems = missing_looks(table, expected)
