@@ -139,8 +139,11 @@ def _quoted(text: str) -> str:
 def view_sql(con: duckdb.DuckDBPyConnection, schema: str, table: str, snapshot: int) -> str:
     """A SELECT that reads ``schema.table`` as of ``snapshot`` from its Parquet files alone (no extension).
 
-    Each data file is read with its row numbers; the rows its delete file lists (``pos``) are left out. Every
-    column is cast to the table's type, so a table without files is an empty, typed SELECT."""
+    The data files without a delete file are read by one ``read_parquet`` of them all (a drop's raw tables come
+    in a file per reader piece: a thousand at ten times the paper's scale, which DuckDB binds ~3x as fast as one
+    ``read_parquet`` each); a data file with one is read with its row numbers, and the rows its delete file lists
+    (``pos``) are left out. Every column is cast to the table's type, so a table without files is an empty, typed
+    SELECT."""
     columns = con.execute(
         "SELECT column_name, data_type FROM duckdb_columns()"
         " WHERE database_name = ? AND schema_name = ? AND table_name = ? ORDER BY column_index",
@@ -154,12 +157,14 @@ def view_sql(con: duckdb.DuckDBPyConnection, schema: str, table: str, snapshot: 
     if not files:
         return "SELECT " + ", ".join(f'NULL::{kind} AS "{name}"' for name, kind in columns) + " WHERE false"
     select = ", ".join(f'"{name}"::{kind} AS "{name}"' for name, kind in columns)
-    parts = []
-    for data, deletes in files:
-        part = f"SELECT {select} FROM read_parquet({_quoted(data)}, file_row_number = true)"
-        if deletes:
-            part += f" WHERE file_row_number NOT IN (SELECT pos FROM read_parquet({_quoted(deletes)}))"
-        parts.append(part)
+    whole = [data for data, deletes in files if not deletes]
+    parts = [f"SELECT {select} FROM read_parquet([{', '.join(map(_quoted, whole))}])"] if whole else []
+    parts += [
+        f"SELECT {select} FROM read_parquet({_quoted(data)}, file_row_number = true)"
+        f" WHERE file_row_number NOT IN (SELECT pos FROM read_parquet({_quoted(deletes)}))"
+        for data, deletes in files
+        if deletes
+    ]
     return "\nUNION ALL ".join(parts)
 
 
