@@ -271,11 +271,11 @@ def _selection(arm: ArmData, s: Settings, with_auc: bool = True) -> tuple[np.nda
     probability of answering an ask (``stats.asking.known_ask_propensity``); otherwise P(rated | x) is estimated
     whole (``stats.aipw.crossfit_propensity``), or taken from the arm's kept fit (``Settings.kept``, when the arm
     has a ``kept_as`` name: ``kept_propensities``)."""
-    X = np.vstack([arm.X_labeled, arm.X_unlabeled])
     rated = np.r_[np.ones(len(arm.y), bool), np.zeros(len(arm.f_unlabeled), bool)]
     if arm.propensity_labeled is not None and arm.propensity_unlabeled is not None:
         propensity = np.r_[arm.propensity_labeled, arm.propensity_unlabeled]
         return rated, propensity, propensity_auc(rated, propensity) if with_auc else float("nan")
+    X = np.vstack([arm.X_labeled, arm.X_unlabeled])
     # the logistic fits run in OpenBLAS, whose threads spin like OpenMP's: capped as model fits are
     with native_threads(s.threads):
         if s.kept is not None and s.kept.refit_share > 0 and arm.kept_as is not None and arm.session_ids is not None:
