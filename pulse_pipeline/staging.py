@@ -65,10 +65,17 @@ ORDER BY e.session_id, e.segment_index
 """
 
 
-_RESOLVED_RATINGS = """
+RATINGS_AND_ASKS = "SELECT *, NULL::DOUBLE AS ask_probability FROM raw.ratings UNION ALL BY NAME SELECT * FROM raw.asks"
+
+
+def resolved_sql(source: str = RATINGS_AND_ASKS) -> str:
+    """Each rating or ask of query ``source`` (rows of ``raw.ratings``/``raw.asks``) with the segment it joins
+    (``seg``) or the ``problem`` that it joins none. A row's resolution reads only its own record's events, so
+    resolving a subset gives those rows as resolving everything would."""
+    return f"""
 WITH r AS (
     SELECT r.*, s.record_key, s.n_segments, CASE WHEN r.rating IS NULL THEN 'ask' ELSE 'rating' END AS kind
-    FROM (SELECT *, NULL::DOUBLE AS ask_probability FROM raw.ratings UNION ALL BY NAME SELECT * FROM raw.asks) r
+    FROM ({source}) r
     LEFT JOIN staging.sessions s ON s.session_id = r.session_id
 ), segment_so_far AS (  -- each event of a record some rating names an event of: the last segment begun by it
     SELECT e.record_key, e.event_id, e.seq, max(e.segment_index) OVER (PARTITION BY e.record_key ORDER BY e.seq) AS seg
@@ -96,8 +103,9 @@ FROM r JOIN raw.drops d USING (drop_id)
 LEFT JOIN ev USING (drop_id, source_file, record_index, item_index)
 """
 
+
 RESOLVED_RATINGS = "_pulse_resolved_ratings"
-"""Temporary table of one ``build_segment_ratings``: ``_RESOLVED_RATINGS`` made once for its two queries (each
+"""Temporary table of one ``build_segment_ratings``: ``resolved_sql()`` made once for its two queries (each
 resolve reads the events of every record a rating names an event of)."""
 
 SEGMENT_RATINGS_SQL = f"""
@@ -129,7 +137,7 @@ SELECT session_id, count(*)::INTEGER, count(rating)::INTEGER,
        first(ask_probability ORDER BY created_at NULLS LAST, drop_mtime, drop_id, source_file, record_index,
              item_index),
        count(DISTINCT ask_probability)::INTEGER, min(created_at)
-FROM ({_RESOLVED_RATINGS}) WHERE problem IS NULL AND ask_probability IS NOT NULL
+FROM ({resolved_sql("SELECT * FROM raw.asks")}) WHERE problem IS NULL AND ask_probability IS NOT NULL
 GROUP BY session_id ORDER BY session_id
 """
 
@@ -188,7 +196,7 @@ def _replace_staging_quarantine(wh: Warehouse, record_type: str, select_sql: str
 
 def build_segment_ratings(wh: Warehouse) -> tuple[int, int]:
     """Rows written, and ratings quarantined because they join nothing."""
-    wh.con.execute(f"CREATE OR REPLACE TEMP TABLE {RESOLVED_RATINGS} AS {_RESOLVED_RATINGS}")
+    wh.con.execute(f"CREATE OR REPLACE TEMP TABLE {RESOLVED_RATINGS} AS {resolved_sql()}")
     n = wh.replace_table(tables.SEGMENT_RATINGS, SEGMENT_RATINGS_SQL)
     quarantined = _replace_staging_quarantine(wh, "rating", RATING_QUARANTINE_SQL)
     wh.con.execute(f"DROP TABLE {RESOLVED_RATINGS}")
