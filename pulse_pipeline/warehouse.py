@@ -307,13 +307,19 @@ def release_duckdb_memory(con: duckdb.DuckDBPyConnection) -> None:
     on top. Lowering the memory limit for a moment makes DuckDB evict its cached blocks and flush its allocator;
     the limit is then set back to ``PULSE_DUCKDB_MEMORY``, the one every connection is opened with. A query that
     still pins blocks (none between phases) only means less is given back."""
-    configured = ingest_settings().duckdb_memory.replace("'", "''")
     try:
         con.execute(f"SET memory_limit = '{SQUEEZE_MIB}MiB'")
     except duckdb.Error:
         pass  # blocks pinned beyond the squeeze: what can be given back was
     finally:
-        con.execute(f"SET memory_limit = '{configured}'")
+        restore_memory_limit(con)
+
+
+def restore_memory_limit(con: duckdb.DuckDBPyConnection) -> None:
+    """Set ``con``'s memory limit back to ``PULSE_DUCKDB_MEMORY``, the one every connection is opened with, after
+    a phase that lowered it (DuckDB reports its limit rounded, so it cannot be read back and restored exactly)."""
+    configured = ingest_settings().duckdb_memory.replace("'", "''")
+    con.execute(f"SET memory_limit = '{configured}'")
 
 
 def connect(path: Path, read_only: bool = False, wait_seconds: float = 60.0) -> duckdb.DuckDBPyConnection:

@@ -21,7 +21,7 @@ import duckdb
 from .. import tables
 from ..processes import ordered_map
 from ..settings import ingest_settings
-from ..warehouse import Warehouse
+from ..warehouse import Warehouse, restore_memory_limit
 from .batch import ArrowBatch, Batch
 from .drop import DropTally, Piece, drop_row, drop_units, plan_reads, read_piece, unit_bytes
 from .files import CHUNK_EVENTS
@@ -106,8 +106,7 @@ def loading_memory(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
     try:
         yield
     finally:
-        configured = ingest_settings().duckdb_memory.replace("'", "''")
-        con.execute(f"SET memory_limit = '{configured}'")
+        restore_memory_limit(con)
 
 
 @contextmanager
