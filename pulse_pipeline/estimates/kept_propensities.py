@@ -149,14 +149,15 @@ class PropensityStore:
         ids = pl.Series("session_id", session_ids, dtype=pl.Utf8)
         if len(columns) != X.shape[1]:
             raise ValueError(f"{len(columns)} column names for {X.shape[1]} feature columns")
-        key = fit_key(arm, columns, count_like(X), seed, k)
+        counts = count_like(X)
+        key = fit_key(arm, columns, counts, seed, k)
         kept = self.load(arm) if self.refit_share > 0 else None
         folds, changed = _changed(kept, ids, rated) if kept is not None else (None, ids.len())
         reason = refit_reason(kept, key, changed, self.refit_share, now)
         if reason is None and kept is not None and folds is not None:
             self.say(f"{arm}: kept propensity fit reused ({changed} sessions new or changed since)")
             return kept.fit.predict(X, folds)
-        fit = crossfit_propensity_fit(X, rated, k=k, seed=seed, workers=workers)
+        fit = crossfit_propensity_fit(X, rated, k=k, seed=seed, workers=workers, counts=counts)
         if self.refit_share > 0:
             self.say(f"{arm}: propensity model fitted again ({reason})")
             self.save(arm, KeptPropensity(key, now, ids, rated.copy(), fit))

@@ -246,13 +246,16 @@ def crossfit_propensity(X, rated, k: int = 5, seed: int = 42, workers: int = 1) 
     return crossfit_propensity_fit(X, rated, k=k, seed=seed, workers=workers).propensity
 
 
-def crossfit_propensity_fit(X, rated, k: int = 5, seed: int = 42, workers: int = 1) -> PropensityFit:
-    """:func:`crossfit_propensity`, with each row's fold and the fold models, to predict later sessions."""
+def crossfit_propensity_fit(
+    X, rated, k: int = 5, seed: int = 42, workers: int = 1, counts: np.ndarray | None = None
+) -> PropensityFit:
+    """:func:`crossfit_propensity`, with each row's fold and the fold models, to predict later sessions.
+    ``counts``: :func:`count_like` of ``X``, when the caller has it already (None: found here)."""
     X, r = _prepare(X, rated)
     constant = float(r.mean()) if r.size else 0.0
     out = np.full(r.size, constant)
     folds = np.full(r.size, -1)
-    counts = count_like(X)
+    counts = count_like(X) if counts is None else np.asarray(counts, dtype=bool)
     splits = _folds(r, k, seed)
     if splits is None:
         return PropensityFit(out, folds, (), counts, constant)
