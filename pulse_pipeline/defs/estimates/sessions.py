@@ -1,8 +1,8 @@
-"""The assigned sessions every estimates asset reads (``estimates.sessions.assigned_sessions``), read once a run.
+"""The assigned sessions most estimates steps read (``estimates.sessions.assigned_sessions``), read once a run.
 
 Seven estimates steps and one check read the same frame: one row per assigned session with its label, prediction,
 ask probability and ~70 features. At ten times the paper's scale it takes about a second each time, most of what a
-small drop's estimates cost beyond the effects themselves. Every one of those assets depends on every table the
+small drop's estimates cost beyond the effects themselves. Each of their assets depends on every table the
 frame is read from (``SESSIONS_DEPS``), so in a run none of those tables is written again once the first of them
 starts: the frame it reads is the frame each later one would read, and it is kept until the run ends. One run's
 frame is kept at a time (a new run, or another warehouse, reads it again).
