@@ -16,10 +16,12 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import Ridge
 from sklearn.model_selection import KFold, cross_val_predict
 
+from pulse_pipeline.modeling import text as text_module
 from pulse_pipeline.modeling.crossfit import cross_validate, crossfit_predict, insample_predict, oof_violations
 from pulse_pipeline.modeling.data import ModelingData
 from pulse_pipeline.modeling.predictions import audit_out_of_fold, crossfit_tables
 from pulse_pipeline.modeling.text import (
+    VOCAB_SESSIONS,
     FoldTextScores,
     TextFeature,
     nested_text_scores,
@@ -256,6 +258,23 @@ def test_the_vocabulary_sample_and_rated_only_text_give_the_same_columns(texts):
     data = ModelingData(("a", "b", "c"), np.array(ids), np.zeros((120, 3)), y, rated)
     feature = data.text_feature()
     assert feature.labeled.shape[0] == 90 and feature.unlabeled.shape[0] == 0
+
+
+def test_the_vocabularys_own_rows_equal_what_transform_gives_them_bit_for_bit():
+    """``vectorize`` keeps the rows its fit made for the sessions the vocabulary was fitted on (every rated one) and
+    transforms only the others; a kept fit transforms any session later (``reuse.py``). A session's row must be the
+    same either way, bit for bit: a copied session then gets exactly its original's prediction. Here the vocabulary
+    is a sample (``VOCAB_SESSIONS`` of 6 100 sessions), so the matrix holds rows of both kinds."""
+    ids, messages, y, _ = corpus(n=VOCAB_SESSIONS + 100, n_rated=50, seed=3)
+    labeled = ~np.isnan(y)
+    matrix = vectorize(ids, messages, labeled)
+    fitted_on = vocabulary_rows(labeled)
+    assert fitted_on.size == VOCAB_SESSIONS and matrix.rows.tolist() == list(range(len(ids)))
+    every = np.arange(len(ids))
+    again = text_module.transform(matrix.vectorizers, text_module.session_texts(ids, messages), every).Z
+    for name in ("indptr", "indices", "data"):
+        assert np.array_equal(getattr(matrix.Z, name), getattr(again, name)), name
+    assert matrix.Z.nnz > 0
 
 
 def test_in_sample_text_predictions_are_flagged_as_such(texts):

@@ -41,6 +41,7 @@ import scipy.sparse as sp
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import Ridge
 from sklearn.model_selection import KFold
+from sklearn.preprocessing import normalize
 
 from ..features.redact import redact
 from ..settings import usable_cores
@@ -167,6 +168,7 @@ def vocabulary_rows(labeled: np.ndarray, max_sessions: int = VOCAB_SESSIONS) -> 
 
 
 def _vectorizer(analyzer: str, ngrams: tuple[int, int], max_features: int, min_df: int, vocabulary=None):
+    """A block's TF-IDF without the row normalization, which ``_unit_rows`` applies (see there)."""
     return TfidfVectorizer(
         analyzer=analyzer,
         ngram_range=ngrams,
@@ -175,21 +177,40 @@ def _vectorizer(analyzer: str, ngrams: tuple[int, int], max_features: int, min_d
         max_features=max_features,
         dtype=np.float32,
         vocabulary=vocabulary,
+        norm=None,
     )
 
 
-def fit_vectorizers(texts: SessionTexts, rows: np.ndarray, min_df: int = MIN_DF) -> TextVectorizers | None:
-    """The TF-IDF blocks fitted on the sessions ``rows`` of ``texts`` (no label is read); a block without a term in
-    ``min_df`` sessions is left out, and None when every block is (no user text to model)."""
-    fitted = []
+def _unit_rows(Z: sp.csr_matrix) -> sp.csr_matrix:
+    """Z's rows scaled to L2 norm 1, each row's terms in column order first (in place).
+
+    Why here and not in the vectorizer: ``fit_transform`` can leave a row's terms out of column order, and the
+    norm is summed in storage order, so the same session's row from ``fit_transform`` and from ``transform`` could
+    differ in the last bit (and a kept fit's predictions of a copied session with them). Sorted first, both give
+    the same row."""
+    Z.sort_indices()
+    return normalize(Z, norm="l2", copy=False)
+
+
+def fit_vectorizers(
+    texts: SessionTexts, rows: np.ndarray, min_df: int = MIN_DF
+) -> tuple[TextVectorizers, sp.csr_matrix] | None:
+    """The TF-IDF blocks fitted on the sessions ``rows`` of ``texts`` (no label is read), and Z of those rows: what
+    ``transform`` gives them, from each block's ``fit_transform``, so that they are not read a second time (the
+    rated sessions' Z, which cross-validation needs, is always among them). A block without a term in ``min_df``
+    sessions is left out; None when every block is (no user text to model)."""
+    fitted, parts = [], []
     for block, analyzer, ngrams, max_features, weight in BLOCKS:
         vectorizer = _vectorizer(analyzer, ngrams, max_features, min_df)
         try:
-            vectorizer.fit(_block_docs(texts, block, rows))
+            Z = _unit_rows(vectorizer.fit_transform(_block_docs(texts, block, rows)))
         except ValueError:  # empty vocabulary: no term in min_df sessions
             continue
         fitted.append((block, vectorizer, weight))
-    return TextVectorizers(tuple(fitted)) if fitted else None
+        parts.append(Z * np.float32(weight))
+    if not fitted:
+        return None
+    return TextVectorizers(tuple(fitted)), sp.hstack(parts, format="csr", dtype=np.float32)
 
 
 def vocabulary_table(vectorizers: TextVectorizers | None) -> pl.DataFrame:
@@ -230,7 +251,7 @@ def transform(vectorizers: TextVectorizers, texts: SessionTexts, rows: np.ndarra
     if len(rows) == 0:
         empty = sp.csr_matrix((0, len(vectorizers.terms)), dtype=np.float32)
         return TextMatrix(empty, np.asarray(rows, dtype=np.int64), vectorizers.terms)
-    blocks = [v.transform(_block_docs(texts, b, rows)) * np.float32(w) for b, v, w in vectorizers.blocks]
+    blocks = [_unit_rows(v.transform(_block_docs(texts, b, rows))) * np.float32(w) for b, v, w in vectorizers.blocks]
     return TextMatrix(sp.hstack(blocks, format="csr", dtype=np.float32), np.asarray(rows), vectorizers.terms)
 
 
@@ -245,22 +266,30 @@ def vectorize(
     (unredacted: each is redacted here before anything is vectorized), with the vocabulary and idf fitted on
     ``vocabulary_rows(labeled)`` (every session when ``labeled`` is None). None when there is no user text.
 
-    From ``TRANSFORM_MIN_ROWS`` sessions the rows are redacted and transformed in chunks in worker processes
-    (``workers.py``): both are Python string work, 36 000 sessions took 25 s in one process."""
+    The vocabulary's sessions (every rated one among them) get the rows its fit made; the others are transformed,
+    from ``TRANSFORM_MIN_ROWS`` of them redacted and transformed in chunks in worker processes (``workers.py``):
+    both are Python string work, 36 000 sessions took 25 s in one process."""
     n = len(session_ids)
     labeled = np.ones(n, dtype=bool) if labeled is None else np.asarray(labeled, dtype=bool)
     vocabulary = vocabulary_rows(labeled)
-    vocabulary_texts = session_texts(session_ids, messages, needed=vocabulary)
-    vectorizers = fit_vectorizers(vocabulary_texts, vocabulary, min_df)
-    if vectorizers is None:
+    fitted = fit_vectorizers(session_texts(session_ids, messages, needed=vocabulary), vocabulary, min_df)
+    if fitted is None:
         return None
+    vectorizers, Z_fitted = fitted
     rows = np.flatnonzero(labeled) if rated_only else np.arange(n)
-    workers = workers_for(2 * usable_cores(), rows.size, min_rows=TRANSFORM_MIN_ROWS)
-    if workers == 1:
-        texts = vocabulary_texts if rated_only else session_texts(session_ids, messages)  # the rated are redacted
-        return replace(transform(vectorizers, texts, rows), vectorizers=vectorizers)
-    Z = transform_messages(vectorizers, [session_ids[i] for i in rows], messages)
-    return TextMatrix(Z, rows, vectorizers.terms, vectorizers)
+    # the rows the vocabulary was fitted on have their Z already (every rated one); the others are transformed
+    position = np.minimum(np.searchsorted(vocabulary, rows), vocabulary.size - 1)
+    fitted_on = vocabulary[position] == rows
+    rest = rows[~fitted_on]
+    if not rest.size:
+        return TextMatrix(Z_fitted[position], rows, vectorizers.terms, vectorizers)
+    if workers_for(2 * usable_cores(), rest.size, min_rows=TRANSFORM_MIN_ROWS) == 1:
+        Z_rest = transform(vectorizers, session_texts(session_ids, messages, needed=rest), rest).Z
+    else:
+        Z_rest = transform_messages(vectorizers, [session_ids[i] for i in rest], messages)
+    stacked = sp.vstack([Z_fitted[position[fitted_on]], Z_rest], format="csr")
+    order = np.argsort(np.concatenate([np.flatnonzero(fitted_on), np.flatnonzero(~fitted_on)]), kind="stable")
+    return TextMatrix(stacked[order], rows, vectorizers.terms, vectorizers)
 
 
 def transform_messages(
