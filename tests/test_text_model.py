@@ -16,7 +16,6 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import Ridge
 from sklearn.model_selection import KFold, cross_val_predict
 
-from pulse_pipeline.modeling import text as text_module
 from pulse_pipeline.modeling.crossfit import cross_validate, crossfit_predict, insample_predict, oof_violations
 from pulse_pipeline.modeling.data import ModelingData
 from pulse_pipeline.modeling.predictions import audit_out_of_fold, crossfit_tables
@@ -25,8 +24,10 @@ from pulse_pipeline.modeling.text import (
     FoldTextScores,
     TextFeature,
     nested_text_scores,
+    session_texts,
     text_score_violations,
     top_terms,
+    transform,
     vectorize,
     vocabulary_rows,
 )
@@ -271,7 +272,7 @@ def test_the_vocabularys_own_rows_equal_what_transform_gives_them_bit_for_bit():
     fitted_on = vocabulary_rows(labeled)
     assert fitted_on.size == VOCAB_SESSIONS and matrix.rows.tolist() == list(range(len(ids)))
     every = np.arange(len(ids))
-    again = text_module.transform(matrix.vectorizers, text_module.session_texts(ids, messages), every).Z
+    again = transform(matrix.vectorizers, session_texts(ids, messages), every).Z
     for name in ("indptr", "indices", "data"):
         assert np.array_equal(getattr(matrix.Z, name), getattr(again, name)), name
     assert matrix.Z.nnz > 0

@@ -283,10 +283,7 @@ def vectorize(
     rest = rows[~fitted_on]
     if not rest.size:
         return TextMatrix(Z_fitted[position], rows, vectorizers.terms, vectorizers)
-    if workers_for(2 * usable_cores(), rest.size, min_rows=TRANSFORM_MIN_ROWS) == 1:
-        Z_rest = transform(vectorizers, session_texts(session_ids, messages, needed=rest), rest).Z
-    else:
-        Z_rest = transform_messages(vectorizers, [session_ids[i] for i in rest], messages)
+    Z_rest = transform_messages(vectorizers, [session_ids[i] for i in rest], messages)  # workers when many
     stacked = sp.vstack([Z_fitted[position[fitted_on]], Z_rest], format="csr")
     order = np.argsort(np.concatenate([np.flatnonzero(fitted_on), np.flatnonzero(~fitted_on)]), kind="stable")
     return TextMatrix(stacked[order], rows, vectorizers.terms, vectorizers)
