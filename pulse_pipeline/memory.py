@@ -10,6 +10,17 @@ modeling step's memory at 10x").
 ``release_freed_memory`` calls ``malloc_trim(0)`` where the C library is glibc (Linux) and does nothing elsewhere:
 it frees no live object, only pages the allocator holds free. It does not reach DuckDB's or polars' memory:
 they allocate through their own allocators (jemalloc).
+
+Polars' jemalloc keeps what polars freed for up to 1.5 s (the ``dirty_decay_ms:500,muzzy_decay_ms:1000`` polars
+sets when it is imported), and the modeling step frees and allocates frames all along (the features read and cast,
+each chunk of unrated sessions), so what it freed a moment ago was counted in the step's peak. ``POLARS_ALLOCATOR``
+makes polars give freed pages back at once: ``pulse_pipeline/__init__.py`` sets it before anything imports polars,
+so every PULSE process and the worker processes they start (which inherit the environment) use it. Measured with
+``bench/scale.py --scales 10 --backlog`` on one machine, one run each: the 10x peak was 2 975 and 3 009 MiB without
+it, 2 866 and 2 888 MiB with it (the modeling step's, every time), in 809.8 and 800.3 s without it, 807.2 and
+886.9 s with it (that run slower in every stage, reading too, which polars does not do: the machine); at 1x, back to
+back, 119.6 and 123.6 s without, 120.4 and 123.5 s with it.
+A ``_RJEM_MALLOC_CONF`` already in the environment is left as it is (polars reads it after its own defaults).
 """
 
 from __future__ import annotations
@@ -17,6 +28,16 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import os
+
+POLARS_ALLOCATOR = "dirty_decay_ms:0,muzzy_decay_ms:0"
+"""Polars' jemalloc options (``_RJEM_MALLOC_CONF``): freed pages go back to the system at once."""
+
+
+def configure_polars_allocator() -> None:
+    """Set ``POLARS_ALLOCATOR`` for polars unless the environment names its own options; to take effect this must
+    run before polars is imported (polars reads the variable once, at import)."""
+    os.environ.setdefault("_RJEM_MALLOC_CONF", POLARS_ALLOCATOR)
 
 
 @functools.cache
