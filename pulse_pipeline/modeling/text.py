@@ -46,6 +46,7 @@ from sklearn.preprocessing import normalize
 from ..features.redact import redact
 from ..settings import usable_cores
 from ..warehouse import Warehouse
+from .char_ngrams import char_wb_counts
 from .workers import map_jobs, workers_for
 
 WORD_FEATURES = 20_000
@@ -251,8 +252,22 @@ def transform(vectorizers: TextVectorizers, texts: SessionTexts, rows: np.ndarra
     if len(rows) == 0:
         empty = sp.csr_matrix((0, len(vectorizers.terms)), dtype=np.float32)
         return TextMatrix(empty, np.asarray(rows, dtype=np.int64), vectorizers.terms)
-    blocks = [_unit_rows(v.transform(_block_docs(texts, b, rows))) * np.float32(w) for b, v, w in vectorizers.blocks]
+    blocks = [_unit_rows(_tfidf(v, _block_docs(texts, b, rows))) * np.float32(w) for b, v, w in vectorizers.blocks]
     return TextMatrix(sp.hstack(blocks, format="csr", dtype=np.float32), np.asarray(rows), vectorizers.terms)
+
+
+def _tfidf(vectorizer: TfidfVectorizer, docs: list[str]) -> sp.csr_matrix:
+    """``vectorizer.transform(docs)``; a ``char_wb`` block's counts made a word at a time (``char_ngrams.py``), then
+    weighted as scikit-learn's ``TfidfTransformer.transform`` weights them (1 + log tf, times idf): the same matrix."""
+    if vectorizer.analyzer != "char_wb" or not vectorizer.sublinear_tf or vectorizer.norm is not None:
+        return vectorizer.transform(docs)
+    # a vectorizer rebuilt from a kept vocabulary (``vectorizers_from``) holds it as its parameter until it is used
+    vocabulary = vectorizer.vocabulary_ if hasattr(vectorizer, "vocabulary_") else vectorizer.vocabulary
+    X = char_wb_counts(docs, vocabulary, vectorizer.ngram_range)
+    np.log(X.data, X.data)
+    X.data += 1.0
+    X.data *= vectorizer.idf_[X.indices]
+    return X
 
 
 def vectorize(
