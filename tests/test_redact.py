@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+import random
 import time
 
 import pytest
 
-from pulse_pipeline.features.redact import redact
+from pulse_pipeline.features.redact import RULES, redact
 
 GH = "ghp_" + "a1B2c3D4e5" * 3 + "f6G7h8"  # 36 characters after the prefix
 OPENAI = "sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"
@@ -89,3 +91,57 @@ def test_a_megabyte_is_redacted_quickly() -> None:
         redact(text)
     assert time.perf_counter() - start < 5
     assert GH not in redact(texts[-1])
+
+
+# spellings only an ``re.I`` pattern matches: a dotless ı for i, the Kelvin sign for K, a long ſ for s
+LOOKALIKES = [
+    "curl -H 'Authorızation: Bearer eyJhbGc.payload.sig'",
+    "export SLACK_BOT_TO\u212aEN=xoxb-1234-abcd",
+    f"aws_secret_acce\u017fs_key: {AWS_SECRET}",
+    "AUTHORIZATION=token abc123",
+]
+
+
+@pytest.mark.parametrize("text", LOOKALIKES)
+def test_a_secret_in_letters_only_case_folding_matches_is_redacted(text: str) -> None:
+    """The rules skip a text without their literals (``Rule.needs``); the case-insensitive ones must still see
+    secrets spelled with letters whose lowercase is not ASCII."""
+    assert "[REDACTED:" in redact(text)
+
+
+def test_skipping_texts_without_a_rules_literals_changes_no_result() -> None:
+    """``redact`` equals the ten patterns run over every text, on many texts made of secrets, near misses,
+    look-alike letters and ordinary prose in random order."""
+    fragments = (
+        [text for text, _, _ in CASES]
+        + LOOKALIKES
+        + [
+            "sorted(items, key=len)",
+            "git@github.com:org/repo.git",
+            "http://localhost:8080/path and user@localhost",
+            "sk-learn-something-quite-long-slug-here",
+            "ghp_short",
+            "-----BEGIN PUBLIC KEY-----",
+            "AKIA",
+            "日本語: パスワードを変更してください。",
+            "please fix the failing test",
+            "",
+        ]
+    )
+    separators = [" ", "\n", "", "=", ":", "@", "://", "\t"]
+    rnd = random.Random(7)
+
+    def every_rule(text: str) -> str:
+        for rule in RULES:
+            text = dataclasses.replace(rule, needs=()).apply(text)
+        return text
+
+    texts = [
+        "".join(rnd.choice(fragments) + rnd.choice(separators) for _ in range(rnd.randint(1, 6))) for _ in range(3_000)
+    ]
+    changed = 0
+    for text in texts:
+        expected = every_rule(text)
+        assert redact(text) == expected, text
+        changed += expected != text
+    assert changed > 1_000  # most texts held a secret

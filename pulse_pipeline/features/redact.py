@@ -40,15 +40,32 @@ def placeholder(kind: str) -> str:
 
 @dataclass(frozen=True)
 class Rule:
+    """A kind of secret: its pattern, how a match is replaced (None: the whole match becomes the placeholder), and
+    ``needs``: strings of which every match holds one, so a text with none of them is returned as it is.
+
+    Why ``needs``: most messages hold no secret, and the ten patterns were ~40 % of the time the text model took for
+    the unrated sessions (0.54 s per 65 000 user messages at the paper's scale, 0.10 s with ``needs``); ``in`` finds
+    a literal in C.
+    Only characters without case serve an ``re.I`` pattern (``=``, ``:``): it also matches letters whose lowercase
+    is not ASCII (the Kelvin sign for ``k``, a dotless ``ı`` for ``i``), which a lowercase literal would miss."""
+
     kind: str
     pattern: re.Pattern[str]
-    # how a match is replaced; default: the whole match becomes the placeholder
     replace: Callable[[re.Match[str]], str] | None = None
+    needs: tuple[str, ...] = ()
 
     def apply(self, text: str) -> str:
+        if self.needs and not self._may_match(text):
+            return text
         if self.replace is None:
             return self.pattern.sub(placeholder(self.kind), text)
         return self.pattern.sub(self.replace, text)
+
+    def _may_match(self, text: str) -> bool:
+        for literal in self.needs:  # noqa: SIM110 (any() makes a generator per call: twice the time of redact)
+            if literal in text:
+                return True
+        return False
 
 
 def _keep_prefix(kind: str) -> Callable[[re.Match[str]], str]:
@@ -73,36 +90,46 @@ RULES: tuple[Rule, ...] = (
             r"-----BEGIN (?P<label>[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?)-----"
             r"(?:[\s\S]*?-----END (?P=label)-----|[A-Za-z0-9+/=:,\-\s]*)"
         ),
+        needs=("-----BEGIN ",),
     ),
     Rule(
         "url_password",
         re.compile(r"(?P<keep>\b[A-Za-z][A-Za-z0-9+.\-]{0,30}://[^\s:/@\[\]]{1,256}:)[^\s@/\[\]]{1,256}(?=@)"),
         _keep_prefix("url_password"),
+        needs=("://",),
     ),
     Rule(
         "authorization",
         re.compile(r"(?P<keep>\bAuthorization[\"']?\s*[:=]\s*[\"']?(?:Bearer|Basic|token)\s+)[^\s\"'\\,]+", re.I),
         _keep_prefix("authorization"),
+        needs=(":", "="),
     ),
-    Rule("anthropic_key", re.compile(rf"(?<![A-Za-z0-9_\-])sk-ant-{_TOKEN_CHARS}{{20,400}}")),
+    Rule("anthropic_key", re.compile(rf"(?<![A-Za-z0-9_\-])sk-ant-{_TOKEN_CHARS}{{20,400}}"), needs=("sk-ant-",)),
     Rule(
         "openai_key",
         # a real key has digits; requiring one keeps slugs like "sk-learn-something-quite-long" out
         re.compile(
             rf"(?<![A-Za-z0-9_\-])sk-(?:proj-|svcacct-|admin-)?(?={_TOKEN_CHARS}{{0,400}}\d){_TOKEN_CHARS}{{20,400}}"
         ),
+        needs=("sk-",),
     ),
     Rule(
         "github_token",
         re.compile(r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{30,255}|github_pat_[A-Za-z0-9_]{22,255})"),
+        needs=("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
     ),
-    Rule("aws_access_key_id", re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])")),
+    Rule(
+        "aws_access_key_id",
+        re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
+        needs=("AKIA", "ASIA"),
+    ),
     Rule(
         "aws_secret_key",
         re.compile(
             rf"(?P<keep>\baws_secret_access_key[\"']?\s*[=:]\s*[\"']?){_NOT_PLACEHOLDER}[A-Za-z0-9/+=]{{30,100}}", re.I
         ),
         _keep_prefix("aws_secret_key"),
+        needs=("=", ":"),
     ),
     Rule(
         "secret",
@@ -114,12 +141,14 @@ RULES: tuple[Rule, ...] = (
             re.I,
         ),
         _secret_assignment,
+        needs=("=",),
     ),
     Rule(
         "email",
         re.compile(
             r"(?<![A-Za-z0-9._%+\-])(?!git@)[A-Za-z0-9._%+\-]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9\-]{0,62}\.){1,8}[A-Za-z]{2,24}\b"
         ),
+        needs=("@",),
     ),
 )
 
