@@ -5,9 +5,10 @@ either side and cuts the padded word into n-grams; ``transform`` then looks each
 is ~3 000 string slices and dictionary lookups for a session's 1 000 characters, in Python, and it was ~60 % of the
 time the unrated sessions' text took (1.58 of 2.53 s per 5 000 sessions at the paper's scale). An n-gram never
 spans two words, so a document's counts are the sum of its words' counts, and words repeat: ``char_wb_counts``
-looks each distinct word's vocabulary columns up once and then only adds them up, word by word (~5x faster on the
-synthetic corpus). The counts are the ones scikit-learn's ``CountVectorizer.transform`` gives, entry for entry
-(``tests/test_char_ngrams.py`` compares the two on the synthetic corpus and on hostile text).
+counts each document's words, cuts and looks up each distinct word's n-grams once, and multiplies the two count
+matrices in C (1.57 s -> 0.23 s for those 5 000 sessions). The counts are the ones scikit-learn's
+``CountVectorizer.transform`` gives, entry for entry: ``tests/test_char_ngrams.py`` compares the two on hostile
+text, and ``tests/test_text_model.py`` a transform's rows with the vocabulary's own ``fit_transform`` rows.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ _WHITE_SPACES = re.compile(r"\s\s+")  # scikit-learn's own normalization before 
 
 def padded_ngrams(word: str, ngram_range: tuple[int, int]) -> list[str]:
     """The ``char_wb`` n-grams of one word, as scikit-learn cuts them: the word padded with a space on either
-    side, every n-gram of each length in ``ngram_range``; a padded word shorter than n counts once, whole."""
+    side, every n-gram of each length in ``ngram_range``; a padded word of n characters or fewer is one n-gram,
+    itself, and no longer ones are cut from it."""
     low, high = ngram_range
     padded = f" {word} "
     grams = []
