@@ -152,6 +152,36 @@ def test_a_symlink_to_a_file_outside_the_drop_is_quarantined_never_read(delivery
     assert facts == counts(records=2, quarantined=1, events=2)  # s1 and the link; s1's two events
 
 
+@pytest.mark.skipif(sys.platform == "darwin", reason="macOS file systems refuse names that are not UTF-8")
+def test_names_that_are_not_utf8_are_read_and_shown_with_their_bytes_escaped(pulse_home, wh, tmp_path):
+    """A file named ``caf\\xe9.json`` (Latin-1, not UTF-8) crashed the ingest stage: Arrow refuses the text Python
+    makes of such a name. Now the drop is registered and read, the name is shown with the byte escaped (as the
+    session id it gives and as ``source_file``), and so is a link's target in its quarantine reason."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    events = [{"id": 0, "action": "message", "source": "user", "args": {"content": "fix the build"}}]
+    (corpus / os.fsdecode(b"caf\xe9.json")).write_text(json.dumps(events))
+    (corpus / os.fsdecode(b"gone\xff.json")).symlink_to(os.fsdecode(b"moved\xfe.json"))
+
+    key, drop = register_drop(pulse_home, corpus)
+    facts = load(wh, key, drop)
+
+    assert wh.con.execute("SELECT session_id, source_file FROM raw.sessions").fetchall() == [
+        ("caf\\xe9", "caf\\xe9.json")
+    ]
+    [(source_file, record_type, reason, raw_text)] = quarantined(wh)
+    assert (source_file, record_type, raw_text) == ("gone\\xff.json", "unknown", "")
+    assert reason.startswith("symlink not followed (points to moved\\xfe.json)")
+    assert facts == {
+        "records_read": 2,
+        "records_accepted": 1,
+        "records_quarantined": 1,
+        "events_read": 1,
+        "events_accepted": 1,
+        "events_quarantined": 0,
+    }
+
+
 def test_a_link_loop_is_copied_as_one_link_and_quarantined(pulse_home, wh, tmp_path):
     """`ln -s . loop` in a 3-file drop was followed 40 levels deep at registration (11 453 files), then crashed."""
     corpus = tmp_path / "corpus"

@@ -110,8 +110,28 @@ class Batch:
     def arrow(self, table: Table) -> pa.Table:
         """Columns as VARCHAR/INTEGER/... arrow arrays; timestamps stay ISO text and are cast by DuckDB."""
         columns = self.columns[table.qualified]
-        arrays = [pa.array(columns[name], type=_ARROW[kind]) for name, kind in table.columns]
+        arrays = [_array(columns[name], _ARROW[kind]) for name, kind in table.columns]
         return pa.Table.from_arrays(arrays, names=table.column_names)
+
+
+def _array(values: list[Any], kind: pa.DataType) -> pa.Array:
+    """``values`` as an Arrow array; text holding lone surrogates, which UTF-8 cannot carry, made ``printable``."""
+    try:
+        return pa.array(values, type=kind)
+    except UnicodeEncodeError:
+        return pa.array([printable(v) if isinstance(v, str) else v for v in values], type=kind)
+
+
+def printable(text: str) -> str:
+    """``text`` with its lone surrogates written as escapes: a file name's bytes that are not UTF-8, which Python
+    gives as surrogates (``os.fsdecode``), become ``\\xff``; any other lone surrogate ``\\ud800``.
+
+    Why: a drop with a file named ``name\\xff.json`` crashed the ingest stage (Arrow refuses such text), and the
+    name reaches ``source_file``, the session id it gives, a link's target in a quarantine reason."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate no byte escape made (from text, not from a file name)
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 _ARROW = {

@@ -163,7 +163,8 @@ def fingerprint(path: Path) -> str:
     h = hashlib.sha1()
     entries = [(path, path.stat())] if not path.is_dir() else _tree(path)
     for f, st in entries:
-        h.update(f"{f.relative_to(path) if f != path else f.name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        line = f"{f.relative_to(path) if f != path else f.name}\0{st.st_size}\0{st.st_mtime_ns}\n"
+        h.update(line.encode("utf-8", "surrogateescape"))  # a name's bytes as they are, UTF-8 or not
     return h.hexdigest()[:16]
 
 
