@@ -50,10 +50,8 @@ def test_a_words_ngrams_are_the_ones_scikit_learn_cuts(ngram_range):
 
 
 def test_counts_equal_scikit_learns_on_hostile_text():
-    fit_docs, docs = (
-        hostile_docs(300, seed=1),
-        hostile_docs(400, seed=2),
-    )  # many n-grams of docs are not in the vocabulary
+    fit_docs = hostile_docs(300, seed=1)
+    docs = hostile_docs(400, seed=2)  # other documents: many of their n-grams are not in the vocabulary
     counter = CountVectorizer(analyzer="char_wb", ngram_range=(3, 5), min_df=2, dtype=np.float32).fit(fit_docs)
     expected = counter.transform(docs)
     got = char_wb_counts(docs, counter.vocabulary_, (3, 5))

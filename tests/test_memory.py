@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -78,9 +80,6 @@ def test_polars_gives_freed_frames_back_at_once_in_pulse_processes():
     """``memory.configure_polars_allocator``: in a process that imported pulse_pipeline first, the ~400 MB a polars
     frame held are back with the system the moment it is freed; imported after polars, the setting is too late
     and polars' allocator still holds most of them (it gives them back over the next 1.5 s)."""
-    import subprocess
-    import sys
-
     env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
     figures = {}
     for order in ("pulse_first", "polars_first"):
