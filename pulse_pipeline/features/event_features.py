@@ -165,25 +165,39 @@ WITH ev AS NOT MATERIALIZED (
 ), last_segment AS (
     SELECT session_id, max(segment_index) AS last_segment FROM staging.work_segments
     WHERE session_id IN (SELECT session_id FROM {sessions}) GROUP BY session_id
+), usage_events AS MATERIALIZED (
+    -- the events v0, v1 and critic read their values from, in one pass over raw_json (the widest column: each
+    -- pass cost as much as the rest of the query). is_v0 / is_v1 / is_critic: which of the three reads the row
+    SELECT session_id, seq,
+        contains(raw_json, '"llm_metrics"') AS is_v0,
+        kind = 'state' AND (name = 'stats' OR (name = 'full_state' AND contains(raw_json, 'usage_to_metrics')))
+            AS is_v1,
+        kind = 'action' AND contains(raw_json, '"critic_result":{{') AS is_critic,
+        CASE WHEN is_v0 THEN json_extract_string(raw_json, [
+            '$.llm_metrics.accumulated_cost',
+            '$.llm_metrics.accumulated_token_usage.prompt_tokens',
+            '$.llm_metrics.accumulated_token_usage.completion_tokens']) END AS m,
+        CASE WHEN is_v1 THEN {{
+            'cost': {_v1_sum("accumulated_cost", "DOUBLE")},
+            'prompt_tokens': {_v1_sum("accumulated_token_usage.prompt_tokens", "BIGINT")},
+            'completion_tokens': {_v1_sum("accumulated_token_usage.completion_tokens", "BIGINT")}}} END AS v1_usage,
+        CASE WHEN is_critic THEN TRY_CAST(json_extract_string(raw_json, '$.critic_result.score') AS DOUBLE)
+            END AS score
+    FROM ev e
+    WHERE contains(raw_json, '"llm_metrics"') OR (kind = 'state' AND name IN ('stats', 'full_state'))
+        OR (kind = 'action' AND contains(raw_json, '"critic_result":{{'))
 ), v0 AS (
     SELECT session_id, max(TRY_CAST(m[1] AS DOUBLE)) AS cost, max(TRY_CAST(m[2] AS BIGINT)) AS prompt_tokens,
         max(TRY_CAST(m[3] AS BIGINT)) AS completion_tokens
-    FROM (
-        SELECT e.session_id, json_extract_string(e.raw_json, [
-            '$.llm_metrics.accumulated_cost',
-            '$.llm_metrics.accumulated_token_usage.prompt_tokens',
-            '$.llm_metrics.accumulated_token_usage.completion_tokens']) AS m
-        FROM ev e WHERE e.raw_json LIKE '%"llm_metrics"%'
-    )
+    FROM usage_events WHERE is_v0
     GROUP BY session_id
 ), v1 AS (
-    SELECT e.session_id,
-        arg_max({_v1_sum("accumulated_cost", "DOUBLE")}, e.seq) AS cost,
-        arg_max({_v1_sum("accumulated_token_usage.prompt_tokens", "BIGINT")}, e.seq) AS prompt_tokens,
-        arg_max({_v1_sum("accumulated_token_usage.completion_tokens", "BIGINT")}, e.seq) AS completion_tokens
-    FROM ev e
-    WHERE e.kind = 'state' AND (e.name = 'stats' OR (e.name = 'full_state' AND e.raw_json LIKE '%usage_to_metrics%'))
-    GROUP BY e.session_id
+    SELECT session_id,
+        arg_max(v1_usage.cost, seq) AS cost,
+        arg_max(v1_usage.prompt_tokens, seq) AS prompt_tokens,
+        arg_max(v1_usage.completion_tokens, seq) AS completion_tokens
+    FROM usage_events WHERE is_v1
+    GROUP BY session_id
 ), usage AS (
     SELECT session_id, TRY_CAST(u[1] AS DOUBLE) AS cost, TRY_CAST(u[2] AS BIGINT) AS prompt_tokens,
         TRY_CAST(u[3] AS BIGINT) AS completion_tokens
@@ -191,16 +205,12 @@ WITH ev AS NOT MATERIALIZED (
         SELECT s.session_id, list_transform(['cost_usd', 'prompt_tokens', 'completion_tokens'], k -> coalesce(
             json_extract_string(s.metadata_json, '$.llm_usage.' || k),
             json_extract_string(s.metadata_json, '$.metadata.llm_usage.' || k))) AS u
-        FROM {sessions} s WHERE s.metadata_json LIKE '%"llm_usage"%'
+        FROM {sessions} s WHERE contains(s.metadata_json, '"llm_usage"')
     )
 ), critic AS (
     SELECT session_id, arg_max(score, seq) AS last, avg(score) AS mean, min(score) AS min, count(*) AS n
-    FROM (
-        SELECT e.session_id, e.seq,
-            TRY_CAST(json_extract_string(e.raw_json, '$.critic_result.score') AS DOUBLE) AS score
-        FROM ev e WHERE e.kind = 'action' AND e.raw_json LIKE '%"critic_result":{{%'
-    )
-    WHERE score BETWEEN 0 AND 1
+    FROM usage_events
+    WHERE is_critic AND score BETWEEN 0 AND 1
     GROUP BY session_id
 )
 SELECT s.session_id,
@@ -297,8 +307,8 @@ def build_event_features(wh: Warehouse) -> Refreshed:
     with refreshing(wh, t.qualified, EVENT_FEATURES_VERSIONS_SQL, code_version()) as refresh:
         events = "raw.events"
         if not refresh.whole:
-            # Their events first, by record key alone: a content filter (``raw_json LIKE``) in the same scan as the
-            # join ran over every event of the warehouse when the changed sessions spanned several drops
+            # Their events first, by record key alone: a content filter (``contains(raw_json, ...)``) in the same
+            # scan as the join ran over every event of the warehouse when the changed sessions spanned several drops
             wh.con.execute(
                 f"CREATE OR REPLACE TEMP TABLE {CHANGED_EVENTS} AS"
                 f" SELECT e.* FROM raw.events e SEMI JOIN {refresh.sessions} s USING (record_key)"
