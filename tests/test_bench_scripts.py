@@ -56,6 +56,48 @@ def test_ingest_bench_compares_small_files_with_one_jsonl_file(tmp_path, quick_m
     assert "files/jsonl: reading takes" in out
 
 
+def test_features_bench_times_each_part_and_the_llm_annotator_cold_and_warm(tmp_path):
+    out = _run("bench/features.py", "--sessions", "300", "--llm-sessions", "4", "--workdir", str(tmp_path))
+    for part in ("event features (SQL + git parsing)", "read transcripts", "heuristic annotator"):
+        assert next(line for line in out.splitlines() if line.startswith(part)).endswith("sessions/s")
+    # 4 sessions x the paper's two prompts (analysis, issues): 8 calls at either concurrency; the warm run asks none
+    calls = [line.strip() for line in out.splitlines() if line.strip().endswith(" calls")]
+    assert calls == ["8 calls", "8 calls", "0 calls"]
+    assert re.search(r"speed-up from concurrency 16: \S+x \(target >= 10x\)", out)
+    assert re.search(r"warm cache against a cold run at concurrency 16: \d+x faster \(target >= 50x\)", out)
+
+
+def test_stack_bench_prints_each_rows_r_and_the_stacks_weights():
+    out = _run(
+        "bench/stack.py", "--sessions", "1500", "--seeds", "1", "--folds", "3", "--families", "hist_gbm,ordinal_logit"
+    )
+    r = {
+        name: float(re.search(rf"^{name} +MSE \S+ ± \S+ +r (\S+)", out, re.M)[1])
+        for name in ("hist_gbm", "ordinal_logit", "stack")
+    }
+    best = max(("hist_gbm", "ordinal_logit"), key=r.get)
+    gain = re.search(r"stack r - best family \((\w+)\) r: (\S+)", out)
+    assert gain[1] == best and abs(float(gain[2]) - (r["stack"] - r[best])) <= 1e-4  # each r printed to 4 places
+    folds = re.findall(r"fold (\d): b \S+  hist_gbm (\S+)  ordinal_logit (\S+)", out)
+    assert [f[0] for f in folds] == ["0", "1", "2"]
+    assert all(float(w) >= 0 for f in folds for w in f[1:])  # non-negative least squares
+    assert "CV of 2 families x 1 seeds" in out and "peak RSS" in out
+
+
+@pytest.mark.slow
+def test_stack_gain_bench_pairs_the_stack_with_the_best_family_over_seeds(tmp_path):
+    out = _run("bench/stack_gain.py", "--sessions", "800", "--seeds", "2", "--folds", "3", "--workdir", str(tmp_path))
+    assert "800 sessions," in out and "3 folds x 2 seeds" in out
+    rows = {line[:32].strip(): line.split() for line in out.splitlines() if line.startswith(("before: ", "after: "))}
+    mean = {name: float(cells[-2]) for name, cells in rows.items()}
+    best_before = max((n for n in mean if n.startswith("before: ") and n != "before: constant"), key=mean.get)
+    pair = re.search(r"stack \(after\) - (\w+) \(before\), paired over 2 seeds: (\S+) ± \S+ .* wins (\d) of 2", out)
+    assert pair[1] == best_before.removeprefix("before: ")
+    # the mean of the paired differences is the difference of the means (each printed to 3 places)
+    assert abs(float(pair[2]) - (mean["after: stack"] - mean[best_before])) <= 0.0015
+    assert 0 <= int(pair[3]) <= 2
+
+
 def test_concurrent_fits_bench_times_one_process_alone_and_two_at_once():
     out = _run("bench/concurrent_fits.py", "--sessions", "2000", "--families", "ordinal_logit", "--folds", "2")
     # simulate_sessions(2000, seed=7) rates 88 sessions; one family x 2 folds x 1 seed
