@@ -4,8 +4,8 @@ Why: when Python frees the objects of a phase (a frame's columns cast to floats,
 keeps most of the pages for later allocations instead of returning them, so the process's resident memory stays at
 the phase's peak, and the next phase's worker processes are counted on top of it. At ten times the paper's scale
 the modeling step's process held ~130 MB more after loading the features, and ~200-270 MB more after each chunk of
-unrated sessions, than after glibc's ``malloc_trim(0)`` (measured by hand on the kept 10x warehouse; README "The
-modeling step's memory at 10x").
+unrated sessions, than after glibc's ``malloc_trim(0)`` (measured by hand on the kept 10x warehouse;
+docs/performance.md, "The modeling step's memory at 10x").
 
 ``release_freed_memory`` calls ``malloc_trim(0)`` where the C library is glibc (Linux) and does nothing elsewhere:
 it frees no live object, only pages the allocator holds free. It does not reach DuckDB's or polars' memory:
