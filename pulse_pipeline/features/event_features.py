@@ -165,7 +165,7 @@ WITH ev AS NOT MATERIALIZED (
 ), last_segment AS (
     SELECT session_id, max(segment_index) AS last_segment FROM staging.work_segments
     WHERE session_id IN (SELECT session_id FROM {sessions}) GROUP BY session_id
-), usage_events AS MATERIALIZED (
+), raw_json_values AS MATERIALIZED (
     -- the events v0, v1 and critic read their values from, in one pass over raw_json (the widest column: each
     -- pass cost as much as the rest of the query). is_v0 / is_v1 / is_critic: which of the three reads the row
     SELECT session_id, seq,
@@ -189,14 +189,14 @@ WITH ev AS NOT MATERIALIZED (
 ), v0 AS (
     SELECT session_id, max(TRY_CAST(m[1] AS DOUBLE)) AS cost, max(TRY_CAST(m[2] AS BIGINT)) AS prompt_tokens,
         max(TRY_CAST(m[3] AS BIGINT)) AS completion_tokens
-    FROM usage_events WHERE is_v0
+    FROM raw_json_values WHERE is_v0
     GROUP BY session_id
 ), v1 AS (
     SELECT session_id,
         arg_max(v1_usage.cost, seq) AS cost,
         arg_max(v1_usage.prompt_tokens, seq) AS prompt_tokens,
         arg_max(v1_usage.completion_tokens, seq) AS completion_tokens
-    FROM usage_events WHERE is_v1
+    FROM raw_json_values WHERE is_v1
     GROUP BY session_id
 ), usage AS (
     SELECT session_id, TRY_CAST(u[1] AS DOUBLE) AS cost, TRY_CAST(u[2] AS BIGINT) AS prompt_tokens,
@@ -209,7 +209,7 @@ WITH ev AS NOT MATERIALIZED (
     )
 ), critic AS (
     SELECT session_id, arg_max(score, seq) AS last, avg(score) AS mean, min(score) AS min, count(*) AS n
-    FROM usage_events
+    FROM raw_json_values
     WHERE is_critic AND score BETWEEN 0 AND 1
     GROUP BY session_id
 )
