@@ -259,8 +259,9 @@ def transform(vectorizers: TextVectorizers, texts: SessionTexts, rows: np.ndarra
 def _tfidf(vectorizer: TfidfVectorizer, docs: list[str]) -> sp.csr_matrix:
     """``vectorizer.transform(docs)``; a ``char_wb`` block's counts made a word at a time (``char_ngrams.py``), then
     weighted as scikit-learn's ``TfidfTransformer.transform`` weights them (1 + log tf, times idf): the same matrix."""
-    if vectorizer.analyzer != "char_wb" or not vectorizer.sublinear_tf or vectorizer.norm is not None:
-        return vectorizer.transform(docs)
+    counted_alike = vectorizer.lowercase and vectorizer.strip_accents is None and vectorizer.preprocessor is None
+    if vectorizer.analyzer != "char_wb" or not counted_alike or not vectorizer.sublinear_tf or vectorizer.norm:
+        return vectorizer.transform(docs)  # what char_wb_counts does not replicate
     # a vectorizer rebuilt from a kept vocabulary (``vectorizers_from``) holds it as its parameter until it is used
     vocabulary = vectorizer.vocabulary_ if hasattr(vectorizer, "vocabulary_") else vectorizer.vocabulary
     X = char_wb_counts(docs, vocabulary, vectorizer.ngram_range)
