@@ -362,7 +362,7 @@ def cmd_discover(args: argparse.Namespace) -> int:
     if not feature_settings().llm_model:
         _say(
             "pulse discover needs an LLM: set PULSE_LLM_MODEL (a litellm model name, e.g. openai/gpt-5-mini), and"
-            " PULSE_LLM_API_BASE / PULSE_LLM_API_KEY for its server (README, Session features: the llm annotator)"
+            " PULSE_LLM_API_BASE / PULSE_LLM_API_KEY for its server (docs/features.md: the llm annotator)"
         )
         return 2
     from .features.discover import WIDE_FAMILIES, default_family, discover, gain_table

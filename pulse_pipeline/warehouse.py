@@ -470,7 +470,7 @@ def publish(
        it, by row id, onto whatever file bears the name: onto the new copy it deletes or rewrites other rows, for
        every reader, at every later publish. An analyst's connection still open keeps writing to its own WAL
        file, unlinked by then, so nothing of it reaches the new copy. Writes into ``pulse.duckdb`` are thus
-       discarded at the next publish; analysts write their own tables in their own database file (README).
+       discarded at the next publish; analysts write their own tables in their own database file (docs/storage.md).
     6. The folder is fsync'ed, so the rename survives a power cut.
 
     Readers that have the old copy open keep it until they close it; a new reader sees the new copy, whole.

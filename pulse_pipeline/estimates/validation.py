@@ -50,7 +50,7 @@ cores): random naive_welch 95.6 %, ppi 95.8 %, crossppi 96.0 %, aipw 93.8 %, ppi
 self_selected naive_welch 86.4 %, ppi 87.6 %, crossppi 86.4 % (both flagged in 100 %), aipw 94.8 %, ppi_insample
 93.4 % (flagged 100 %); user_assigned clustered naive_welch 95.6 %, naive_bootstrap 95.0 %, ppi 94.8 %, crossppi
 94.8 %, aipw 95.2 %, the same as if sessions were independent 83.6-85.4 %; peeking and active in their modules'
-docstrings and the README. Every target met.
+docstrings and docs/statistics.md. Every target met.
 
 A row counts as ``flagged`` when its flags mention "not representative" or "seen the labels". Deterministic
 given ``seed``: replication i of scenario s uses a seed derived from (seed, s, i) only, whatever the workers.

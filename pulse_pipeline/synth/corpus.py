@@ -7,7 +7,7 @@ arm effect is known. Files written into ``out_dir``:
 - ``ratings.jsonl``      one row per rated segment, shaped like OpenHands' ``conversation_feedback`` table;
   ``event_id`` is the id of the segment's closing agent message / finish, and the mean of a session's rows is
   exactly its ``label``. With ``ask_log_share`` > 0, sessions that start in that last share of the time span also
-  log every rating widget shown (the README's ask rows): the widget shows at every segment's close (so
+  log every rating widget shown (the ask rows of docs/statistics.md): the widget shows at every segment's close (so
   ``ask_probability`` 1), a rated segment's row carries its rating, every other segment gets an unanswered ask;
   who rates is unchanged. With ``malformed`` > 0, that many deliberately broken records follow the good ones
   (:data:`MALFORMED`): an ingest quarantines each, and no label changes;
