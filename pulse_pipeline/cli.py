@@ -59,7 +59,13 @@ def cmd_synth(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     with progress.showing(not args.json), progress.bar("sessions", unit="session") as advance:
         s = write_corpus(
-            Path(args.out), args.sessions, seed=args.seed, n_users=args.users, scenario=args.scenario, advance=advance
+            Path(args.out),
+            args.sessions,
+            seed=args.seed,
+            n_users=args.users,
+            scenario=args.scenario,
+            advance=advance,
+            prefix=args.prefix,
         )
     if args.json:
         print(json.dumps(asdict(s), indent=2, default=str))  # paths as text
@@ -68,6 +74,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
         f"wrote {s.n_sessions} sessions of {s.n_users} users ({s.n_rated} rated, {s.n_events} events, "
         f"{s.bytes_written / 1e6:.1f} MB) to {s.out_dir} in {time.perf_counter() - started:.1f} s"
     )
+    print(f"ids: sessions {s.prefix}-s..., users {s.user_prefix}-u... (a corpus of other options gets other ids)")
     print(f"ground truth: {Path(s.out_dir) / '_truth.json'}")
     return 0
 
@@ -420,6 +427,13 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["self_selected", "random"],
         default="self_selected",
         help="who rates: chattier users more often (the paper's finding), or at random",
+    )
+    s.add_argument(
+        "--prefix",
+        default=None,
+        help="start of every session, rating and user id (default: a digest of the other options, so two different"
+        " corpora never share an id and the same command writes the same files); give two corpora the same prefix"
+        " to make the later one replace the earlier one's sessions",
     )
     s.add_argument("--json", action="store_true", help="print the summary as JSON (and draw no bars)")
     s.set_defaults(func=cmd_synth)
