@@ -25,7 +25,9 @@ class ReasonCount:
     reason: str
     count: int
     stage: str  # ingest or staging (the first, when a reason occurs at both)
-    examples: tuple[str, ...]  # where the first records are: "<drop>/<file> record <index>"
+    # where the first records are: "<drop>/<file> record <index>", then " event <i>" for an event of a session, or
+    # " item <i>" for the i-th rating inside one record (a canonical session's ratings; raw.quarantine.event_index)
+    examples: tuple[str, ...]
 
 
 def reasons(con: duckdb.DuckDBPyConnection, drop: str | None = None) -> list[ReasonCount]:
@@ -34,7 +36,8 @@ def reasons(con: duckdb.DuckDBPyConnection, drop: str | None = None) -> list[Rea
         f"""
         SELECT reason, count(*) AS n, min(stage),
                list(drop_id || '/' || source_file || coalesce(' record ' || record_index, '')
-                    || coalesce(' event ' || event_index, '')
+                    || CASE WHEN record_type = 'event' THEN coalesce(' event ' || event_index, '')
+                            WHEN event_index > 0 THEN ' item ' || event_index ELSE '' END
                     ORDER BY drop_id, source_file, record_index NULLS FIRST, event_index NULLS FIRST)[1:{EXAMPLES}]
         FROM raw.quarantine {"WHERE drop_id = ?" if drop is not None else ""}
         GROUP BY reason ORDER BY n DESC, reason

@@ -164,11 +164,12 @@ def test_the_sensor_leaves_an_empty_folder_alone_until_it_holds_data(pulse_home)
 
 def test_quarantine_reasons_are_counted_most_frequent_first(wh, tmp_path):
     """By hand: three 7-star ratings (one reason), two identical broken lines (one reason: the same parser
-    message), a CSV ratings file whose id column is misnamed (two rows, one reason), and a CSV with no rating
-    column at all (the whole file, one record)."""
+    message), a CSV ratings file whose id column is misnamed (two rows, one reason), a CSV with no rating
+    column at all (the whole file, one record), and a 9-star rating inside a session record (its second item)."""
     drop = tmp_path / "bad"
     drop.mkdir()
-    (drop / "s.jsonl").write_text('{"session_id": "s1", "events": [{"source": "user", "type": "message"}]}\n')
+    session = '{"session_id": "s1", "events": [{"source": "user", "type": "message"}], "ratings": [{"rating": 4},'
+    (drop / "s.jsonl").write_text(session + ' {"rating": 9}]}\n')
     seven = '{"conversation_id": "s1", "rating": 7}\n'
     (drop / "ratings.jsonl").write_text(seven * 3 + "{not json\n" * 2)
     (drop / "misnamed.csv").write_text("conv,rating\ns1,4\ns1,5\n")
@@ -176,7 +177,9 @@ def test_quarantine_reasons_are_counted_most_frequent_first(wh, tmp_path):
     _load(wh, drop)
 
     found = reasons(wh.con, "bad")
-    assert [(r.count, r.stage) for r in found] == [(3, "ingest"), (2, "ingest"), (2, "ingest"), (1, "ingest")]
+    assert [(r.count, r.stage) for r in found] == [(3, "ingest"), (2, "ingest"), (2, "ingest"), (1, "ingest")] + [
+        (1, "ingest")
+    ]
     assert found[0].reason == "rating 7 is not a star rating: expected a number from 1 to 5"
     assert found[0].examples == (
         "bad/ratings.jsonl record 0",
@@ -188,11 +191,15 @@ def test_quarantine_reasons_are_counted_most_frequent_first(wh, tmp_path):
     assert any(r.startswith("not valid JSON") for r in two)
     columns = found[3].reason
     assert "its header (session, stars)" in columns and "expected a ratings file (conversation_id or" in columns
+    assert (found[4].reason, found[4].examples) == (
+        "rating 9 is not a star rating: expected a number from 1 to 5",
+        ("bad/s.jsonl record 0 item 1",),
+    )
 
     lines = summary_lines([(r.reason, r.count) for r in found], "bad", limit=2)
     assert lines[0] == "quarantined, by reason:"
     assert lines[1] == "       3  rating 7 is not a star rating: expected a number from 1 to 5"
-    assert lines[3] == "       3  (2 other reasons)"
+    assert lines[3] == "       4  (3 other reasons)"
     assert lines[4].startswith("see them: pulse quarantine --drop bad ")
     assert summary_lines([], "bad") == []
 
