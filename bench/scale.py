@@ -27,10 +27,10 @@ the per-session stages touched: each per-session asset (``incremental.py``) repo
 fit: ``modeling/reuse.py``), and that drop's steps one by one, stage by stage. Each figure is printed beside the
 issue's target (issue 16, "Speed and memory") with met or missed.
 
-Drop i is ``synth.write_corpus`` with seed ``1000 + i`` and its session and rating ids prefixed ``d<i>-`` (the
-generator numbers sessions from s000001 whatever the seed, and a later drop replaces a session with the same id).
-Users keep their ids: the same users come back drop after drop. Drops are written once into --workdir and kept
-(drop i is the same at every scale); each PULSE_HOME is removed once measured (kept with --keep-homes).
+Drop i is ``synth.write_corpus`` with seed ``1000 + i`` and the id prefix ``d<i>`` (its sessions ``d<i>-s000001``..,
+distinct drop after drop), and the user prefix ``bench`` for every drop: the same users come back drop after drop.
+The small drop is prefixed ``extra``. Drops are written once into --workdir and kept (drop i is the same at every
+scale); each PULSE_HOME is removed once measured (kept with --keep-homes).
 """
 
 from __future__ import annotations
@@ -46,7 +46,6 @@ from pathlib import Path
 
 import dagster as dg
 import duckdb
-import orjson
 from _measure import pulse_ingest, pulse_materialize
 
 from pulse_pipeline.definitions import build_definitions
@@ -86,30 +85,6 @@ def verdict(met: bool) -> str:
     return "met" if met else "missed"
 
 
-def prefix_ids(folder: Path, prefix: str) -> None:
-    """Prefix the corpus's session and rating ids (sessions, ratings, assignments, the truth sidecar) in place."""
-    for f in sorted(folder.glob("sessions-*.jsonl")):
-        rows = [orjson.loads(line) for line in f.read_bytes().splitlines() if line]
-        for row in rows:
-            row["session_id"] = prefix + row["session_id"]
-        f.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in rows))
-    ratings = folder / "ratings.jsonl"
-    rows = [orjson.loads(line) for line in ratings.read_bytes().splitlines() if line]
-    for row in rows:
-        row["id"], row["conversation_id"] = prefix + row["id"], prefix + row["conversation_id"]
-    ratings.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in rows))
-    for name in ("assignments.csv", "_sessions_truth.csv"):
-        with (folder / name).open(newline="") as fh:
-            reader = csv.DictReader(fh)
-            fields, table = reader.fieldnames, list(reader)
-        for row in table:
-            row["session_id"] = prefix + row["session_id"]
-        with (folder / name).open("w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=fields)
-            writer.writeheader()
-            writer.writerows(table)
-
-
 def session_ids(folder: Path) -> set[str]:
     with (folder / "assignments.csv").open(newline="") as fh:
         return {row["session_id"] for row in csv.DictReader(fh)}
@@ -122,8 +97,7 @@ def write_drop(workdir: Path, n_sessions: int, index: int, prefix: str) -> Path:
         return folder
     shutil.rmtree(folder, ignore_errors=True)
     started = time.perf_counter()
-    s = write_corpus(folder, n_sessions, seed=1000 + index)
-    prefix_ids(folder, prefix)
+    s = write_corpus(folder, n_sessions, seed=1000 + index, prefix=prefix.rstrip("-"), user_prefix="bench")
     (folder / "_complete").touch()
     print(
         f"  wrote {folder.name}: {s.n_sessions:,} sessions, {s.n_events:,} events, {s.bytes_written / 1e6:.0f} MB "
@@ -263,8 +237,7 @@ def run_scale(k: int, n_sessions: int, workdir: Path, small_drop: bool, backlog:
         drop = workdir / f"drop-{SMALL_DROP}-extra"
         if not (drop / "_complete").exists():
             shutil.rmtree(drop, ignore_errors=True)
-            write_corpus(drop, SMALL_DROP, seed=999)
-            prefix_ids(drop, "extra-")
+            write_corpus(drop, SMALL_DROP, seed=999, prefix="extra", user_prefix="bench")
             (drop / "_complete").touch()
         m = measure(home, drop, stage_of)
         touched, everyone = max(m.touched.values(), default=0), sessions_in(home)

@@ -18,12 +18,16 @@ def _say(message: str) -> None:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
+    """Exit 0, or 1 when the counts do not reconcile or (``--strict``) anything was quarantined; 2 when the drop
+    is refused (missing, empty, or a different drop of that name already there)."""
     from dataclasses import asdict
 
+    from .quarantine import summary_lines
     from .runs import ingest
 
     with progress.showing(not args.json):
         summary = ingest(PulseHome.from_env(), Path(args.path), name=args.name, say=_say)
+    strict_failed = args.strict and summary.quarantined > 0
     if args.json:
         print(json.dumps(asdict(summary), indent=2))
     else:
@@ -32,9 +36,51 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             f"segments, {summary.ratings} ratings, {summary.asks} asks, {summary.assignments} assignments, "
             f"{summary.quarantined} quarantined{'' if summary.reconciled else ' (COUNTS DO NOT RECONCILE)'}"
         )
+        for line in [*summary_lines(summary.quarantine_reasons, summary.drop), *summary.replacement_lines()]:
+            print(line)
         print(f"warehouse: {summary.warehouse}")
         print("\n".join(PulseHome.from_env().settings_lines()))
-    return 0 if summary.reconciled else 1
+    if strict_failed:
+        _say(f"pulse ingest --strict: {summary.quarantined} records of drop {summary.drop} were quarantined (exit 1)")
+    return 0 if summary.reconciled and not strict_failed else 1
+
+
+def cmd_quarantine(args: argparse.Namespace) -> int:
+    """Print the published warehouse's quarantine by reason: how many records, where the first few are."""
+    from dataclasses import asdict
+
+    import duckdb
+
+    from .quarantine import reasons, rows_query
+
+    home = PulseHome.from_env()
+    if not home.warehouse.exists():
+        _say(f"no warehouse at {home.warehouse} yet: run `pulse ingest PATH` or `pulse demo` first")
+        return 2
+    try:
+        with duckdb.connect(str(home.warehouse), read_only=True) as con:
+            known = [d for (d,) in con.execute("SELECT drop_id FROM raw.drops ORDER BY 1").fetchall()]
+            if args.drop is not None and args.drop not in known:
+                _say(f"no drop {args.drop!r} in {home.warehouse}; its drops: {', '.join(known) or 'none'}")
+                return 2
+            found = reasons(con, args.drop)
+    except duckdb.Error as error:  # not a warehouse, or one PULSE cannot read: said in one line
+        _say(f"cannot read the quarantine of {home.warehouse}: {str(error).splitlines()[0]}")
+        return 2
+    if args.json:
+        print(json.dumps([asdict(r) for r in found], indent=2))
+        return 0
+    total = sum(r.count for r in found)
+    where = f"drop {args.drop}" if args.drop is not None else "all drops"
+    print(
+        f"{total} records quarantined in {where}, {len(found)} reasons" if found else f"nothing quarantined in {where}"
+    )
+    for r in found:
+        print(f"{r.count:>7}  {r.reason}  [{r.stage}]")
+        print(f"         e.g. {'; '.join(r.examples)}")
+    if found:
+        print(f'every record with its raw text: pulse sql "{rows_query(args.drop)}"')
+    return 0
 
 
 def cmd_materialize(args: argparse.Namespace) -> int:
@@ -59,7 +105,13 @@ def cmd_synth(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     with progress.showing(not args.json), progress.bar("sessions", unit="session") as advance:
         s = write_corpus(
-            Path(args.out), args.sessions, seed=args.seed, n_users=args.users, scenario=args.scenario, advance=advance
+            Path(args.out),
+            args.sessions,
+            seed=args.seed,
+            n_users=args.users,
+            scenario=args.scenario,
+            advance=advance,
+            prefix=args.prefix,
         )
     if args.json:
         print(json.dumps(asdict(s), indent=2, default=str))  # paths as text
@@ -68,6 +120,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
         f"wrote {s.n_sessions} sessions of {s.n_users} users ({s.n_rated} rated, {s.n_events} events, "
         f"{s.bytes_written / 1e6:.1f} MB) to {s.out_dir} in {time.perf_counter() - started:.1f} s"
     )
+    print(f"ids: sessions {s.prefix}-s..., users {s.user_prefix}-u... (a corpus of other options gets other ids)")
     print(f"ground truth: {Path(s.out_dir) / '_truth.json'}")
     return 0
 
@@ -403,7 +456,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("path")
     s.add_argument("--name", help="drop name in the drop folder (default: the file or folder name)")
     s.add_argument("--json", action="store_true", help="print the summary as JSON (and draw no bars)")
+    s.add_argument("--strict", action="store_true", help="exit 1 when any record of the drop was quarantined")
     s.set_defaults(func=cmd_ingest)
+
+    s = sub.add_parser("quarantine", help="the records PULSE could not accept, by reason (published warehouse)")
+    s.add_argument("--drop", help="only this drop (its key, as `pulse ingest` printed it)")
+    s.add_argument("--json", action="store_true", help="print the reasons as JSON")
+    s.set_defaults(func=cmd_quarantine)
 
     s = sub.add_parser("materialize", help="materialize every asset (or a selection) over all drops")
     s.add_argument("--select", help="Dagster asset selection, e.g. 'group:staging' or 'key:staging/sessions'")
@@ -420,6 +479,13 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["self_selected", "random"],
         default="self_selected",
         help="who rates: chattier users more often (the paper's finding), or at random",
+    )
+    s.add_argument(
+        "--prefix",
+        default=None,
+        help="start of every session, rating and user id (default: a digest of the other options, so two different"
+        " corpora never share an id and the same command writes the same files); give two corpora the same prefix"
+        " to make the later one replace the earlier one's sessions",
     )
     s.add_argument("--json", action="store_true", help="print the summary as JSON (and draw no bars)")
     s.set_defaults(func=cmd_synth)

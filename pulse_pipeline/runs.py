@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import dagster as dg
@@ -49,6 +49,36 @@ class DropSummary:
     quarantined: int
     reconciled: bool
     warehouse: str
+    # (reason, records) of the drop's quarantine, most frequent first (``quarantine.py``)
+    quarantine_reasons: list[tuple[str, int]] = field(default_factory=list)
+    # sessions other drops had delivered that this drop replaced with other content, by drop (``staging.py``)
+    replaced: dict[str, int] = field(default_factory=dict)
+    # sessions of this drop that another drop replaced (a drop dated later), by that drop
+    replaced_by: dict[str, int] = field(default_factory=dict)
+
+    def replacement_lines(self) -> list[str]:
+        """One line each way when a replacement involves this drop, naming the drops and the query to see them."""
+        lines = []
+        if self.replaced:
+            lines.append(
+                f"replaced {sum(self.replaced.values())} sessions another drop had delivered, with other content"
+                f" (a later drop wins a session id): {_by_drop(self.replaced)}"
+            )
+        if self.replaced_by:
+            lines.append(
+                f"{sum(self.replaced_by.values())} of its sessions were replaced by a later drop with other content:"
+                f" {_by_drop(self.replaced_by)}"
+            )
+        if lines:
+            lines.append(
+                'see them: pulse sql "SELECT * FROM staging.replaced_sessions WHERE'
+                f" '{self.drop}' IN (drop_id, replaced_by_drop_id)\""
+            )
+        return lines
+
+
+def _by_drop(counts: dict[str, int]) -> str:
+    return ", ".join(f"{n} from drop {drop}" for drop, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def _check(result: dg.ExecuteInProcessResult, what: str) -> None:
@@ -115,8 +145,8 @@ def ingest(home: PulseHome, path: Path, name: str | None = None, say: Say = prin
     from .defs.ingest.partitions import drops_partitions
     from .defs.ingest.sensors import INGEST_JOB
 
+    key, target = register_drop(home, path, name)  # first: a drop it refuses leaves no trace
     instance = instance_for(home)
-    key, target = register_drop(home, path, name)
     if not instance.has_dynamic_partition(drops_partitions.name, key):
         instance.add_dynamic_partitions(drops_partitions.name, [key])
     defs = _definitions(home)
@@ -133,8 +163,10 @@ def ingest(home: PulseHome, path: Path, name: str | None = None, say: Say = prin
 
 
 def drop_summary(home: PulseHome, key: str) -> DropSummary:
-    """What the warehouse holds for one drop (quarantine counts both ingest and staging rows)."""
+    """What the warehouse holds for one drop (quarantine counts both ingest and staging rows), its quarantine
+    reasons, and the sessions it replaced or lost to other drops (``staging.replaced_sessions``)."""
     from .ingest.load import reconcile_drop
+    from .quarantine import reasons
 
     con = connect(home.work_db)
     try:
@@ -157,9 +189,18 @@ def drop_summary(home: PulseHome, key: str) -> DropSummary:
             quarantined=wh.count(tables.QUARANTINE, *where),
             reconciled=ok,
             warehouse=str(home.warehouse),
+            quarantine_reasons=[(r.reason, r.count) for r in reasons(con, key)],
+            replaced=_replacements(con, "replaced_by_drop_id", "drop_id", key),
+            replaced_by=_replacements(con, "drop_id", "replaced_by_drop_id", key),
         )
     finally:
         con.close()
+
+
+def _replacements(con, this: str, other: str, key: str) -> dict[str, int]:
+    """Rows of ``staging.replaced_sessions`` whose column ``this`` is the drop, counted by column ``other``."""
+    sql = f"SELECT {other}, count(*) FROM {tables.REPLACED_SESSIONS.qualified} WHERE {this} = ? GROUP BY 1"
+    return {drop: int(n) for drop, n in con.execute(sql, [key]).fetchall()}
 
 
 def materialize(

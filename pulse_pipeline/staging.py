@@ -4,6 +4,13 @@ Rules, each in one query below:
 
 - **Duplicate sessions**: a session id delivered more than once counts once: the record from the latest drop
   (by the drop's modification time, then its id); within one drop, the later file, then the later record.
+- **Replaced sessions** are made visible, not undone: ``staging.replaced_sessions`` has a row for each drop whose
+  record of a session lost to another drop's record *with different content* (a digest of the record's session
+  fields and its events' raw JSON), so a drop delivered again, or copied under another name, replaces nothing.
+  Why not ``raw.quarantine``: nothing was malformed, both records were read and accepted (the drop's counts
+  reconcile with them), and the replaced record is live again if the later drop goes; quarantine is for what PULSE
+  could not accept, and ``pulse ingest --strict`` fails on it. The check ``no_session_replaced_by_another_drop``
+  warns in the UI.
 - **Work segments** come from the events of that winning record (segments are cut at ingest: ``segments.py``).
   They are refreshed for the sessions whose record changed (``incremental.py``); a session's version, what its
   per-session rows are computed from, is its winning record and that record's drop fingerprint
@@ -34,6 +41,36 @@ SELECT s.* FROM raw.sessions s JOIN raw.drops d USING (drop_id)
 QUALIFY row_number() OVER (
     PARTITION BY s.session_id ORDER BY d.mtime DESC, d.drop_id DESC, s.source_file DESC, s.record_index DESC) = 1
 """
+
+REPLACED_SESSIONS_SQL = """
+WITH shared AS (  -- session ids that more than one drop delivered
+    SELECT session_id FROM raw.sessions JOIN raw.drops USING (drop_id)
+    GROUP BY session_id HAVING count(DISTINCT drop_id) > 1
+), records AS (  -- each drop's record of such a session: its last in the drop, as staging.sessions orders them
+    SELECT s.* FROM raw.sessions s JOIN raw.drops USING (drop_id) SEMI JOIN shared USING (session_id)
+    QUALIFY row_number() OVER (
+        PARTITION BY s.session_id, s.drop_id ORDER BY s.source_file DESC, s.record_index DESC) = 1
+), events AS (
+    SELECT record_key, md5(string_agg(coalesce(raw_json, ''), chr(30) ORDER BY seq)) AS digest
+    FROM raw.events SEMI JOIN records USING (record_key) GROUP BY record_key
+), content AS (
+    SELECT r.*, md5(concat_ws(chr(31), r.user_id, r.experiment, r.variant, r.feedback, r.n_events, r.metadata_json,
+                              e.digest)) AS digest
+    FROM records r LEFT JOIN events e USING (record_key)
+)
+SELECT old.session_id, old.drop_id, old.source_file, old.record_index, old.user_id, old.n_events,
+       new.drop_id, new.source_file, new.record_index, new.user_id, new.n_events
+FROM content old JOIN staging.sessions kept USING (session_id) JOIN content new ON new.record_key = kept.record_key
+WHERE old.drop_id <> new.drop_id AND old.digest <> new.digest
+ORDER BY old.session_id, old.drop_id
+"""
+"""A row per (session, drop whose record of it lost to another drop's, with other content): see the module
+docstring. Reads ``staging.sessions`` for the winner, so the rule that picks it is written once."""
+
+REPLACEMENTS_SQL = """
+SELECT replaced_by_drop_id, drop_id, count(*) FROM staging.replaced_sessions GROUP BY ALL ORDER BY 3 DESC, 1, 2
+"""
+"""How many sessions each drop replaced of each other drop's (replacing drop, replaced drop, sessions)."""
 
 SESSION_VERSIONS_SQL = """
 SELECT s.session_id, s.record_key || '@' || d.fingerprint AS version
@@ -177,6 +214,16 @@ FROM ({_CANDIDATE_ASSIGNMENTS}) WHERE NOT known
 
 def build_sessions(wh: Warehouse) -> int:
     return wh.replace_table(tables.STAGING_SESSIONS, SESSIONS_SQL)
+
+
+def build_replaced_sessions(wh: Warehouse) -> int:
+    """Rebuild ``staging.replaced_sessions`` (after ``build_sessions``); returns its rows."""
+    return wh.replace_table(tables.REPLACED_SESSIONS, REPLACED_SESSIONS_SQL)
+
+
+def replacements(wh: Warehouse) -> list[tuple[str, str, int]]:
+    """(replacing drop, replaced drop, sessions) of ``staging.replaced_sessions``, largest first."""
+    return [(a, b, int(n)) for a, b, n in wh.con.execute(REPLACEMENTS_SQL).fetchall()]
 
 
 def build_work_segments(wh: Warehouse) -> Refreshed:

@@ -156,6 +156,25 @@ STAGING_SESSIONS = _t(
     *SESSIONS.columns,
 )
 
+REPLACED_SESSIONS = _t(
+    "staging.replaced_sessions",
+    "One row per session record a later drop replaced with different content: the session id, the drop and record"
+    " that lost (drop_id, source_file, record_index, user_id, n_events) and the one staging.sessions kept"
+    " (replaced_by_*). A drop that delivers the same content again replaces nothing. Not quarantine: both records"
+    " were read and accepted, and the replaced one comes back if the later drop goes.",
+    ("session_id", VARCHAR),
+    ("drop_id", VARCHAR),
+    ("source_file", VARCHAR),
+    ("record_index", INTEGER),
+    ("user_id", VARCHAR),
+    ("n_events", INTEGER),
+    ("replaced_by_drop_id", VARCHAR),
+    ("replaced_by_source_file", VARCHAR),
+    ("replaced_by_record_index", INTEGER),
+    ("replaced_by_user_id", VARCHAR),
+    ("replaced_by_n_events", INTEGER),
+)
+
 WORK_SEGMENTS = _t(
     "staging.work_segments",
     "One row per work segment: from the user message that opens it to the event that closes it.",
@@ -433,6 +452,7 @@ EXPERIMENT_EFFECTS = _t(
 RAW_TABLES = (DROPS, SESSIONS, EVENTS, RATINGS, ASKS, ASSIGNMENTS, QUARANTINE)
 STAGING_TABLES = (
     STAGING_SESSIONS,
+    REPLACED_SESSIONS,
     WORK_SEGMENTS,
     SEGMENT_RATINGS,
     SESSION_LABELS,

@@ -31,6 +31,7 @@ def ingest_paths(wh: Warehouse, *paths: Path) -> None:
 
 def rebuild_staging(wh: Warehouse) -> None:
     staging.build_sessions(wh)
+    staging.build_replaced_sessions(wh)
     staging.build_work_segments(wh)
     staging.build_segment_ratings(wh)
     staging.build_session_labels(wh)

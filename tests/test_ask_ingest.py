@@ -61,8 +61,8 @@ def test_bad_asks_are_quarantined_with_their_reason(wh, tmp_path):
         (1, "rating", "ask_probability 1.5 is not a number in (0, 1]"),
         (2, "rating", 'ask_probability "often" is not a number in (0, 1]'),
         (3, "rating", "ask_probability true is not a number in (0, 1]"),
-        (4, "rating", "ask names no session (conversation_id or session_id)"),
-        (5, "rating", "rating 9 is not a number from 1 to 5"),
+        (4, "rating", "ask names no session: expected a conversation_id or session_id (its fields: ask_probability)"),
+        (5, "rating", "rating 9 is not a star rating: expected a number from 1 to 5"),
     ]
     assert records_read(wh, "asks.jsonl") == (8, 2, 6)  # read = accepted + quarantined
     (q,) = quarantine(wh, "staging")
@@ -78,7 +78,7 @@ def test_a_csv_of_asks(wh, tmp_path):
     _ingest(wh, tmp_path, "asks.csv", text)
     # the third row has neither a rating nor a probability: a rating row without its rating, as before
     assert [(q["record_index"], q["reason"]) for q in quarantine(wh)] == [
-        (3, "rating null is not a number from 1 to 5")
+        (3, "rating null is not a star rating: expected a number from 1 to 5")
     ]
     assert records_read(wh, "asks.csv") == (3, 2, 1)
     assert wh.con.execute(

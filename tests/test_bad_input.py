@@ -349,10 +349,10 @@ def test_rating_outside_one_to_five(wh, tmp_path):
     ratings = write(tmp_path, "r.jsonl", "\n".join(lines) + "\n")
     ingest_reconciled(wh, sessions, ratings)
     assert [(q["record_index"], q["record_type"], q["reason"], q["raw_text"]) for q in quarantine(wh)] == [
-        (1, "rating", "rating 0 is not a number from 1 to 5", lines[1]),
-        (2, "rating", "rating 6 is not a number from 1 to 5", lines[2]),
-        (4, "rating", "rating -2 is not a number from 1 to 5", lines[4]),
-        (5, "rating", "rating 50 is not a number from 1 to 5", lines[5]),
+        (1, "rating", "rating 0 is not a star rating: expected a number from 1 to 5", lines[1]),
+        (2, "rating", "rating 6 is not a star rating: expected a number from 1 to 5", lines[2]),
+        (4, "rating", "rating -2 is not a star rating: expected a number from 1 to 5", lines[4]),
+        (5, "rating", "rating 50 is not a star rating: expected a number from 1 to 5", lines[5]),
     ]
     assert wh.con.execute("SELECT segment_index, rating FROM staging.segment_ratings ORDER BY 1").fetchall() == [
         (0, 1.0),
@@ -374,11 +374,11 @@ def test_rating_that_is_not_a_number(wh, tmp_path):
     ratings = write(tmp_path, "r.jsonl", "\n".join(lines) + "\n")
     ingest_reconciled(wh, sessions, ratings)
     assert [(q["record_index"], q["reason"], q["raw_text"]) for q in quarantine(wh)] == [
-        (0, 'rating "five" is not a number from 1 to 5', lines[0]),
-        (1, "rating true is not a number from 1 to 5", lines[1]),
-        (2, "rating null is not a number from 1 to 5", lines[2]),
-        (3, 'rating "NaN" is not a number from 1 to 5', lines[3]),
-        (4, "rating [4] is not a number from 1 to 5", lines[4]),
+        (0, 'rating "five" is not a star rating: expected a number from 1 to 5', lines[0]),
+        (1, "rating true is not a star rating: expected a number from 1 to 5", lines[1]),
+        (2, "rating null is not a star rating: expected a number from 1 to 5", lines[2]),
+        (3, 'rating "NaN" is not a star rating: expected a number from 1 to 5', lines[3]),
+        (4, "rating [4] is not a star rating: expected a number from 1 to 5", lines[4]),
     ]
     assert wh.con.execute("SELECT record_index, rating FROM raw.ratings").fetchall() == [(5, 4.0)]
 

@@ -113,7 +113,10 @@ def test_the_broken_records_are_quarantined_and_counts_reconcile(small_demo: tup
     reasons = [r for (r,) in rows(wh, "SELECT reason FROM raw.quarantine ORDER BY source_file, record_index")]
     assert len(reasons) == len(MALFORMED)
     joined = " | ".join(reasons)
-    for expected in ("rating 7 is not a number from 1 to 5", "ask_probability 0 is not a number in (0, 1]"):
+    for expected in (
+        "rating 7 is not a star rating: expected a number from 1 to 5",
+        "ask_probability 0 is not a number in (0, 1]",
+    ):
         assert expected in joined
     assert any("no-such-session" in r for r in reasons)
     assert_reconciled(wh, drop.name)

@@ -246,7 +246,9 @@ def test_nan_infinity_and_1e400_are_kept_as_text(wh, tmp_path):
     assert rows(wh, "SELECT exit_code, raw_json FROM raw.events WHERE seq = 1") == [
         (None, '{"id":"2","source":"environment","type":"observation","of":"run","exit_code":"NaN"}')
     ]
-    assert quarantined(wh) == [("r.jsonl", 0, None, "rating", 'rating "NaN" is not a number from 1 to 5')]
+    assert quarantined(wh) == [
+        ("r.jsonl", 0, None, "rating", 'rating "NaN" is not a star rating: expected a number from 1 to 5')
+    ]
 
 
 def test_a_utf8_byte_order_mark_is_skipped_in_json_jsonl_and_csv(wh, tmp_path):
@@ -397,7 +399,9 @@ def test_review_found_a_record_whose_type_is_a_list(wh, tmp_path):
             1,
             None,
             "unknown",
-            "not a record PULSE knows (object with keys payload, type): expected a session, a rating or an assignment",
+            "not a record PULSE knows (object with keys payload, type): expected a session (a history, trajectory or"
+            " events list), a rating (rating, with conversation_id or session_id) or an assignment (session_id,"
+            " experiment, variant)",
         )
     ]
 

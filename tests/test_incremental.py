@@ -4,13 +4,15 @@ by table (issue 16 item 1), and each ingest's per-session stages touch only the 
 The history (the ingests of PULSE_HOME A, in this order; drop i's files are dated i hundred seconds after a base,
 so the later-drop-wins order is the order written here):
 
-1. ``d1``: sessions s000001-s000200 of a 300-session corpus, every rating of the corpus (those of s000201-s000300
-   arrive before their sessions: quarantined, then joined), the assignments, and four broken rating lines;
-2. ``d2``: sessions s000201-s000300, one broken session record, and in another file s000001-s000020 delivered
-   again with other content (another seed): the later drop wins;
+1. ``d1``: sessions c-s000001-c-s000200 of a 300-session corpus, every rating of the corpus (those of
+   c-s000201-c-s000300 arrive before their sessions: quarantined, then joined), the assignments, and four broken
+   rating lines;
+2. ``d2``: sessions c-s000201-c-s000300, one broken session record, and in another file c-s000001-c-s000020
+   delivered again with other content (another seed, the same id prefix ``c``): the later drop wins;
 3. ``d2`` rewritten in place (the same name and files, so the same record keys; a new fingerprint): that other
-   file now holds s000001-s000010 with a third content, and s000011-s000020 no longer, so they fall back to their
-   ``d1`` records. Every session of ``d2`` is recomputed (its fingerprint changed): 100 + 10, and the 10 back in d1.
+   file now holds c-s000001-c-s000010 with a third content, and c-s000011-c-s000020 no longer, so they fall back to
+   their ``d1`` records. Every session of ``d2`` is recomputed (its fingerprint changed): 100 + 10, and the 10 back
+   in d1.
 
 Three ingests, not one per rule: each runs every downstream asset (models, estimates, report), the test's cost.
 
@@ -83,9 +85,10 @@ def history(tmp_path_factory) -> tuple[PulseHome, PulseHome, list[dict[str, int]
 
 def _history(root: Path) -> tuple[PulseHome, PulseHome, list[dict[str, int]]]:
     corpus, redo, rewrite = root / "corpus", root / "redo", root / "rewrite"
-    write_corpus(corpus, 300, seed=5, sessions_per_file=100, rated_fraction=0.3, ask_log_share=0.3, malformed=5)
-    write_corpus(redo, 20, seed=6)
-    write_corpus(rewrite, 10, seed=7)
+    same = {"prefix": "c"}  # the corpora share ids on purpose: re-deliveries with other content
+    write_corpus(corpus, 300, seed=5, sessions_per_file=100, rated_fraction=0.3, ask_log_share=0.3, malformed=5, **same)
+    write_corpus(redo, 20, seed=6, **same)
+    write_corpus(rewrite, 10, seed=7, **same)
 
     d1, d2 = root / "src" / "d1", root / "src" / "d2"
     for d in (d1, d2):
@@ -117,13 +120,13 @@ def test_the_history_is_what_was_written(history):
     with duckdb.connect(str(a.warehouse), read_only=True) as con:
         winners = dict(con.execute("SELECT drop_id, count(*) FROM staging.sessions GROUP BY 1").fetchall())
         assert winners == {"d1": 190, "d2": 110}
-        redelivered = "SELECT count(*) FROM raw.sessions WHERE session_id = 's000005'"
+        redelivered = "SELECT count(*) FROM raw.sessions WHERE session_id = 'c-s000005'"
         assert con.execute(redelivered).fetchone()[0] == 2  # d1's record and the rewritten d2's
         broken = "SELECT drop_id, count(*) FROM raw.quarantine WHERE stage = 'ingest' GROUP BY 1"
         assert dict(con.execute(broken).fetchall()) == {"d1": 3, "d2": 1}  # the corpus's broken lines (MALFORMED)
         unknown = "SELECT count(*) FROM raw.quarantine WHERE reason LIKE '%session no-such-session%'"
         assert con.execute(unknown).fetchone()[0] == 1  # its fifth: a rating of a session no drop has
-        late = "SELECT count(*) FROM staging.segment_ratings WHERE session_id > 's000200'"
+        late = "SELECT count(*) FROM staging.segment_ratings WHERE session_id > 'c-s000200'"
         assert con.execute(late).fetchone()[0] > 0  # ratings delivered in d1 joined sessions that came in d2
 
 

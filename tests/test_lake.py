@@ -193,11 +193,11 @@ def test_an_analyst_connection_held_open_through_a_run_sees_the_old_state_then_t
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     home = PulseHome(tmp_path / "home").ensure({})
-    write_corpus(tmp_path / "A", 60, seed=1)
-    write_corpus(tmp_path / "B", 40, seed=2)
+    write_corpus(tmp_path / "A", 60, seed=1, prefix="same")
+    write_corpus(tmp_path / "B", 40, seed=2, prefix="same")
     runs.ingest(home, tmp_path / "A", say=lambda _: None)
-    # by hand: the generator numbers sessions s000001, s000002, ... in every corpus, so B's 40 are A's first 40
-    # again and the later drop wins them (staging); A keeps 20
+    # by hand: with the same prefix both corpora number sessions same-s000001, same-s000002, ..., so B's 40 are A's
+    # first 40 again and the later drop wins them (staging); A keeps 20
     old = [["A=60"], ["A=60"], 60]
     new = [["A=60", "B=40"], ["A=20", "B=40"], 60]
 

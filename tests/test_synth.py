@@ -51,7 +51,10 @@ def corpus(tmp_path_factory):
             rec = orjson.loads(line)
             sessions[rec["session_id"]] = rec
     ratings = [orjson.loads(line) for line in (out / "ratings.jsonl").read_bytes().splitlines()]
-    table = simulate_sessions(N_CORPUS, seed=5)
+    # the corpus's ids carry its prefixes (corpus.py); the model's draws are the same
+    table = simulate_sessions(
+        N_CORPUS, seed=5, session_prefix=f"{summary.prefix}-", user_prefix=f"{summary.user_prefix}-"
+    )
     return out, summary, sessions, ratings, table
 
 
@@ -91,6 +94,47 @@ def test_determinism(tmp_path):
     x, y = simulate_sessions(3000, seed=11), simulate_sessions(3000, seed=11)
     assert np.array_equal(x.label, y.label) and np.array_equal(x.user_messages, y.user_messages)
     assert not np.array_equal(x.label, simulate_sessions(3000, seed=12).label)
+
+
+def _ids(folder: Path) -> tuple[set[str], set[str]]:
+    """(session ids, user ids) of a written corpus, read from its assignments file."""
+    with open(folder / "assignments.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    return {r["session_id"] for r in rows}, {r["user_id"] for r in rows}
+
+
+def test_two_default_corpora_share_no_id_and_the_same_command_writes_the_same_ids(tmp_path):
+    """Issue 33: `pulse synth --seed 5` beside the demo replaced 200 of its sessions, because every corpus numbered
+    sessions and users from s000001/u000001. Now the default prefix follows the seed and every other option."""
+    a = write_corpus(tmp_path / "a", 40, seed=1)
+    again = write_corpus(tmp_path / "again", 40, seed=1)
+    other_seed = write_corpus(tmp_path / "b", 40, seed=2)
+    other_size = write_corpus(tmp_path / "c", 41, seed=1)  # the same seed, one session more: another corpus
+    sessions_a, users_a = _ids(tmp_path / "a")
+    assert len(sessions_a) == 40
+    assert _ids(tmp_path / "again") == (sessions_a, users_a) and again.prefix == a.prefix
+    for other in ("b", "c"):
+        sessions, users = _ids(tmp_path / other)
+        assert not sessions & sessions_a and not users & users_a
+    assert len({a.prefix, other_seed.prefix, other_size.prefix}) == 3
+    assert re.fullmatch(r"c[0-9a-f]{8}", a.prefix) and a.user_prefix == a.prefix
+    assert sessions_a == {f"{a.prefix}-s{k:06d}" for k in range(1, 41)}
+    truth = orjson.loads((tmp_path / "a" / "_truth.json").read_bytes())
+    assert (truth["id_prefix"], truth["user_prefix"]) == (a.prefix, a.prefix)
+
+
+def test_a_prefix_given_makes_two_corpora_collide_on_purpose(tmp_path):
+    write_corpus(tmp_path / "a", 30, seed=1, prefix="mine")
+    write_corpus(tmp_path / "b", 20, seed=2, prefix="mine", user_prefix="people")
+    sessions_a, users_a = _ids(tmp_path / "a")
+    sessions_b, users_b = _ids(tmp_path / "b")
+    assert sessions_b == {f"mine-s{k:06d}" for k in range(1, 21)} <= sessions_a
+    assert all(u.startswith("mine-u") for u in users_a) and all(u.startswith("people-u") for u in users_b)
+    ratings = [orjson.loads(line) for line in (tmp_path / "b" / "ratings.jsonl").read_bytes().splitlines()]
+    assert ratings and all(r["id"].startswith("mine-r") and r["conversation_id"] in sessions_b for r in ratings)
+    for bad in ("", "a,b", "-x", "x" * 41, "é"):
+        with pytest.raises(ValueError, match="not usable in ids"):
+            write_corpus(tmp_path / "bad", 5, prefix=bad)
 
 
 def test_event_shape(corpus):
@@ -166,8 +210,8 @@ def test_rendered_counts_match_table(corpus):
 
 
 def test_ratings_point_at_segment_ends_and_average_to_label(corpus):
-    _, _, sessions, ratings, table = corpus
-    assert [r["id"] for r in ratings] == [f"r{k:06d}" for k in range(1, len(ratings) + 1)]
+    _, summary, sessions, ratings, table = corpus
+    assert [r["id"] for r in ratings] == [f"{summary.prefix}-r{k:06d}" for k in range(1, len(ratings) + 1)]
     per_session: dict[str, list[int]] = defaultdict(list)
     for r in ratings:
         h = sessions[r["conversation_id"]]["history"]

@@ -11,6 +11,13 @@ its own (``DropUnit.skipped``) that becomes one ``raw.quarantine`` row saying wh
 drop still reconciles. Why: a link to ``/etc/passwd`` put its text into the warehouse, ``ln -s . loop`` was
 followed 40 levels deep, and opening a FIFO blocks until someone writes to it.
 
+A drop with nothing to read is no drop: an empty file (or one of only white space), or a folder with no entry
+but sidecars and empty files (:func:`why_empty`). ``pulse ingest`` refuses one (``register.py``), and the drop
+folder's listing leaves one out (:func:`list_drops`), so the sensor neither makes it a partition nor runs it; a
+folder still being filled is taken once a file in it holds data. Why: an empty folder became a permanent empty drop
+and a full pipeline run (issue 33). A folder holding only a link, a FIFO or a file that is not JSON is not empty:
+each becomes a quarantine row saying why, which an ingest prints.
+
 Each unit gets the session id its location gives (``name_id``; ``records.py`` has the whole precedence). When two
 units of a drop would get the same one, each takes its path within the drop instead: files with the same stem in
 different sub-folders stay distinct sessions.
@@ -32,6 +39,7 @@ from typing import Any
 
 from .. import tables
 from .batch import RECORD_TYPES, ArrowBatch, Batch
+from .events import BOM
 from .files import jsonl_mode, read_file, read_record_lines
 from .folders import folder_layout, folder_name_id, read_session_folder, session_files
 from .records import file_name_id
@@ -62,6 +70,48 @@ def skip_reason(path: Path, mode: int) -> str | None:
     if stat.S_ISSOCK(mode):
         return "socket skipped: a socket is not a file and is never opened; remove it from the drop"
     return "device skipped: a device file is not data and is never opened; remove it from the drop"
+
+
+def _file_holds_data(path: Path, block: int = 1 << 16) -> bool:
+    """Whether a regular file holds more than white space (a UTF-8 byte order mark aside), read until it does."""
+    with path.open("rb") as f:
+        chunk = f.read(block).removeprefix(BOM)
+        while chunk:
+            if chunk.strip():
+                return True
+            chunk = f.read(block)
+    return False
+
+
+def _holds_data(folder: Path) -> bool:
+    """Whether any entry below ``folder`` but sidecars is read or quarantined: a file with data, or an entry that
+    is not a file or folder (a link, FIFO, socket, device: a quarantine row). Stops at the first one found."""
+    pending = [folder]
+    while pending:
+        with os.scandir(pending.pop()) as scan:
+            for entry in scan:
+                if entry.name.startswith(("_", ".")):
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(Path(entry.path))
+                elif not entry.is_file(follow_symlinks=False) or _file_holds_data(Path(entry.path)):
+                    return True
+    return False
+
+
+def why_empty(path: Path) -> str | None:
+    """Why the file or folder ``path`` is no drop because it holds nothing to read, in one line; None when it holds
+    something (data, or an entry a quarantine row will explain)."""
+    if path.is_file():
+        if _file_holds_data(path):
+            return None
+        return f"{path} is empty (0 bytes or only white space): a drop is a file or folder of sessions or ratings"
+    if not path.is_dir() or _holds_data(path):
+        return None
+    return (
+        f"{path} holds no file with data (it is empty, or holds only empty files and sidecars: names starting with"
+        " '_' or '.' are not read): put the sessions or ratings files in it"
+    )
 
 
 @dataclass(frozen=True)
@@ -345,13 +395,24 @@ def _by_key(drops: list[tuple[Path, float]]) -> dict[str, Path]:
 
 def list_drops(drops_dir: Path) -> dict[str, Path]:
     """Drops in the drop folder by partition key, oldest first (by modification time, then name); each entry
-    that is not a drop (a link, FIFO, socket or device) is logged with why and left alone."""
+    that is not a drop (a link, FIFO, socket or device) is logged with why and left alone, and so is a file or
+    folder with nothing to read (:func:`why_empty`: not a drop until it holds data)."""
     if not drops_dir.exists():
         return {}
     drops, not_drops = _drop_folder(drops_dir)
     for path, reason in not_drops.values():
         log.warning("%s is not read as a drop: %s", path, reason)
-    return _by_key(drops)
+    kept = []
+    for path, mtime in drops:
+        try:
+            empty = why_empty(path)
+        except FileNotFoundError:  # removed while being looked at
+            continue
+        if empty is None:
+            kept.append((path, mtime))
+        else:
+            log.info("not a drop yet: %s", empty)
+    return _by_key(kept)
 
 
 def find_drop(drops_dir: Path, key: str) -> Path:

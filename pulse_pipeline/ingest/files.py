@@ -195,7 +195,7 @@ def _read_csv(batch: Batch, raw: bytes, source_file: str) -> None:
             source_file,
             None,
             "unknown",
-            "not JSON, and not a CSV with a 'rating' or 'experiment'/'variant' column",
+            _why_not_csv(header),
             raw.decode("utf-8", "replace")[:100_000],
         )
         return
@@ -217,6 +217,17 @@ def _read_csv(batch: Batch, raw: bytes, source_file: str) -> None:
             add_rating(batch, source_file, line_no, obj, dump(obj), "feedback_file")
         else:
             add_assignment(batch, source_file, line_no, obj, dump(obj))
+
+
+def _why_not_csv(header: list[str]) -> str:
+    """The reason for a file that is neither JSON nor a ratings or assignments CSV: the columns it has, and those
+    each kind of file needs."""
+    shown = ", ".join(header[:8]) + (f", ... ({len(header)} columns)" if len(header) > 8 else "")
+    return (
+        f"not JSON, and its header ({shown[:200] or 'empty'}) is not a ratings or assignments CSV header: expected a"
+        " ratings file (conversation_id or session_id, rating; optional event_id, segment_index, reason,"
+        " created_at, ask_probability) or an assignments file (session_id, experiment, variant; optional user_id)"
+    )
 
 
 def _csv_rows(reader: Any) -> Iterator[tuple[int, list[str] | csv.Error]]:

@@ -187,7 +187,10 @@ def _why_unknown(obj: Any) -> str:
     what = type(obj).__name__
     if isinstance(obj, dict):
         what = "object with keys " + ", ".join(sorted(map(str, obj))[:8])
-    return f"not a record PULSE knows ({what}): expected a session, a rating or an assignment"
+    return (
+        f"not a record PULSE knows ({what}): expected a session (a history, trajectory or events list), a rating"
+        " (rating, with conversation_id or session_id) or an assignment (session_id, experiment, variant)"
+    )
 
 
 def _number(value: Any) -> float | None:
@@ -255,11 +258,12 @@ def add_rating(
     reason = None
     if session_id is None:
         what = "rating" if answered or not is_ask else "ask"
-        reason = f"{what} names no session (conversation_id or session_id)"
+        keys = ", ".join(sorted(map(str, obj))[:8])
+        reason = f"{what} names no session: expected a conversation_id or session_id (its fields: {keys})"
     elif is_ask and probability is None:
         reason = f"ask_probability {dump(logged)} is not a number in (0, 1]"
     elif rating is None and (answered or not is_ask):
-        reason = f"rating {dump(obj.get('rating'))} is not a number from 1 to 5"
+        reason = f"rating {dump(obj.get('rating'))} is not a star rating: expected a number from 1 to 5"
     elif segment not in (None, "") and (segment_index is None or segment_index < 0):
         reason = f"segment_index {dump(segment)} is not a whole number from 0 to {INT32 - 1}"
     if reason:

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..paths import PulseHome
-from .drop import drop_key, skip_reason
+from .drop import drop_key, skip_reason, why_empty
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +104,8 @@ def _copy(path: Path, staging: Path, wrapped: bool) -> None:
 
 
 def register_drop(home: PulseHome, path: Path, name: str | None = None) -> tuple[str, Path]:
-    """Copy ``path`` into the drop folder (unless it is there already) and return its partition key.
+    """Copy ``path`` into the drop folder (unless it is there already) and return its partition key; ValueError
+    when it holds nothing to read (``drop.why_empty``), before anything is copied.
 
     A single file given another ``name`` goes into a folder of that name, keeping its own file name: a session's id
     may come from its file name (``trajectory-<id>.json``, see ``ingest/records.py``), and renaming the file would
@@ -116,6 +117,8 @@ def register_drop(home: PulseHome, path: Path, name: str | None = None) -> tuple
     mode = path.stat().st_mode
     if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
         raise ValueError(f"{path} is not a file or folder, so it cannot be a drop ({skip_reason(path, mode)})")
+    if empty := why_empty(path):  # refused before anything is made: no copy, no partition, no raw.drops row
+        raise ValueError(f"refused: {empty}")
     home.ensure()
     if path.parent == home.drops.resolve() and name is None:
         return drop_key(path.name), path

@@ -16,11 +16,25 @@ arm effect is known. Files written into ``out_dir``:
 - ``_sessions_truth.csv`` the session-level truth (label, true_mean_rating, rated, p_rated, counts).
 
 Files starting with ``_`` are not data: an ingest must skip them.
+
+**Ids are unique per corpus**: session ids are ``<prefix>-s000001``.., rating ids ``<prefix>-r000001``.. and user
+ids ``<user prefix>-u000001``..; the prefix defaults to :func:`corpus_prefix`, a digest of everything that decides
+the sessions drawn (their number, seed, users, scenario, rated share, generator parameters), and the user prefix to
+the prefix. Why: the generator numbers sessions and users from 1 in every corpus, and a later
+drop wins a session id over an earlier one (``staging.py``), so a second corpus dropped beside the demo silently
+replaced 200 of its sessions (issue 33). The same arguments still give the same prefix, so re-running a command
+writes byte-identical files (a re-delivery, not a new corpus); two corpora that differ in any of them get
+different prefixes. Users are per corpus too: two corpora's ``u000071`` are unrelated people drawn independently,
+and sharing the id would make one "user" of them, in both arms of an experiment for the user-level analysis
+(``estimates/experiments.py`` leaves switching users out) and one cluster for the cluster-robust intervals.
+Returning users across corpora are asked for explicitly, with the same ``user_prefix`` (``bench/scale.py`` does).
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -88,6 +102,37 @@ a line that is not JSON, a rating of 7, a rating of a session no drop has, an as
 whose history is no list of events. Each is one quarantine row with its reason; the labels are untouched."""
 
 
+PREFIX_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
+"""A prefix: letters, digits, ``.``, ``_`` and ``-`` (ids go into a CSV file and file-safe drop keys), at most 40."""
+
+
+def corpus_prefix(
+    n_sessions: int, seed: int, n_users: int, scenario: str, rated_fraction: float, params: GeneratorParams
+) -> str:
+    """``c`` + 8 hex digits of the SHA-1 of the arguments that decide the sessions drawn (``simulate_sessions`` is
+    deterministic in them). Not the file split, the ask log or the broken records: those write the same sessions,
+    users and ratings otherwise around the same draw. Two different draws share a prefix with probability 2**-32."""
+    doc = {
+        "n_sessions": n_sessions,
+        "seed": seed,
+        "n_users": n_users,
+        "scenario": scenario,
+        "rated_fraction": rated_fraction,
+        "params": params.as_dict(),
+    }
+    return "c" + hashlib.sha1(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)).hexdigest()[:8]
+
+
+def check_prefix(prefix: str, what: str = "prefix") -> str:
+    """``prefix`` if it is one (:data:`PREFIX_PATTERN`), else ValueError saying what a prefix may hold."""
+    if not PREFIX_PATTERN.fullmatch(prefix):
+        raise ValueError(
+            f"{what} {prefix!r} is not usable in ids: use 1 to 40 letters, digits, '.', '_' or '-', starting with a"
+            " letter or digit"
+        )
+    return prefix
+
+
 @dataclass(frozen=True)
 class CorpusSummary:
     out_dir: Path
@@ -100,6 +145,8 @@ class CorpusSummary:
     n_ratings: int = 0  # rating rows (rated segments), answered asks included
     n_unanswered_asks: int = 0  # ask rows without a rating (``ask_log_share``)
     n_malformed: int = 0  # deliberately broken records (``malformed``)
+    prefix: str = ""  # of the session and rating ids (``<prefix>-s000001``)
+    user_prefix: str = ""  # of the user ids (``<user_prefix>-u000001``)
 
 
 def _reason(rating: int, finished: bool, rnd: random.Random) -> str | None:
@@ -141,6 +188,8 @@ def truth_document(
     scenario: str,
     n_users: int,
     rated_fraction: float,
+    prefix: str = "",
+    user_prefix: str = "",
 ) -> dict[str, object]:
     """The ``_truth.json`` content: true arm means/effects (Monte Carlo, see ``true_arm_means``) and what the
     sample realized, so an estimate can be scored against both the population and the sample truth."""
@@ -164,6 +213,8 @@ def truth_document(
     return {
         "generator": "pulse_pipeline.synth",
         "seed": seed,
+        "id_prefix": prefix,
+        "user_prefix": user_prefix,
         "scenario": scenario,
         "n_sessions": len(table),
         "n_users": n_users,
@@ -196,11 +247,14 @@ def write_corpus(
     advance: Callable[[int, int], None] | None = None,
     ask_log_share: float = 0.0,
     malformed: int = 0,
+    prefix: str | None = None,
+    user_prefix: str | None = None,
 ) -> CorpusSummary:
     """Simulate ``n_sessions`` sessions and write the corpus folder (see the module docstring).
 
     ``ask_log_share`` in [0, 1]: the last share of the time span in which asks are logged; ``malformed``: how many
-    broken records to append (:data:`MALFORMED`). Both default to none: the corpus is then what it always was.
+    broken records to append (:data:`MALFORMED`). Both default to none. ``prefix`` (default :func:`corpus_prefix`)
+    starts every session and rating id, ``user_prefix`` (default ``prefix``) every user id.
 
     ``advance(1, n_sessions)`` is called as each session is rendered (a progress bar: ``progress.py``).
 
@@ -214,7 +268,20 @@ def write_corpus(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     nu = default_n_users(n_sessions, p) if n_users is None else int(n_users)
-    table = simulate_sessions(n_sessions, seed, nu, scenario, rated_fraction, params=p)
+    if prefix is None:
+        prefix = corpus_prefix(n_sessions, seed, nu, scenario, rated_fraction, p)
+    check_prefix(prefix)
+    user_prefix = check_prefix(prefix if user_prefix is None else user_prefix, "user prefix")
+    table = simulate_sessions(
+        n_sessions,
+        seed,
+        nu,
+        scenario,
+        rated_fraction,
+        params=p,
+        session_prefix=f"{prefix}-",
+        user_prefix=f"{user_prefix}-",
+    )
     specs = session_specs(table, seed, p)
     rated = table.rated.tolist()
     k_rated = table.n_rated_segments.tolist()
@@ -262,7 +329,7 @@ def write_corpus(
                 }
                 if logs_asks:
                     row = {**row, "ask_probability": 1.0}
-                rating_lines.append(orjson.dumps({"id": f"r{len(rating_lines) + 1:06d}", **row}))
+                rating_lines.append(orjson.dumps({"id": f"{prefix}-r{len(rating_lines) + 1:06d}", **row}))
         path = out / f"sessions-{f:04d}.jsonl"
         data = b"\n".join(lines) + b"\n"
         path.write_bytes(data)
@@ -302,7 +369,16 @@ def write_corpus(
     )
     cols = table.columns()
     put("_sessions_truth.csv", pl.DataFrame({c: cols[c] for c in TRUTH_COLUMNS}).write_csv().encode())
-    doc = truth_document(table, p, seed=seed, scenario=scenario, n_users=nu, rated_fraction=rated_fraction)
+    doc = truth_document(
+        table,
+        p,
+        seed=seed,
+        scenario=scenario,
+        n_users=nu,
+        rated_fraction=rated_fraction,
+        prefix=prefix,
+        user_prefix=user_prefix,
+    )
     put("_truth.json", orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
 
     return CorpusSummary(
@@ -316,4 +392,6 @@ def write_corpus(
         n_ratings=n_answered,
         n_unanswered_asks=len(rating_lines) - n_answered - sum(name == "ratings.jsonl" for name, _ in broken),
         n_malformed=malformed,
+        prefix=prefix,
+        user_prefix=user_prefix,
     )

@@ -581,11 +581,15 @@ def simulate_sessions(
     rated_fraction: float = 0.05,
     *,
     params: GeneratorParams | None = None,
+    session_prefix: str = "",
+    user_prefix: str = "",
 ) -> SessionTable:
     """Draw ``n_sessions`` sessions from the model (see the module docstring for every formula).
 
     Deterministic in (n_sessions, seed, n_users, scenario, rated_fraction, params). Session ids are
-    ``s000001``.. and user ids ``u000001``.. (zero-padded to at least 6 digits).
+    ``<session_prefix>s000001``.. and user ids ``<user_prefix>u000001``.. (zero-padded to at least 6 digits). The
+    prefixes default to none, for tables that stay in memory; a corpus written to disk gets prefixes unique to it
+    (``corpus.write_corpus``), so that two corpora delivered to one warehouse never share an id.
     """
     if n_sessions < 1:
         raise ValueError("n_sessions must be >= 1")
@@ -603,8 +607,8 @@ def simulate_sessions(
     arms = np.array(ALL_ARMS)
     width = max(6, len(str(max(n_sessions, nu))))
     return SessionTable(
-        session_id=_ids("s", np.arange(1, n_sessions + 1), width),
-        user_id=_ids("u", d["user"] + 1, width),
+        session_id=_ids(f"{session_prefix}s", np.arange(1, n_sessions + 1), width),
+        user_id=_ids(f"{user_prefix}u", d["user"] + 1, width),
         experiment=arms[d["arm"], 0],
         variant=arms[d["arm"], 1],
         task_type=np.array(TASK_TYPES)[d["task"]],

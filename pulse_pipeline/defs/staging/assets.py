@@ -19,6 +19,22 @@ def sessions(warehouse: WarehouseResource) -> dg.MaterializeResult:
     return dg.MaterializeResult(metadata=_meta(tables.STAGING_SESSIONS, n, superseded_records=duplicates))
 
 
+@dg.asset(
+    **table_spec(
+        tables.REPLACED_SESSIONS, [tables.STAGING_SESSIONS, tables.SESSIONS, tables.EVENTS, tables.DROPS], "staging"
+    )
+)
+def replaced_sessions(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+    """The session records a later drop replaced with other content (``staging.py``); the check
+    ``no_session_replaced_by_another_drop`` warns when there are any."""
+    with warehouse.warehouse() as wh:
+        n = staging.build_replaced_sessions(wh)
+        pairs = staging.replacements(wh)
+    for by, of, count in pairs:
+        context.log.warning(f"drop {by} replaced {count} sessions that drop {of} delivered (other content)")
+    return dg.MaterializeResult(metadata=_meta(tables.REPLACED_SESSIONS, n, replacing_drops=len({p[0] for p in pairs})))
+
+
 @dg.asset(**table_spec(tables.WORK_SEGMENTS, [tables.STAGING_SESSIONS, tables.EVENTS], "staging"))
 def work_segments(warehouse: WarehouseResource) -> dg.MaterializeResult:
     """Refreshed for the sessions whose record changed (``sessions_touched``), not rebuilt whole."""

@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from ... import tables
+from ... import staging, tables
 from ...stars import stars_to_label_sql
 from ..resources import WarehouseResource
 from ..specs import key
@@ -62,3 +62,33 @@ def _make_check(t: tables.Table, name: str, description: str, sql: str) -> dg.As
 
 # module-level, so the staging definitions find them with the checks written by hand
 staging_checks = [_make_check(*rule) for rule in RULES]
+
+
+REPLACED_QUERY = 'pulse sql "SELECT drop_id, replaced_by_drop_id, count(*) FROM staging.replaced_sessions GROUP BY ALL"'
+
+
+@dg.asset_check(
+    asset=key(tables.REPLACED_SESSIONS),
+    name="no_session_replaced_by_another_drop",
+    blocking=False,
+    description=(
+        "Warns when a drop replaced sessions another drop had delivered, with other content: a later drop wins a"
+        " session id (staging.sessions keeps its record), which is right for a correction and wrong when two"
+        " sources reuse ids (two synthetic corpora with the same --prefix, two exports numbering from 1). The"
+        " metadata says how many sessions, from which drops; each one is a row of staging.replaced_sessions (the"
+        f" record that lost and the one kept): {REPLACED_QUERY}. A drop delivered again with the same content"
+        " replaces nothing."
+    ),
+)
+def no_session_replaced_by_another_drop(warehouse: WarehouseResource) -> dg.AssetCheckResult:
+    with warehouse.warehouse() as wh:
+        pairs = staging.replacements(wh)
+    said = [f"drop {by} replaced {n} sessions of drop {of}" for by, of, n in pairs[:5]]
+    if len(pairs) > 5:
+        said.append(f"{len(pairs) - 5} more pairs of drops")
+    return dg.AssetCheckResult(
+        passed=not pairs,
+        severity=dg.AssetCheckSeverity.WARN,
+        description="; ".join(said) + f"; see {REPLACED_QUERY}" if pairs else None,
+        metadata={"replaced_sessions": sum(n for *_, n in pairs), "replacing_drops": len({p[0] for p in pairs})},
+    )
