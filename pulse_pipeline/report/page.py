@@ -182,6 +182,8 @@ def summary_section(effects: data.Rows) -> Section:
         found = verdict(rows, n_comparisons)
         chosen = found.chosen or {}
         short = esc(found.short)
+        notes = "; ".join(sorted({r["note"] for r in rows if r["note"]})) if not chosen else ""
+        why = f"{found.why} ({notes})" if notes else found.why
         low, high = chosen.get("ci_low"), chosen.get("ci_high")
         interval = "–" if _missing(low) or _missing(high) else f"{stars(low)} to {stars(high)}"
         method = method_style(chosen["method"]).label if chosen else "–"
@@ -189,7 +191,7 @@ def summary_section(effects: data.Rows) -> Section:
         cells.append(
             f'<tr data-comparison="{key}"><th scope="row">{esc(experiment)}: {esc(treatment)} vs {esc(control)}</th>'
             f'<td data-field="conclusion">{f"<strong>{short}</strong>" if found.direction else short}</td>'
-            f'<td><span data-field="method">{esc(method)}</span><br><span class="why">{esc(found.why)}</span></td>'
+            f'<td><span data-field="method">{esc(method)}</span><br><span class="why">{esc(why)}</span></td>'
             f'<td class="num" data-field="effect_stars">{stars(chosen.get("effect"))}</td>'
             f'<td class="num" data-field="interval_stars">{interval}</td>'
             f'<td class="num" data-field="width_vs_naive">{number(chosen.get("width_vs_naive"), 2)}</td></tr>'
