@@ -477,7 +477,7 @@ def test_a_synthetic_drop_beside_a_real_one_is_named_in_the_banner(tmp_path):
     )
     assert (
         "Mixed data: 12 of 13 sessions are synthetic, made by PULSE's generator (pulse_pipeline.synth, seed 9),"
-        " beside 1 real ones (by drop: made: 12 of 12)." in banner(made, real)
+        " beside 1 real one (by drop: made: 12 of 12)." in banner(made, real)
     )
     assert "synthetic" not in banner(real).lower()
 

@@ -244,9 +244,11 @@ def synthetic_banner(corpus: data.Rows) -> str:
         drops = "; ".join(
             f"{esc(r['drop_id'])}: {r['synthetic']:,} of {r['sessions']:,}" for r in rows if r["synthetic"]
         )
+        real = total - synthetic
         text = (
             f"<strong>Mixed data: {synthetic:,} of {total:,} sessions are synthetic</strong>, made by PULSE's "
-            f"generator ({esc(source)}), beside {total - synthetic:,} real ones (by drop: {drops}). Every effect "
+            f"generator ({esc(source)}), beside {real:,} real one{'s' if real != 1 else ''} (by drop: {drops}). "
+            "Every effect "
             "below mixes made-up sessions with real ones: remove the synthetic drops before reading them as "
             "users' opinions."
         )
