@@ -487,6 +487,9 @@ def test_the_width_line_is_what_ppi_can_reach(page):
     text = _text(page)
     assert "best possible" not in text
     assert "best for PPI++ (ρ per arm)" in text and "from each arm's own ρ" in text
+    # flagged as in section 1: planning's PPI++ (width 0.83) hollow, llm-backbone's (0.70) not
+    assert "planning: show-plan vs no-plan: best 0.90, PPI++ 0.83 flagged, AIPW 0.97" in page
+    assert "PPI++ 0.70," in page and "PPI++ 0.70 flagged" not in page
 
 
 def test_benchmarks_one_unit_and_no_empty_intervals(page):

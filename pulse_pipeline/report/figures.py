@@ -121,8 +121,10 @@ def _wrapped(label: str) -> str:
     return textwrap.fill(label, 50)
 
 
-def _fmt(value: float | None, digits: int = 3) -> str:
-    return "no value" if value is None or math.isnan(value) else f"{value:+.{digits}f}"
+def _fmt(value: float | None, digits: int = 3, signed: bool = True) -> str:
+    if value is None or math.isnan(value):
+        return "no value"
+    return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
 
 
 @dataclass(frozen=True)
@@ -202,6 +204,7 @@ class WidthRow:
     comparison: str
     best: float | None
     widths: dict[str, float | None]
+    flagged: frozenset[str] = frozenset()  # methods flagged for this comparison: hollow markers, as in ``forest``
 
 
 def width_gain(fig_id: str, rows: Sequence[WidthRow]) -> str:
@@ -216,6 +219,9 @@ def width_gain(fig_id: str, rows: Sequence[WidthRow]) -> str:
             {m for r in rows for m in r.widths}, key=lambda m: list(METHODS).index(m) if m in METHODS else 99
         )
         offsets = np.linspace(-0.2, 0.2, len(methods)) if len(methods) > 1 else [0.0]
+        labelled: set[str] = set()
+        if any(row.flagged for row in rows):  # one legend entry for the hollow markers
+            ax.plot([], [], marker="o", color=GREY, markerfacecolor="white", linestyle="none", label="hollow: flagged")
         for y, row in enumerate(reversed(rows)):
             if _is_number(row.best):
                 ax.plot(
@@ -236,10 +242,12 @@ def width_gain(fig_id: str, rows: Sequence[WidthRow]) -> str:
                         [y + dy],
                         marker=style.marker,
                         color=style.colour,
+                        markerfacecolor="white" if method in row.flagged else style.colour,
                         linestyle="none",
                         markersize=6,
-                        label=style.label if y == 0 else None,
+                        label=style.label if method not in labelled else None,
                     )
+                    labelled.add(method)
         ax.axvline(1.0, color=GREY, linewidth=0.8)
         ax.set_yticks(range(len(rows)), [r.comparison for r in reversed(rows)])
         ax.set_ylim(-0.7, len(rows) - 0.3)
@@ -248,8 +256,11 @@ def width_gain(fig_id: str, rows: Sequence[WidthRow]) -> str:
         _legend(fig, 4)
         _title(fig, title)
         desc = "; ".join(
-            f"{r.comparison}: best {_fmt(r.best, 2)}, "
-            + ", ".join(f"{method_style(m).label} {_fmt(v, 2)}" for m, v in r.widths.items())
+            f"{r.comparison}: best {_fmt(r.best, 2, False)}, "
+            + ", ".join(
+                f"{method_style(m).label} {_fmt(v, 2, False)}" + (" flagged" if m in r.flagged else "")
+                for m, v in r.widths.items()
+            )
             for r in rows
         )
         return _svg(fig, fig_id, title, desc)

@@ -470,7 +470,8 @@ def width_section(effects: data.Rows) -> Section:
         widths = {m: by[m]["width_vs_naive"] for m in WIDTH_METHODS if m in by}
         if all(_missing(v) for v in [first["best_width_theory"], *widths.values()]):
             continue  # an arm too small for any interval: section 1 shows why
-        rows.append(figures.WidthRow(label, first["best_width_theory"], widths))
+        flagged = frozenset(m for m in widths if by[m]["flags"])
+        rows.append(figures.WidthRow(label, first["best_width_theory"], widths, flagged))
         key = {"experiment": experiment, "treatment": treatment}
         n = (first["n_labeled_treatment"] or 0) + (first["n_labeled_control"] or 0)
         big_n = (first["N_unlabeled_treatment"] or 0) + (first["N_unlabeled_control"] or 0)
@@ -513,7 +514,8 @@ def width_section(effects: data.Rows) -> Section:
     caption = (
         "Interval width of each model-assisted method divided by the naive width (1 = no gain), per comparison; "
         "the black bar is the best PPI++ can do with these predictions: √(1 − ρ²·N/(n + N)) in each arm, from "
-        "that arm's out-of-fold ρ, the arms' variances added."
+        "that arm's out-of-fold ρ, the arms' variances added. Hollow markers are methods flagged for the "
+        "comparison (section 1 names why)."
     )
     numbers = table(
         [
