@@ -121,3 +121,26 @@ def test_experiment_effects_through_the_pipeline(pulse_home, tmp_path, monkeypat
     methods = {m for e, t, m, *_ in rows if t == "gpt-5"}
     assert methods == {"naive_welch", "naive_bootstrap", "ppi", "crossppi", "aipw", "ppi_insample"}
     assert_headline_metadata(pulse_home)  # the figures the UI plots equal these rows
+
+
+def test_the_best_width_follows_each_arms_own_correlation():
+    """One arm's predictions track its ratings closely (ρ ≈ 0.95), the other's carry nothing (ρ ≈ 0): PPI++ can
+    shrink only the first arm's variance. The best width is then √((v_t·(1 − ρ_t²·N/(n+N)) + v_c) / (v_t + v_c)),
+    worked out here from the arms' numbers; one ρ pooled over both arms put the line elsewhere, and PPI++'s
+    width (the optimal λ reaches the bound) sat off it."""
+    rng = np.random.default_rng(11)
+    n, N = 400, 4000
+    s_t = rng.normal(0.7, 0.1, n + N)
+    y_t = s_t[:n] + rng.normal(0, 0.03, n)
+    y_c = rng.normal(0.7, 0.1, n)
+    f_c = rng.normal(0.7, 0.1, n + N)  # predictions unrelated to the ratings
+    treat = ArmData("t", y_t, s_t[:n], s_t[n:], s_t[:n].reshape(-1, 1), s_t[n:].reshape(-1, 1))
+    control = ArmData("c", y_c, f_c[:n], f_c[n:], f_c[:n].reshape(-1, 1), f_c[n:].reshape(-1, 1))
+    rows, diag = compare(treat, control, FAST, resampling=False, diagnostics=False)
+    rho_t, rho_c = np.corrcoef(y_t, s_t[:n])[0, 1], np.corrcoef(y_c, f_c[:n])[0, 1]
+    gained = y_t.var() / n * (1 - rho_t**2 * N / (n + N)) + y_c.var() / n * (1 - rho_c**2 * N / (n + N))
+    expected = math.sqrt(gained / (y_t.var(ddof=1) / n + y_c.var(ddof=1) / n))
+    assert diag["best_width_theory"] == pytest.approx(expected, rel=1e-9)
+    ppi = next(r for r in rows if r.method == "ppi")
+    assert ppi.width_vs_naive == pytest.approx(expected, abs=0.01)
+    assert ppi.flags is None

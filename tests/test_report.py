@@ -78,7 +78,11 @@ POWER = [
 CORRELATION = [
     {"treatment": "gpt-5", "control": "claude-4-sonnet", "measure": m, "n_clusters": 4, "coefficient": c,
      "ci_low": lo, "ci_high": hi}
-    for m, c, lo, hi in (("pearson", 0.61, -0.2, 0.95), ("spearman", 0.4, -0.6, 1.0))
+    for m, c, lo, hi in (("pearson", 0.61, -0.2, 0.95), ("spearman", -1.0, None, None))
+] + [
+    {"treatment": "gpt-5", "control": "claude-3.7-sonnet", "measure": m, "n_clusters": 3, "coefficient": c,
+     "ci_low": -1.0, "ci_high": 1.0, "note": "3 pairs: no interval narrower than [-1, 1] (Fisher's z needs at least 4)"}
+    for m, c in (("pearson", 0.99), ("spearman", 1.0))
 ] + [
     {"treatment": "claude-4-sonnet", "control": "claude-3.7-sonnet", "measure": m, "n_clusters": 0,
      "note": "0 pairs: a correlation needs at least 3"}
@@ -88,6 +92,10 @@ POINTS = [
     {"treatment": "gpt-5", "control": "claude-4-sonnet", "cluster": c, "benchmark": "swe-bench", "delta_b": b,
      "delta_h": h, "n_treatment": 40, "n_control": 40, "status": "used"}
     for c, b, h in (("fix_bugs", 2.0, 1.5), ("testing_code", -1.0, -0.5), ("write_docs", 4.0, 2.0), ("ci", 0.5, 1.0))
+] + [
+    {"treatment": "gpt-5", "control": "claude-3.7-sonnet", "cluster": c, "benchmark": "swe-bench", "delta_b": b,
+     "delta_h": h, "n_treatment": 40, "n_control": 40, "status": "used"}
+    for c, b, h in (("fix_bugs", 1.0, 2.0), ("testing_code", 2.0, 4.0), ("write_docs", 3.0, 6.5))
 ] + [
     {"treatment": "claude-4-sonnet", "control": "claude-3.7-sonnet", "cluster": "fix_bugs", "status": "skipped",
      "reason": "no ratings for this comparison: none for claude-3.7-sonnet"}
@@ -104,6 +112,10 @@ FEATURES = [
      "relative_difference": (mt - mc) / mc, "test": "welch t", "p_value": p, "p_bh": p * 3}
     for f, mt, mc, sd, p in (("user_message_count", 14.0, 12.0, 4.0, 0.001), ("file_edits", 5.0, 5.5, 2.0, 0.2))
 ]  # fmt: skip
+
+
+SYNTHETIC = '{"session_id": "%s", "synthetic": {"generator": "pulse_pipeline.synth", "seed": 5, "scenario": "x"}}'
+SESSIONS = [{"drop_id": "synth-5", "session_id": f"s{i}", "metadata_json": SYNTHETIC % f"s{i}"} for i in range(4)]
 
 
 def _calibration_rows() -> tuple[list[dict], list[dict]]:
@@ -153,6 +165,7 @@ def make_warehouse(path: Path) -> Path:
                              ("constant", "pearson", -0.1))
     ]  # fmt: skip
     for table, rows in (
+        ("staging.sessions", SESSIONS),
         ("estimates.experiment_effects", EFFECTS),
         ("estimates.power", POWER),
         ("estimates.benchmark_correlation", CORRELATION),
@@ -290,15 +303,20 @@ def test_conclusions_follow_the_chosen_estimate(page):
     text = _text(page)
     # llm-backbone: PPI valid and unflagged, interval [0.012, 0.068] clear of zero; 0.0412 x 4 = +0.16 stars;
     # p_holm 0.03 < 0.05, so no Holm caveat
+    # in stars: 4 x 0.0412 = +0.16, 4 x 0.012 = +0.05 (0.048), 4 x 0.068 = +0.27 (0.272)
     assert (
-        "gpt-5 is rated higher than claude-4-sonnet: +0.041 (95 % interval +0.012 to +0.068), about +0.16 stars,"
-        " by PPI++" in text
+        "gpt-5 is rated higher than claude-4-sonnet: +0.16 stars (95 % interval +0.05 to +0.27; +0.041 on the 0–1"
+        " scale), by PPI++" in text
     )
     assert "PPI++ is valid and not flagged" in text and "after Holm" not in text
-    # planning: PPI flagged -> AIPW, whose interval holds zero; the naive MDE 0.12 (0.48 stars) bounds what it saw
-    assert "No detectable difference between show-plan and no-plan: -0.012" in text
-    assert "the test could have detected 0.120 or more (0.48 stars, 80 % power)" in text
-    assert "PPI++ is flagged, AIPW corrects for who rates" in text
+    # planning: PPI flagged -> AIPW, whose interval holds zero (4 x -0.01234 = -0.05, 4 x -0.07 = -0.28,
+    # 4 x 0.046 = +0.18); the naive MDE 0.12 (0.48 stars) bounds what it saw
+    assert (
+        "No detectable difference between show-plan and no-plan: -0.05 stars (95 % interval -0.28 to +0.18; -0.012"
+        " on the 0–1 scale) by AIPW" in text
+    )
+    assert "the test could have detected 0.48 stars or more (0.120 on the 0–1 scale, 80 % power)" in text
+    assert f"PPI++ is flagged: {FLAG_SHIFT}; AIPW corrects for who rates" in text
     assert "single-arm experiment: every session is in only-arm" in text
     # an arm too small for any estimate: the rows' note, and no figure (the figure count below has none for it)
     assert "No conclusion: no method has a valid estimate (arm t2 has fewer than 2 ratings)." in text
@@ -310,9 +328,12 @@ def test_conclusions_follow_the_chosen_estimate(page):
 
 def test_empty_tables_say_why(page):
     text = _text(page)
-    # a comparison of the benchmarks file the ratings lack: its correlation rows' notes and its points' reason
-    assert "0 pairs: a correlation needs at least 3" in text
-    assert "no figure. Left out: no ratings for this comparison: none for claude-3.7-sonnet (1 point)." in text
+    # a comparison of the benchmarks file the ratings lack: one line with its points' reason, no empty table
+    assert (
+        "Named in the benchmarks file but not in the data, so not shown: claude-4-sonnet vs claude-3.7-sonnet (no"
+        " ratings for this comparison: none for claude-3.7-sonnet (1 point))." in text
+    )
+    assert "<h3>claude-4-sonnet vs claude-3.7-sonnet</h3>" not in page
     for table in ("estimates.label_shift", "estimates.segment_effects", "estimates.ask_policy"):
         assert f"Nothing to show: {table} has no rows:" in text, table
 
@@ -320,7 +341,7 @@ def test_empty_tables_say_why(page):
 def test_a_warehouse_without_the_tables_gives_a_page_of_reasons(tmp_path):
     with duckdb.connect(str(tmp_path / "old.duckdb")) as con:
         page = build_page(con, "old.duckdb", built=datetime(2026, 1, 1))
-    assert page.figures == 0 and page.sections == 10
+    assert page.figures == 0 and page.sections == 11
     text = _text(page.html)
     assert "estimates.experiment_effects does not exist in this warehouse" in text
     assert text.count("Nothing to show:") >= 10
@@ -340,9 +361,9 @@ def test_every_figure_has_a_caption_and_a_text_alternative(page):
     assert len(ids) == len(set(ids))  # one document, many SVGs: no clashing ids
     text_by_id = {a["id"]: t.strip() for _, a, t in elements.texts if "id" in a}
     figures = [t for tag, _, t in elements.texts if tag == "figure"]
-    # 2 forest plots, widths, calibration, features of one comparison, 1 benchmark scatter, 1 history
-    assert len(figures) == 7
-    assert page.count("<figure>") == page.count("<figcaption>") == page.count('role="img"') == 7
+    # 2 forest plots, widths, calibration, features of one comparison, 2 benchmark scatters, 1 history
+    assert len(figures) == 8
+    assert page.count("<figure>") == page.count("<figcaption>") == page.count('role="img"') == 8
     for tag, attributes in elements.tags:
         if tag == "svg" and "role" in attributes:
             title_id, desc_id = attributes["aria-labelledby"].split()
@@ -364,7 +385,7 @@ def test_the_asset_writes_the_report_and_its_check_passes(built):
     assert result.success
     (materialization,) = result.asset_materializations_for_node("report__index_html")
     assert materialization.metadata["path"].path == str(folder / "index.html")
-    assert materialization.metadata["sections"].value == 10 and materialization.metadata["figures"].value == 7
+    assert materialization.metadata["sections"].value == 11 and materialization.metadata["figures"].value == 8
     assert [e.passed for e in result.get_asset_check_evaluations()] == [True]
     assert [p.name for p in folder.iterdir()] == ["index.html"]  # the temporary file was renamed, none left
 
@@ -389,3 +410,126 @@ def test_a_one_arm_experiment_in_segment_effects_gives_its_note(tmp_path):
     row |= {"method": "none", "effect": None, "note": "one arm: nothing to compare"}
     html = segments_section(Rows(pl.DataFrame([row]), None)).render(2)
     assert "solo: only-arm (one arm)" in html and "one arm: nothing to compare" in html
+
+
+def summary_rows(document: str) -> dict[str, list[str]]:
+    """The summary table's rows as the page shows them: the comparison, then each cell's text."""
+    body = document[document.index('<table class="summary">') : document.index("</table>", document.index("summary"))]
+    found = {}
+    for row in re.findall(r"<tr data-comparison.*?</tr>", body, flags=re.S):
+        cells = [re.sub(r"<[^>]+>", " ", c) for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row, flags=re.S)]
+        cells = [re.sub(r"\s+", " ", c).strip() for c in cells]
+        found[cells[0]] = cells[1:]
+    return found
+
+
+def test_the_page_opens_with_the_answer(page):
+    """One row per comparison before any detail (the glossary, section 1): the conclusion, the method read by and
+    why, the effect and its interval in stars (4 x the 0-1 values of EFFECTS), the width against naive."""
+    assert page.index('<table class="summary">') < page.index('id="effects"') < page.index('class="glossary"')
+    assert summary_rows(page) == {
+        # PPI++ valid and unflagged: 4 x 0.0412 = +0.16, [4 x 0.012, 4 x 0.068] = [+0.05, +0.27], width 0.7
+        "llm-backbone: gpt-5 vs claude-4-sonnet": [
+            "gpt-5 rated higher", "PPI++ PPI++ is valid and not flagged", "+0.16", "+0.05 to +0.27", "0.70"
+        ],
+        # PPI++ flagged: AIPW, 4 x -0.01234 = -0.05, [4 x -0.07, 4 x 0.046] = [-0.28, +0.18], width 0.97
+        "planning: show-plan vs no-plan": [
+            "no detectable difference", f"AIPW PPI++ is flagged: {FLAG_SHIFT}; AIPW corrects for who rates",
+            "-0.05", "-0.28 to +0.18", "0.97",
+        ],
+        "tiny: t2 vs c2": [
+            "no conclusion", "– no method has a valid estimate (arm t2 has fewer than 2 ratings)", "–", "–", "–"
+        ],
+    }  # fmt: skip
+    assert "Not compared (a single arm): solo (only-arm only)." in _text(page)
+
+
+def test_the_banner_says_the_sessions_are_synthetic(page):
+    assert (
+        "Synthetic data. All 4 sessions were made by PULSE's generator (pulse_pipeline.synth, seed 5): the numbers"
+        " show how the pipeline works, not how real users feel." in _text(page)
+    )
+
+
+def test_a_synthetic_drop_beside_a_real_one_is_named_in_the_banner(tmp_path):
+    """The marker comes from the data: the generator writes it into each session record, ingest keeps it in
+    metadata_json. A generated drop alone gives the synthetic banner; a real one beside it (here a generated
+    record without the marker, under another id) the mixed banner with the counts per drop; none, no banner."""
+    from pulse_pipeline.synth import write_corpus
+
+    from .helpers import ingest_paths
+
+    made = tmp_path / "made"
+    write_corpus(made, 12, seed=9)
+    record = json.loads((made / "sessions-0000.jsonl").read_text().splitlines()[0])
+    del record["synthetic"]
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "sessions.jsonl").write_text(json.dumps({**record, "session_id": "real-1"}) + "\n")
+
+    def banner(*drops: Path) -> str:
+        wh = Warehouse(duckdb.connect(str(tmp_path / f"{'-'.join(d.name for d in drops)}.duckdb")))
+        ingest_paths(wh, *drops)
+        return _text(build_page(wh.con, "w", built=datetime(2026, 1, 1)).html)
+
+    assert "Synthetic data. All 12 sessions were made by PULSE's generator (pulse_pipeline.synth, seed 9)" in (
+        banner(made)
+    )
+    assert (
+        "Mixed data: 12 of 13 sessions are synthetic, made by PULSE's generator (pulse_pipeline.synth, seed 9),"
+        " beside 1 real one (by drop: made: 12 of 12)." in banner(made, real)
+    )
+    assert "synthetic" not in banner(real).lower()
+
+
+def test_the_width_line_is_what_ppi_can_reach(page):
+    """Section 2 names the line for what it is (from each arm's own ρ), never "best possible"."""
+    text = _text(page)
+    assert "best possible" not in text
+    assert "best for PPI++ (ρ per arm)" in text and "from each arm's own ρ" in text
+    # flagged as in section 1: planning's PPI++ (width 0.83) hollow, llm-backbone's (0.70) not
+    assert "planning: show-plan vs no-plan: best 0.90, PPI++ 0.83 flagged, AIPW 0.97" in page
+    assert "PPI++ 0.70," in page and "PPI++ 0.70 flagged" not in page
+
+
+def test_benchmarks_one_unit_and_no_empty_intervals(page):
+    text = _text(page)
+    # ΔH in stars, like every rating difference of the page: 1.5 percentage points of the 0-1 scale is 0.06 stars
+    assert "ΔH (stars)" in text and "percentage points of the 0–1" not in text
+    assert "fix_bugs swe-bench +2.00 +0.06 40 / 40" in text
+    # three clusters: no interval, and the coefficient means nothing; four in one exact order: chance 2/4! = 1/12
+    assert "n too small (3 clusters; an interval needs 4)" in text and "meaningless: 3 clusters" in text
+    assert "spearman -1.00 (interval: none at |r| = 1), meaningless: 4 clusters fall in one exact order by" in text
+    assert "1 time in 12" in text and "[–, –]" not in text
+
+
+def test_segments_mark_ppi_flagged_for_the_comparison():
+    """Section 7 draws PPI++ as section 1 does: flagged for the comparison (EFFECTS: planning's PPI row), so
+    flagged within its segments, in the figure's description, its caption and its numbers."""
+    from pulse_pipeline.report.data import Rows
+    from pulse_pipeline.report.page import segments_section
+
+    segment = {**PLANNING, "dimension": "task_type", "segment": "fix_bugs", "n_labeled_treatment": 20}
+    segment |= {"n_labeled_control": 20, "p_value": 0.5, "note": None}
+    rows = [
+        {**segment, "method": m, "effect": e, "ci_low": e - 0.1, "ci_high": e + 0.1}
+        for m, e in (("naive_welch", 0.02), ("ppi", 0.03))
+    ]
+    effects = Rows(pl.DataFrame(EFFECTS, infer_schema_length=None), None)
+    html = segments_section(Rows(pl.DataFrame(rows), None), effects).render(2)
+    assert "fix_bugs (task type), PPI++: +0.030 [-0.070, +0.130] flagged" in html  # the figure's description
+    assert "fix_bugs (task type), naive (Welch): +0.020 [-0.080, +0.120];" in html  # not flagged
+    assert f"as for the whole comparison in section 1 (PPI++: {FLAG_SHIFT})" in html
+    assert "<td>PPI++ (flagged)</td>" in html
+
+
+def test_the_history_axis_stays_on_the_scale():
+    """A first day's confidence sequence of ±2.7 on the 0-1 scale is cut at ±1, the largest difference the scale
+    allows; a history well inside it gets its own range and a 5 % margin."""
+    from pulse_pipeline.report.figures import Look, history_limits
+
+    day = datetime(2025, 6, 1)
+    wide = [Look(day, 0.05, -0.5, 0.6, -2.7, 2.6), Look(day, 0.04, -0.1, 0.2, -0.3, 0.4)]
+    assert history_limits(wide) == (-1.0, 1.0)
+    narrow = [Look(day, 0.05, 0.0, 0.1, -0.1, 0.2), Look(day, 0.04, 0.01, 0.09, -0.05, 0.15)]
+    assert history_limits(narrow) == pytest.approx((-0.115, 0.215))

@@ -1,7 +1,9 @@
 """The report in a real browser: headless Chromium (Debian's ``chromium`` and ``chromium-driver``, which
 ``.ci/run`` installs) opens the page built from ``test_report``'s hand-made warehouse. No console error, every
-figure drawn with a size, every headline number equal to the warehouse's, and a full-page screenshot saved as
-``report.png`` in the test's temporary folder for a person to look at.
+figure drawn with a size, every headline number equal to the warehouse's, the summary at the top equal to what
+the test works out from ``estimates.experiment_effects``, the synthetic banner's counts equal to
+``staging.sessions``, and screenshots of the first screen (``report-top.png``) and the whole page
+(``report.png``) saved in the test's temporary folder for a person to look at.
 
 ``Service`` is given the driver's path, so Selenium Manager never downloads a browser or a driver.
 """
@@ -53,10 +55,63 @@ return Array.from(document.querySelectorAll('figure')).map(f => {
           title: svg && svg.querySelector('title') ? svg.querySelector('title').textContent : '',
           caption: caption ? caption.textContent : ''};
 });"""
+SUMMARY_JS = """
+return Array.from(document.querySelectorAll('tr[data-comparison]')).map(r => ({
+  key: JSON.parse(r.dataset.comparison), top: r.getBoundingClientRect().top,
+  fields: Object.fromEntries(Array.from(r.querySelectorAll('[data-field]')).map(c => [c.dataset.field,
+                                                                                     c.textContent.trim()]))}));"""
+BANNER_JS = """
+const b = document.querySelector('.banner');
+return b ? {synthetic: Number(b.dataset.synthetic), sessions: Number(b.dataset.sessions),
+            top: b.getBoundingClientRect().top} : null;"""
+LABELS = {"ppi": "PPI++", "aipw": "AIPW", "naive_welch": "naive (Welch)"}
 HEADLINES_JS = """
 return Array.from(document.querySelectorAll('[data-headline]')).map(e => ({
   column: e.dataset.headline, table: e.dataset.table, where: e.dataset.where, value: e.dataset.value,
   text: e.textContent}));"""
+
+
+def expected_summary(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], dict[str, str]]:
+    """The summary rows worked out here from ``estimates.experiment_effects`` alone: the estimate read is PPI++
+    when valid and unflagged, else AIPW when valid and unflagged, else the naive (Welch) one when valid; the
+    conclusion from its 95 % interval (and Holm's p over every comparison); stars = 4 x the 0-1 values."""
+    found: dict[tuple[str, str], dict[str, tuple]] = {}
+    for experiment, treatment, method, effect, low, high, width, valid, flags, holm in con.execute(
+        """SELECT experiment, treatment, method, effect, ci_low, ci_high, width_vs_naive, valid, flags, p_holm
+           FROM estimates.experiment_effects WHERE treatment IS NOT NULL"""
+    ).fetchall():
+        if valid and effect is not None:
+            found.setdefault((experiment, treatment), {})[method] = (effect, low, high, width, flags, holm)
+    comparisons = {
+        r for r in con.execute(
+            "SELECT DISTINCT experiment, treatment FROM estimates.experiment_effects WHERE treatment IS NOT NULL"
+        ).fetchall()
+    }  # fmt: skip
+    expected = {}
+    for experiment, treatment in comparisons:
+        by = found.get((experiment, treatment), {})
+        method = next((m for m in ("ppi", "aipw") if m in by and not by[m][4]), None)
+        method = method or ("naive_welch" if "naive_welch" in by else None)
+        if method is None:
+            expected[(experiment, treatment)] = {
+                "conclusion": "no conclusion", "method": "–", "effect_stars": "–", "interval_stars": "–",
+                "width_vs_naive": "–",
+            }  # fmt: skip
+            continue
+        effect, low, high, width, _, holm = by[method]
+        conclusion = "no detectable difference"
+        if low > 0 or high < 0:
+            conclusion = f"{treatment} rated {'higher' if effect > 0 else 'lower'}"
+            if len(comparisons) > 1 and holm >= 0.05:
+                conclusion += " (not after Holm's correction)"
+        expected[(experiment, treatment)] = {
+            "conclusion": conclusion,
+            "method": LABELS[method],
+            "effect_stars": f"{4 * effect:+.2f}",
+            "interval_stars": f"{4 * low:+.2f} to {4 * high:+.2f}",
+            "width_vs_naive": "–" if width is None else f"{width:.2f}",
+        }
+    return expected
 
 
 def test_the_report_renders_in_chromium_with_the_warehouse_numbers(browser, tmp_path):
@@ -68,8 +123,24 @@ def test_the_report_renders_in_chromium_with_the_warehouse_numbers(browser, tmp_
     severe = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
     assert severe == []
 
+    # the answer first: in the first screen (1280 x 900), one row per comparison, equal to the warehouse's
+    top = tmp_path / "report-top.png"
+    assert browser.save_screenshot(str(top))
+    summary = browser.execute_script(SUMMARY_JS)
+    with duckdb.connect(str(database), read_only=True) as con:
+        expected = expected_summary(con)
+        (synthetic,) = con.execute(
+            "SELECT count(*) FROM staging.sessions WHERE json_extract_string(metadata_json, '$.synthetic.generator')"
+            " IS NOT NULL"
+        ).fetchone()
+        (sessions,) = con.execute("SELECT count(*) FROM staging.sessions").fetchone()
+    assert {(r["key"]["experiment"], r["key"]["treatment"]): r["fields"] for r in summary} == expected
+    assert len(expected) == 3 and summary[0]["top"] < 900
+    banner = browser.execute_script(BANNER_JS)
+    assert banner["synthetic"] == synthetic == banner["sessions"] == sessions > 0 and banner["top"] < 900
+
     figures = browser.execute_script(FIGURES_JS)
-    assert len(figures) == report.figures == 7
+    assert len(figures) == report.figures == 8
     for figure in figures:
         assert figure["id"] and figure["title"] and figure["caption"], figure
         assert figure["width"] > 100 and figure["height"] > 100, figure  # drawn, not collapsed

@@ -22,9 +22,11 @@ The unit. When the experiment randomizes users (``ArmData.clustered``: ``arm_dat
 permutation test permutes users, PPI, cross-PPI and AIPW sum their influence functions per user. The estimates
 are the same numbers; only the uncertainty changes.
 
-Diagnostics: the out-of-fold correlation ρ of predictions and ratings; the best width PPI allows relative to naive,
-√(1 − ρ²·N/(n + N)); each method's width relative to the naive interval (2·z·se of Welch's difference: the same
-normal quantile the PPI intervals use, so a small sample's t quantile does not make PPI look narrower). A PPI-type
+Diagnostics: the out-of-fold correlation ρ of predictions and ratings (both arms pooled); the best width PPI allows
+relative to naive, from each arm's own ρ_a: √(1 − ρ_a²·N_a/(n_a + N_a)) per arm, the arms' variances added
+(``stats.ppi.best_width_ratio_of_difference``); each method's width relative to the naive interval (2·z·se of
+Welch's difference: the same normal quantile the PPI intervals use, so a small sample's t quantile does not make
+PPI look narrower). A PPI-type
 row narrower than that bound by more than ``tolerance`` + 1/√(2n) (n = ratings in both arms: the sampling noise
 of a ratio of two standard errors estimated from n labels) is flagged "predictions may have seen the labels".
 When the arm's cross-fit propensity model (the one AIPW uses) tells its rated sessions from its unrated ones with
@@ -57,7 +59,7 @@ from ..stats.cluster import (
     clustered_welch_difference,
 )
 from ..stats.naive import bootstrap_difference, permutation_pvalue, welch_difference
-from ..stats.ppi import ArmMean, best_width_ratio, crossppi_mean, difference, ppi_mean, wald_p_value
+from ..stats.ppi import ArmMean, best_width_ratio_of_difference, crossppi_mean, difference, ppi_mean, wald_p_value
 from .kept_propensities import PropensityStore
 
 PPI_METHODS = ("ppi", "crossppi", "ppi_insample")
@@ -353,8 +355,7 @@ def compare(
     f_all = np.r_[treat.f_labeled, control.f_labeled]
     rho = float(np.corrcoef(y_all, f_all)[0, 1]) if np.std(y_all) > 0 and np.std(f_all) > 0 else float("nan")
     n = len(y_all)
-    N = len(treat.f_unlabeled) + len(control.f_unlabeled)
-    best = best_width_ratio(rho, n, N) if not math.isnan(rho) else float("nan")
+    best = best_width_ratio_of_difference([(a.y, a.f_labeled, len(a.f_unlabeled)) for a in (treat, control)])
     sel_t, sel_c = _selection(treat, s, diagnostics), _selection(control, s, diagnostics)
     aucs = [sel_t[2], sel_c[2]]
     auc = float(np.nanmax(aucs)) if not all(math.isnan(a) for a in aucs) else float("nan")

@@ -29,6 +29,7 @@ LIKELY_CAUSE = {
     "estimates.srm_check": "the drops hold no assignments",
     "estimates.effect_history": "no session has a start time, or no comparison has ratings on any day",
     "estimates.ask_policy": "too few ratings to fit the error model",
+    "staging.sessions": "no drop has been ingested",
 }
 
 
@@ -231,6 +232,33 @@ def units(con: duckdb.DuckDBPyConnection) -> Rows:
         """SELECT experiment, any_value(unit) AS unit, any_value(unit_source) AS unit_source,
                   max(sessions_excluded) AS sessions_excluded
            FROM estimates.experiment_effects GROUP BY experiment ORDER BY experiment""",
+    )
+
+
+SYNTHETIC_PATH = "$.synthetic.generator"  # synth/corpus.py writes {"synthetic": {"generator", "seed", ...}}
+
+
+def corpus(con: duckdb.DuckDBPyConnection) -> Rows:
+    """Per drop, the sessions the analysis uses (``staging.sessions``: the latest record of each id) and how many
+    of them a generator made: the marker ``synth/corpus.py`` writes into every record it makes, kept in
+    ``metadata_json`` by ingest. It comes from the data, not from the command that ran: a synthetic drop
+    ingested by hand is synthetic, and a real drop beside a synthetic one is counted apart. ``seeds`` lists the
+    generators' seeds (comma-separated), NULL when none is synthetic."""
+    return _query(
+        con,
+        "staging.sessions",
+        f"""
+        WITH marked AS (
+            SELECT drop_id,
+                   CASE WHEN contains(metadata_json, '"synthetic"')
+                        THEN json_extract_string(metadata_json, '{SYNTHETIC_PATH}') END AS generator,
+                   CASE WHEN contains(metadata_json, '"synthetic"')
+                        THEN json_extract_string(metadata_json, '$.synthetic.seed') END AS seed
+            FROM staging.sessions)
+        SELECT drop_id, count(*) AS sessions, count(generator) AS synthetic,
+               string_agg(DISTINCT generator, ', ' ORDER BY generator) AS generators,
+               string_agg(DISTINCT seed, ', ' ORDER BY seed) AS seeds
+        FROM marked GROUP BY drop_id ORDER BY drop_id""",
     )
 
 

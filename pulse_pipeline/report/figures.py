@@ -121,8 +121,10 @@ def _wrapped(label: str) -> str:
     return textwrap.fill(label, 50)
 
 
-def _fmt(value: float | None, digits: int = 3) -> str:
-    return "no value" if value is None or math.isnan(value) else f"{value:+.{digits}f}"
+def _fmt(value: float | None, digits: int = 3, signed: bool = True) -> str:
+    if value is None or math.isnan(value):
+        return "no value"
+    return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
 
 
 @dataclass(frozen=True)
@@ -202,12 +204,14 @@ class WidthRow:
     comparison: str
     best: float | None
     widths: dict[str, float | None]
+    flagged: frozenset[str] = frozenset()  # methods flagged for this comparison: hollow markers, as in ``forest``
 
 
 def width_gain(fig_id: str, rows: Sequence[WidthRow]) -> str:
-    """Per comparison, the interval width of each method relative to naive (markers) against the theoretical
-    best width for the measured rho (a black bar); 1 = no narrower than naive."""
-    title = "Interval width relative to naive, against the best possible for the measured ρ"
+    """Per comparison, the interval width of each method relative to naive (markers) against the best width
+    PPI++ can reach with the arms' out-of-fold correlations (a black bar,
+    ``stats.ppi.best_width_ratio_of_difference``); 1 = no narrower than naive."""
+    title = "Interval width relative to naive, against the best PPI++ can do with these predictions"
     with _style(fig_id):
         fig = Figure(figsize=(7.2, 0.55 * len(rows) + 1.6), layout="constrained")
         ax = fig.add_subplot()
@@ -215,6 +219,9 @@ def width_gain(fig_id: str, rows: Sequence[WidthRow]) -> str:
             {m for r in rows for m in r.widths}, key=lambda m: list(METHODS).index(m) if m in METHODS else 99
         )
         offsets = np.linspace(-0.2, 0.2, len(methods)) if len(methods) > 1 else [0.0]
+        labelled: set[str] = set()
+        if any(row.flagged for row in rows):  # one legend entry for the hollow markers
+            ax.plot([], [], marker="o", color=GREY, markerfacecolor="white", linestyle="none", label="hollow: flagged")
         for y, row in enumerate(reversed(rows)):
             if _is_number(row.best):
                 ax.plot(
@@ -224,7 +231,7 @@ def width_gain(fig_id: str, rows: Sequence[WidthRow]) -> str:
                     markersize=18,
                     color=BLACK,
                     linestyle="none",
-                    label="best possible √(1 − ρ²·N/(n+N))" if y == 0 else None,
+                    label="best for PPI++ (from each arm's ρ)" if y == 0 else None,
                 )
             for method, dy in zip(methods, offsets, strict=True):
                 value = row.widths.get(method)
@@ -235,10 +242,12 @@ def width_gain(fig_id: str, rows: Sequence[WidthRow]) -> str:
                         [y + dy],
                         marker=style.marker,
                         color=style.colour,
+                        markerfacecolor="white" if method in row.flagged else style.colour,
                         linestyle="none",
                         markersize=6,
-                        label=style.label if y == 0 else None,
+                        label=style.label if method not in labelled else None,
                     )
+                    labelled.add(method)
         ax.axvline(1.0, color=GREY, linewidth=0.8)
         ax.set_yticks(range(len(rows)), [r.comparison for r in reversed(rows)])
         ax.set_ylim(-0.7, len(rows) - 0.3)
@@ -247,8 +256,11 @@ def width_gain(fig_id: str, rows: Sequence[WidthRow]) -> str:
         _legend(fig, 4)
         _title(fig, title)
         desc = "; ".join(
-            f"{r.comparison}: best {_fmt(r.best, 2)}, "
-            + ", ".join(f"{method_style(m).label} {_fmt(v, 2)}" for m, v in r.widths.items())
+            f"{r.comparison}: best {_fmt(r.best, 2, False)}, "
+            + ", ".join(
+                f"{method_style(m).label} {_fmt(v, 2, False)}" + (" flagged" if m in r.flagged else "")
+                for m, v in r.widths.items()
+            )
             for r in rows
         )
         return _svg(fig, fig_id, title, desc)
@@ -323,9 +335,11 @@ class Point:
     y: float
 
 
-def scatter_fit(fig_id: str, title: str, points: Sequence[Point], xlabel: str, ylabel: str, summary: str) -> str:
-    """Labelled points with their least-squares line (when the x values vary); ``summary`` (the correlations)
-    is written in the figure and its description."""
+def scatter_fit(
+    fig_id: str, title: str, points: Sequence[Point], xlabel: str, ylabel: str, summary: str, slope_unit: str = ""
+) -> str:
+    """Labelled points with their least-squares line (when the x values vary), its slope in ``slope_unit``;
+    ``summary`` (the correlations) is written in the figure and its description."""
     with _style(fig_id):
         fig = Figure(figsize=(6.4, 4.6), layout="constrained")
         ax = fig.add_subplot()
@@ -343,21 +357,22 @@ def scatter_fit(fig_id: str, title: str, points: Sequence[Point], xlabel: str, y
                 color=BLACK,
                 linestyle="--",
                 linewidth=1,
-                label=f"least-squares line (slope {slope:.2f})",
+                label=f"least-squares line (slope {slope:.3g}{' ' + slope_unit if slope_unit else ''})",
             )
         ax.axhline(0, color=GREY, linewidth=0.8)
         ax.axvline(0, color=GREY, linewidth=0.8)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         _legend(fig, 2)
-        _title(fig, f"{title}\n{summary}")
+        _title(fig, f"{title}\n{textwrap.fill(summary, 85)}")  # the correlations, wrapped to the figure's width
         desc = f"{summary}. " + "; ".join(f"{p.label}: x {p.x:+.2f}, y {p.y:+.2f}" for p in points)
         return _svg(fig, fig_id, title, desc)
 
 
 def segments(fig_id: str, title: str, rows: Sequence[Interval]) -> str:
     """Effects within segments, two methods per segment side by side: rows come in pairs sharing a label, in
-    the order given; each method keeps its marker."""
+    the order given; each method keeps its marker. Flagged rows: hollow marker, dashed interval, "(flagged)" in
+    the legend, as in ``forest``."""
     with _style(fig_id):
         labels = list(dict.fromkeys(r.label for r in rows))
         fig = Figure(figsize=(7.2, 0.5 * len(labels) + 1.6), layout="constrained")
@@ -370,16 +385,20 @@ def segments(fig_id: str, title: str, rows: Sequence[Interval]) -> str:
             if not _is_number(row.effect):
                 continue
             style = method_style(row.method)
-            ax.errorbar(
+            xerr = _xerr(row)
+            bars = ax.errorbar(
                 row.effect,
                 position[row.label] + offsets[row.method],
-                xerr=_xerr(row),
+                xerr=xerr,
                 fmt=style.marker,
                 color=style.colour,
+                markerfacecolor="white" if row.flagged else style.colour,
                 markersize=6,
                 capsize=2.5,
-                label=None if row.method in seen else style.label,
+                label=None if row.method in seen else style.label + (" (flagged)" if row.flagged else ""),
             )
+            if row.flagged and xerr is not None:
+                bars.lines[2][0].set_linestyle("--")
             seen.add(row.method)
         ax.axvline(0, color=GREY, linewidth=0.8)
         ax.set_yticks([position[label] for label in labels], labels)
@@ -389,7 +408,9 @@ def segments(fig_id: str, title: str, rows: Sequence[Interval]) -> str:
         _legend(fig, len(methods))
         _title(fig, title)
         desc = "; ".join(
-            f"{r.label}, {method_style(r.method).label}: {_fmt(r.effect)} [{_fmt(r.low)}, {_fmt(r.high)}]" for r in rows
+            f"{r.label}, {method_style(r.method).label}: {_fmt(r.effect)} [{_fmt(r.low)}, {_fmt(r.high)}]"
+            + (" flagged" if r.flagged else "")
+            for r in rows
         )
         return _svg(fig, fig_id, title, desc)
 
@@ -402,6 +423,19 @@ class Look:
     ci_high: float
     cs_low: float
     cs_high: float
+
+
+SCALE_LIMIT = 1.0  # a difference of two means on the 0-1 scale lies in [-1, 1]
+
+
+def history_limits(looks: Sequence[Look]) -> tuple[float, float]:
+    """The history's vertical range: every estimate and band with a margin, but never beyond ±1, the largest
+    difference the 0-1 scale allows (a first day's confidence sequence can reach ±2.7: drawn to scale it would
+    flatten everything else). Bands beyond it run off the edge."""
+    values = [v for x in looks for v in (x.effect, x.ci_low, x.ci_high, x.cs_low, x.cs_high) if _is_number(v)]
+    low, high = max(-SCALE_LIMIT, min(values)), min(SCALE_LIMIT, max(values))
+    margin = 0.05 * (high - low) or 0.05
+    return max(-SCALE_LIMIT, low - margin), min(SCALE_LIMIT, high + margin)
 
 
 def history(fig_id: str, title: str, looks: Sequence[Look]) -> str:
@@ -421,9 +455,12 @@ def history(fig_id: str, title: str, looks: Sequence[Look]) -> str:
                 values = [getattr(x, f"{prefix}_{edge}") for x in looks]
                 ax.plot(days, values, color=colour, linestyle=style, linewidth=width, label=edge_label)
         ax.axhline(0, color=GREY, linewidth=0.8)
+        ax.set_ylim(*history_limits(looks))
         ax.xaxis.set_major_locator(mdates.AutoDateLocator(maxticks=8))
         ax.xaxis.set_major_formatter(mdates.DateFormatter("%d %b\n%Y"))  # every tick a whole date
         ax.set_ylabel("effect (0–1 scale)")
+        right = ax.secondary_yaxis("right", functions=(lambda x: x * STARS_PER_UNIT, lambda s: s / STARS_PER_UNIT))
+        right.set_ylabel("stars")
         _legend(fig, 3)
         _title(fig, title)
         last = looks[-1]

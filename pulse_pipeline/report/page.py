@@ -1,6 +1,9 @@
 """The report page: one self-contained HTML document built from the warehouse's tables.
 
-Sections follow issue 15's order: the effects per experiment, how much the unrated sessions helped, model
+The page opens with the answer (issue 33): a banner when sessions were made by the generator (``data.corpus``), then
+one row per comparison (``summary_section``: the conclusion, the method it is read by, the effect and its interval
+in stars, the width against naive), from the same ``verdict`` section 1's sentences use. The detail follows in
+issue 15's order: the effects per experiment, how much the unrated sessions helped, model
 quality, rated against unrated sessions, what changed between arms (and cost), ratings against benchmarks,
 effects per task type and cluster, the split check and power, the history, the design (unit, ask policy).
 Every value from the warehouse is escaped (``html.escape``); the page loads nothing (no script, no external
@@ -25,8 +28,9 @@ import polars as pl
 
 from ..estimates.label_shift import WARN_ABOVE
 from ..estimates.srm import ALARM_P
+from ..stars import label_difference_in_stars
 from . import data, figures
-from .figures import STARS_PER_UNIT, Interval, method_style
+from .figures import Interval, method_style
 
 esc = html.escape
 METHOD_ORDER = ("naive_welch", "naive_bootstrap", "ppi", "crossppi", "aipw", "ppi_insample")
@@ -151,6 +155,106 @@ def _slug(*parts: object) -> str:
     return "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-")
 
 
+# ---------------------------------------------------------------- the answer, and what the data are
+
+
+def _comparisons(effects: pl.DataFrame) -> int:
+    return effects.filter(pl.col("treatment").is_not_null()).select("experiment", "treatment").n_unique()
+
+
+def summary_section(effects: data.Rows) -> Section:
+    """The answer first: one row per comparison with its conclusion, the method it is read by (``choose``), the
+    effect and its 95 % interval in stars, and that method's interval width against naive. Rows carry
+    ``data-comparison`` and their cells ``data-field``, so the browser test compares them with the warehouse."""
+    s = Section("summary", "The answer: did each change make users happier?")
+    if effects.why_empty:
+        s.empty(effects.why_empty)
+        return s
+    frame = effects.frame
+    n_comparisons = _comparisons(frame)
+    cells, single = [], []
+    for (experiment, treatment), group in frame.group_by(["experiment", "treatment"], maintain_order=True):
+        rows = sorted(group.to_dicts(), key=lambda r: _method_rank(r["method"]))
+        control = rows[0]["control"]
+        if treatment is None:
+            single.append(f"{experiment} ({control} only)")
+            continue
+        found = verdict(rows, n_comparisons)
+        chosen = found.chosen or {}
+        short = esc(found.short)
+        notes = "; ".join(sorted({r["note"] for r in rows if r["note"]})) if not chosen else ""
+        why = f"{found.why} ({notes})" if notes else found.why
+        low, high = chosen.get("ci_low"), chosen.get("ci_high")
+        interval = "–" if _missing(low) or _missing(high) else f"{stars(low)} to {stars(high)}"
+        method = method_style(chosen["method"]).label if chosen else "–"
+        key = esc(json.dumps({"experiment": experiment, "treatment": treatment}))
+        cells.append(
+            f'<tr data-comparison="{key}"><th scope="row">{esc(experiment)}: {esc(treatment)} vs {esc(control)}</th>'
+            f'<td data-field="conclusion">{f"<strong>{short}</strong>" if found.direction else short}</td>'
+            f'<td><span data-field="method">{esc(method)}</span><br><span class="why">{esc(why)}</span></td>'
+            f'<td class="num" data-field="effect_stars">{stars(chosen.get("effect"))}</td>'
+            f'<td class="num" data-field="interval_stars">{interval}</td>'
+            f'<td class="num" data-field="width_vs_naive">{number(chosen.get("width_vs_naive"), 2)}</td></tr>'
+        )
+    if cells:
+        head = "".join(
+            f'<th scope="col">{h}</th>'
+            for h in (
+                "comparison",
+                "conclusion",
+                "read by",
+                "effect (stars)",
+                "95 % interval (stars)",
+                "interval width ÷ naive",
+            )
+        )
+        s.add(
+            f'<div class="scroll"><table class="summary"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(cells)}</tbody></table></div>",
+            "<p class=\"small\">Effect: the treatment arm's mean rating minus the control arm's, in stars (ratings "
+            "are 1 to 5 stars; the sections below use the 0–1 scale, (stars − 1) / 4, so one star there is 0.25). "
+            "Each comparison is read by PPI++ when it is valid and not flagged, else by AIPW, else by the naive "
+            'difference (<a href="#effects">section 1</a> shows every method). Interval width ÷ naive below 1: '
+            'the unrated sessions made the interval narrower (<a href="#unrated">section 2</a>).</p>',
+        )
+    if single:
+        s.add(f'<p class="small">Not compared (a single arm): {esc("; ".join(single))}.</p>')
+    return s
+
+
+def synthetic_banner(corpus: data.Rows) -> str:
+    """A banner when any session the analysis uses was made by a generator (``data.corpus``): all of them, or
+    how many of which drops beside real ones. Empty when none is."""
+    if corpus.why_empty:
+        return ""
+    rows = corpus.frame.to_dicts()
+    made = [r for r in rows if r["synthetic"]]
+    if not made:
+        return ""
+    total, synthetic = sum(r["sessions"] for r in rows), sum(r["synthetic"] for r in made)
+    generators = sorted({g for r in made for g in (r["generators"] or "").split(", ") if g})
+    seeds = sorted({x for r in made for x in (r["seeds"] or "").split(", ") if x}, key=lambda x: (len(x), x))
+    source = f"{', '.join(generators)}" + (f", seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)}" if seeds else "")
+    if synthetic == total:
+        text = (
+            f"<strong>Synthetic data.</strong> All {total:,} sessions were made by PULSE's generator ({esc(source)}): "
+            "the numbers show how the pipeline works, not how real users feel."
+        )
+    else:
+        drops = "; ".join(
+            f"{esc(r['drop_id'])}: {r['synthetic']:,} of {r['sessions']:,}" for r in rows if r["synthetic"]
+        )
+        real = total - synthetic
+        text = (
+            f"<strong>Mixed data: {synthetic:,} of {total:,} sessions are synthetic</strong>, made by PULSE's "
+            f"generator ({esc(source)}), beside {real:,} real one{'s' if real != 1 else ''} (by drop: {drops}). "
+            "Every effect "
+            "below mixes made-up sessions with real ones: remove the synthetic drops before reading them as "
+            "users' opinions."
+        )
+    return f'<p class="banner" role="note" data-synthetic="{synthetic}" data-sessions="{total}">{text}</p>'
+
+
 # ---------------------------------------------------------------- 1. effects
 
 
@@ -162,17 +266,59 @@ def choose(rows: Sequence[dict]) -> tuple[dict | None, str]:
     if "ppi" in by and not by["ppi"]["flags"]:
         return by["ppi"], "PPI++ is valid and not flagged"
     if "aipw" in by and not by["aipw"]["flags"]:
-        why = "PPI++ is flagged" if "ppi" in by else "PPI++ has no valid estimate"
-        return by["aipw"], f"{why}, AIPW corrects for who rates"
+        why = f"PPI++ is flagged: {by['ppi']['flags']}" if "ppi" in by else "PPI++ has no valid estimate"
+        return by["aipw"], f"{why}; AIPW corrects for who rates"
     if "naive_welch" in by:
         return by["naive_welch"], "no model-assisted estimate is valid and unflagged"
     return None, "no method has a valid estimate"
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """What a comparison lets one conclude, read from the estimate ``choose`` picks: the summary's row and
+    section 1's sentence both come from it, so they cannot disagree."""
+
+    chosen: dict | None
+    why: str
+    direction: str | None  # "higher" / "lower" when the 95 % interval excludes zero, None when it holds zero
+    holm_p: float | None  # Holm's adjusted p when the interval excludes zero but the correction does not
+
+    @property
+    def short(self) -> str:
+        """The conclusion in a few words, for the summary table."""
+        if self.chosen is None:
+            return "no conclusion"
+        treatment = str(self.chosen["treatment"])
+        if self.direction is None:
+            return "no detectable difference"
+        text = f"{treatment} rated {self.direction}"
+        return text + " (not after Holm's correction)" if self.holm_p is not None else text
+
+
+def verdict(rows: Sequence[dict], n_comparisons: int) -> Verdict:
+    """The chosen estimate (``choose``), whether its interval excludes zero, and whether Holm's correction over
+    the report's ``n_comparisons`` comparisons keeps it."""
+    chosen, why = choose(rows)
+    if chosen is None:
+        return Verdict(None, why, None, None)
+    low, high = chosen["ci_low"], chosen["ci_high"]
+    if _missing(low) or _missing(high) or low <= 0 <= high:
+        return Verdict(chosen, why, None, None)
+    holm = chosen["p_holm"]
+    caveat = n_comparisons > 1 and not _missing(holm) and holm >= 0.05
+    return Verdict(chosen, why, "higher" if chosen["effect"] > 0 else "lower", holm if caveat else None)
+
+
+def stars(value: float | None, signed: bool = True) -> str:
+    """A difference on the 0-1 label scale in stars (4 x: ``stars.label_difference_in_stars``), 2 decimals."""
+    return number(None if _missing(value) else label_difference_in_stars(value), 2, signed)
+
+
 def conclusion(rows: Sequence[dict], power: dict | None, n_comparisons: int) -> str:
     """One plain sentence (HTML) saying what the comparison lets one conclude, from the chosen estimate's
     interval and, when it holds zero, the minimum detectable effect (``estimates.power``, 80 % power)."""
-    chosen, why = choose(rows)
+    found = verdict(rows, n_comparisons)
+    chosen, why = found.chosen, found.why
     first = rows[0]
     treatment, control = esc(str(first["treatment"])), esc(str(first["control"]))
     if chosen is None:
@@ -180,15 +326,16 @@ def conclusion(rows: Sequence[dict], power: dict | None, n_comparisons: int) -> 
         return f"No conclusion: {esc(why)}" + (f" ({esc(notes)})." if notes else ".")
     name = method_style(chosen["method"]).label
     effect, low, high = chosen["effect"], chosen["ci_low"], chosen["ci_high"]
-    span = f"{number(effect, 3, True)} (95 % interval {number(low, 3, True)} to {number(high, 3, True)})"
-    stars = f"{number(effect * STARS_PER_UNIT, 2, True)} stars"
-    if not _missing(low) and (low > 0 or high < 0):
-        direction = "higher" if effect > 0 else "lower"
-        text = f"<strong>{treatment} is rated {direction} than {control}</strong>: {span}, about {stars}, by {name}"
-        if n_comparisons > 1 and not _missing(chosen["p_holm"]) and chosen["p_holm"] >= 0.05:
+    span = (
+        f"{stars(effect)} stars (95 % interval {stars(low)} to {stars(high)}; "
+        f"{number(effect, 3, True)} on the 0–1 scale)"
+    )
+    if found.direction is not None:
+        text = f"<strong>{treatment} is rated {found.direction} than {control}</strong>: {span}, by {name}"
+        if found.holm_p is not None:
             text += (
                 f"; after Holm's correction for the {n_comparisons} comparisons of this report it is not significant"
-                f" (adjusted p = {chosen['p_holm']:.3f})"
+                f" (adjusted p = {found.holm_p:.3f})"
             )
     else:
         text = f"<strong>No detectable difference</strong> between {treatment} and {control}: {span} by {name}"
@@ -197,8 +344,8 @@ def conclusion(rows: Sequence[dict], power: dict | None, n_comparisons: int) -> 
             mde = power["mde_ppi"] if chosen["method"] in ("ppi", "crossppi") else power["mde_naive"]
         if not _missing(mde):
             text += (
-                f"; the test could have detected {number(mde, 3)} or more"
-                f" ({number(mde * STARS_PER_UNIT, 2)} stars, 80 % power)"
+                f"; the test could have detected {stars(mde, False)} stars or more"
+                f" ({number(mde, 3)} on the 0–1 scale, 80 % power)"
             )
     return f'{text}. <span class="why">({esc(why)}.)</span>'
 
@@ -220,7 +367,7 @@ def effects_section(effects: data.Rows, power: data.Rows) -> Section:
         return s
     powers = {(r["experiment"], r["treatment"]): r for r in power.frame.to_dicts()} if power.why_empty is None else {}
     frame = effects.frame
-    n_comparisons = frame.filter(pl.col("treatment").is_not_null()).select("experiment", "treatment").n_unique()
+    n_comparisons = _comparisons(frame)
     for (experiment,), by_experiment in frame.group_by("experiment", maintain_order=True):
         s.add(f"<h3>Experiment {esc(experiment)}</h3>")
         for (treatment,), group in by_experiment.group_by("treatment", maintain_order=True):
@@ -273,9 +420,9 @@ def _effects_figure(s: Section, experiment: str, treatment: str, control: str, r
     numbers = table(
         [
             "method",
-            "effect",
-            "95 % low",
-            "95 % high",
+            "effect (0–1)",
+            "95 % low (0–1)",
+            "95 % high (0–1)",
             "effect (stars)",
             "p",
             "p (Holm)",
@@ -301,10 +448,15 @@ def _effects_figure(s: Section, experiment: str, treatment: str, control: str, r
 def width_section(effects: data.Rows) -> Section:
     s = Section("unrated", "2. How much did the unrated sessions help?")
     s.add(
-        "<p>PPI++ and AIPW use the model's predictions for the unrated sessions. How much narrower than naive their "
-        "interval can be is bounded by ρ, the out-of-fold correlation of predictions with ratings: at best "
-        "√(1 − ρ²·N/(n + N)) of the naive width, with n rated and N unrated sessions. A method far left of that "
-        "bound is too good to be true (flagged &quot;predictions may have seen the labels&quot;).</p>"
+        "<p>PPI++ and AIPW use the model's predictions for the unrated sessions. How much narrower than naive "
+        "PPI++'s interval can be is set by how well the predictions track the ratings: in an arm with n rated and N "
+        "unrated sessions and ρ the out-of-fold correlation of its predictions with its ratings, PPI++ with its "
+        "best weight shrinks the naive variance to (1 − ρ²·N/(n + N)) of itself; the two arms' variances add. "
+        "That width, worked out from each arm's own ρ, is the <em>best for PPI++</em> mark below: PPI++ lands on "
+        "it or just right of it. A PPI-type method left of it by more than the sampling noise of a width ratio "
+        "(0.02 + 1/√(2n) by default, n the ratings of both arms) is too good to be true and flagged "
+        "&quot;predictions may have seen the labels&quot;. AIPW corrects for who rates instead and is often "
+        "wider than naive.</p>"
     )
     if effects.why_empty:
         s.empty(effects.why_empty)
@@ -318,7 +470,8 @@ def width_section(effects: data.Rows) -> Section:
         widths = {m: by[m]["width_vs_naive"] for m in WIDTH_METHODS if m in by}
         if all(_missing(v) for v in [first["best_width_theory"], *widths.values()]):
             continue  # an arm too small for any interval: section 1 shows why
-        rows.append(figures.WidthRow(label, first["best_width_theory"], widths))
+        flagged = frozenset(m for m in widths if by[m]["flags"])
+        rows.append(figures.WidthRow(label, first["best_width_theory"], widths, flagged))
         key = {"experiment": experiment, "treatment": treatment}
         n = (first["n_labeled_treatment"] or 0) + (first["n_labeled_control"] or 0)
         big_n = (first["N_unlabeled_treatment"] or 0) + (first["N_unlabeled_control"] or 0)
@@ -360,10 +513,21 @@ def width_section(effects: data.Rows) -> Section:
     svg = figures.width_gain("fig-width", rows)
     caption = (
         "Interval width of each model-assisted method divided by the naive width (1 = no gain), per comparison; "
-        "the black bar is the best PPI can do for the measured ρ and the numbers of rated and unrated sessions."
+        "the black bar is the best PPI++ can do with these predictions: √(1 − ρ²·N/(n + N)) in each arm, from "
+        "that arm's out-of-fold ρ, the arms' variances added. Hollow markers are methods flagged for the "
+        "comparison (section 1 names why)."
     )
     numbers = table(
-        ["comparison", "ρ (out of fold)", "rated n", "unrated N", "best possible", "PPI++", "cross-PPI", "AIPW"],
+        [
+            "comparison",
+            "ρ (out of fold, both arms)",
+            "rated n",
+            "unrated N",
+            "best for PPI++ (ρ per arm)",
+            "PPI++",
+            "cross-PPI",
+            "AIPW",
+        ],
         cells,
     )
     s.figure(svg, caption, numbers)
@@ -585,95 +749,143 @@ def features_section(differences: data.Rows, cost: data.Rows) -> Section:
 # ---------------------------------------------------------------- 6. benchmarks
 
 
+def _interval_text(r: dict) -> str | None:
+    """Why a correlation has no usable interval, or None when it has one: Fisher's z needs 4 clusters (with 3
+    any interval is all of [-1, 1]) and gives none at |r| = 1."""
+    n = r["n_clusters"] or 0
+    if _missing(r["coefficient"]):
+        return None
+    if n <= 3:
+        return f"n too small ({n} clusters; an interval needs 4)"
+    if _missing(r["ci_low"]) or _missing(r["ci_high"]):
+        return "none at |r| = 1"
+    return None
+
+
+def _correlation_caveat(r: dict) -> str | None:
+    """A coefficient that says nothing: from 3 clusters (any three points give one), or ±1 from so few that an
+    exact order or line is likely by chance (Spearman's ±1 from n points: 2/n! under no relation, 1 in 12 for 4)."""
+    n, value = r["n_clusters"] or 0, r["coefficient"]
+    if _missing(value):
+        return None
+    if n <= 3:
+        return f"meaningless: {n} clusters"
+    if abs(value) >= 1 - 1e-9 and 2 / math.factorial(n) > 0.05:
+        return f"meaningless: {n} clusters fall in one exact order by chance 1 time in {math.factorial(n) // 2}"
+    return None
+
+
+def _correlation_summary(r: dict) -> str:
+    """'pearson -0.86 [-1.00, +0.57]', or the coefficient with why it has no interval or means nothing."""
+    head = f"{r['measure']} {number(r['coefficient'], 2, True)}"
+    why = _interval_text(r)
+    caveat = _correlation_caveat(r)
+    if why is None:
+        head += f" [{number(r['ci_low'], 2, True)}, {number(r['ci_high'], 2, True)}]"
+    else:
+        head += f" (interval: {why})"
+    return head + (f", {caveat}" if caveat else "")
+
+
+def _stars_from_points(delta_h: float | None) -> float | None:
+    """ΔH as ``estimates.benchmark_points`` stores it (percentage points of the 0-1 scale: 100 x the
+    difference) in stars, the unit of the rest of the report: 4 x the 0-1 difference."""
+    return None if _missing(delta_h) else label_difference_in_stars(delta_h / 100)
+
+
 def benchmark_section(points: data.Rows, correlation: data.Rows, left_out: data.Rows) -> Section:
     s = Section("benchmarks", "6. Do ratings agree with benchmarks?")
     s.add(
-        "<p>Per task cluster, ΔH is the difference of mean ratings between two models (percentage points of the "
-        "0–1 scale) and ΔB the difference of their benchmark scores (<code>benchmarks.csv</code>); the paper's "
-        "Table 3. Points on a rising line mean users notice what benchmarks measure. With a handful of clusters "
-        "the intervals are wide.</p>"
+        "<p>Per task cluster, ΔH is the difference of mean ratings between two models, in stars, and ΔB the "
+        "difference of their benchmark scores in percentage points of the benchmark (<code>benchmarks.csv</code>); "
+        "the paper's Table 3. Points on a rising line mean users notice what benchmarks measure. With a handful "
+        "of clusters the intervals are wide, and a correlation from 3 clusters, or ±1 from 4, means nothing.</p>"
     )
     if correlation.why_empty:
         s.empty(correlation.why_empty)
         return s
-    corr_by = {}
+    corr_by: dict[tuple[str, str], list[dict]] = {}
     for r in correlation.frame.to_dicts():
         corr_by.setdefault((r["treatment"], r["control"]), []).append(r)
     used = points.frame if points.why_empty is None else pl.DataFrame()
+    reasons_by: dict[tuple[str, str], list[str]] = {}
+    if left_out.why_empty is None:
+        for r in left_out.frame.to_dicts():
+            reasons_by.setdefault((r["treatment"], r["control"]), []).append(
+                f"{r['reason']} ({r['n']} point{'s' if r['n'] > 1 else ''})"
+            )
+    lacking = [pair for pair, corr in corr_by.items() if all(_missing(r["coefficient"]) for r in corr)]
+    if lacking:  # a comparison of the benchmarks file the data cannot speak to: one line, no empty table
+        why = {
+            pair: "; ".join(reasons_by.get(pair, [])) or corr_by[pair][0]["note"] or "no cluster used"
+            for pair in lacking
+        }
+        s.add(
+            '<p class="small">Named in the benchmarks file but not in the data, so not shown: '
+            + "; ".join(f"{esc(t)} vs {esc(c)} ({esc(why[(t, c)])})" for t, c in lacking)
+            + ".</p>"
+        )
     for (treatment, control), corr in corr_by.items():
+        if (treatment, control) in lacking:
+            continue
         label = f"{treatment} vs {control}"
         s.add(f"<h3>{esc(label)}</h3>")
-        summary = "; ".join(
-            f"{r['measure']} {number(r['coefficient'], 2, True)} [{number(r['ci_low'], 2, True)}, "
-            f"{number(r['ci_high'], 2, True)}]"
-            for r in corr
-        )
-        cells = [
-            [
-                td(r["measure"]),
-                td(r["n_clusters"]),
-                headline(
-                    r["coefficient"],
-                    "estimates.benchmark_correlation",
-                    "coefficient",
-                    {"treatment": treatment, "control": control, "measure": r["measure"]},
-                ),
-                headline(
-                    r["ci_low"],
-                    "estimates.benchmark_correlation",
-                    "ci_low",
-                    {"treatment": treatment, "control": control, "measure": r["measure"]},
-                ),
-                headline(
-                    r["ci_high"],
-                    "estimates.benchmark_correlation",
-                    "ci_high",
-                    {"treatment": treatment, "control": control, "measure": r["measure"]},
-                ),
-                td(r["note"] or ""),
-            ]
-            for r in corr
-        ]
+        summary = "; ".join(_correlation_summary(r) for r in corr)
+        cells = []
+        for r in corr:
+            where = {"treatment": treatment, "control": control, "measure": r["measure"]}
+            why = _interval_text(r)
+            interval = (
+                [f'<td class="na" colspan="2">{esc(why)}</td>']
+                if why is not None
+                else [
+                    headline(r["ci_low"], "estimates.benchmark_correlation", "ci_low", where),
+                    headline(r["ci_high"], "estimates.benchmark_correlation", "ci_high", where),
+                ]
+            )
+            note = "; ".join(x for x in (_correlation_caveat(r), r["note"]) if x)
+            cells.append(
+                [
+                    td(r["measure"]),
+                    td(r["n_clusters"]),
+                    headline(r["coefficient"], "estimates.benchmark_correlation", "coefficient", where),
+                    *interval,
+                    td(note),
+                ]
+            )
         corr_table = table(["measure", "clusters", "coefficient", "95 % low", "95 % high", "note"], cells)
         mine = (
             used.filter((pl.col("treatment") == treatment) & (pl.col("control") == control)).to_dicts()
             if not used.is_empty()
             else []
         )
+        reasons = reasons_by.get((treatment, control), [])
+        left = f'<p class="small">Clusters left out: {esc("; ".join(reasons))}.</p>' if reasons else ""
         if len(mine) < 2:
-            reasons = (
-                [
-                    f"{r['reason']} ({r['n']} point{'s' if r['n'] > 1 else ''})"
-                    for r in left_out.frame.to_dicts()
-                    if r["treatment"] == treatment and r["control"] == control
-                ]
-                if left_out.why_empty is None
-                else []
-            )
-            why = f" Left out: {'; '.join(reasons)}." if reasons else ""
             s.add(
                 corr_table,
-                f'<p class="empty">Fewer than two clusters with both ΔB and ΔH for {esc(label)}: no figure.'
-                f"{esc(why)}</p>",
+                f'<p class="empty">Fewer than two clusters with both ΔB and ΔH for {esc(label)}: no figure.</p>',
+                left,
             )
             continue
-        pts = [figures.Point(p["cluster"], p["delta_b"], p["delta_h"]) for p in mine]
+        pts = [figures.Point(p["cluster"], p["delta_b"], _stars_from_points(p["delta_h"])) for p in mine]
         svg = figures.scatter_fit(
             f"fig-benchmark-{_slug(treatment, control)}",
             f"Rating difference against benchmark difference: {label}",
             pts,
-            "ΔB: benchmark score difference",
-            "ΔH: rating difference (percentage points)",
+            "ΔB: benchmark score difference (percentage points of the benchmark)",
+            "ΔH: rating difference (stars)",
             summary,
+            "stars per benchmark point",
         )
         numbers = table(
-            ["cluster", "benchmark", "ΔB", "ΔH", "rated T / C"],
+            ["cluster", "benchmark", "ΔB (benchmark points)", "ΔH (stars)", "rated T / C"],
             [
                 [
                     td(p["cluster"]),
                     td(p["benchmark"]),
                     td(p["delta_b"], 2, True),
-                    td(p["delta_h"], 2, True),
+                    td(_stars_from_points(p["delta_h"]), 2, True),
                     td(_pair(p["n_treatment"], p["n_control"])),
                 ]
                 for p in mine
@@ -684,25 +896,42 @@ def benchmark_section(points: data.Rows, correlation: data.Rows, left_out: data.
             f"Each point is a task cluster; the dashed line is the least-squares fit. {esc(summary)}.",
             corr_table + numbers,
         )
+        if left:
+            s.add(left)
     return s
 
 
 # ---------------------------------------------------------------- 7. segments
 
 
-def segments_section(segments: data.Rows) -> Section:
+def _flags_by_comparison(effects: data.Rows) -> dict[tuple[str, str], dict[str, str]]:
+    """(experiment, treatment) -> method -> its flags in ``estimates.experiment_effects`` (flagged rows only)."""
+    if effects.why_empty:
+        return {}
+    found: dict[tuple[str, str], dict[str, str]] = {}
+    for r in effects.frame.filter(pl.col("flags").is_not_null() & (pl.col("flags") != "")).to_dicts():
+        found.setdefault((r["experiment"], r["treatment"]), {})[r["method"]] = r["flags"]
+    return found
+
+
+def segments_section(segments: data.Rows, effects: data.Rows | None = None) -> Section:
+    """Effects within segments. A method flagged for the whole comparison in section 1 (``effects``) is drawn
+    flagged here too (hollow marker, dashed interval) and named: what makes PPI++ doubtful over all sessions
+    (rated sessions unlike the rest) holds within each segment as well."""
     s = Section("segments", "7. Effects per task type and development cluster")
     s.add(
         "<p>The naive and PPI++ effect within each task type and development cluster with enough ratings in both "
-        "arms. Many small estimates: some will look different by chance; read them as where to look next, not as "
-        "findings.</p>"
+        "arms, on the 0–1 scale (0.25 = one star). Many small estimates: some will look different by chance; read "
+        "them as where to look next, not as findings.</p>"
     )
     if segments.why_empty:
         s.empty(segments.why_empty)
         return s
+    flags_by = _flags_by_comparison(effects) if effects is not None else {}
     for (experiment, treatment), group in segments.frame.group_by(["experiment", "treatment"], maintain_order=True):
         rows = group.to_dicts()
         control = rows[0]["control"]
+        flagged = flags_by.get((experiment, treatment), {})
         s.add(f"<h3>{esc(experiment)}: {esc(_comparison(treatment, control))}</h3>")
         estimated = [r for r in rows if not _missing(r["effect"])]
         skipped: dict[str, set[str]] = {}
@@ -717,6 +946,7 @@ def segments_section(segments: data.Rows) -> Section:
                     r["effect"],
                     r["ci_low"],
                     r["ci_high"],
+                    r["method"] in flagged,
                 )
                 for r in estimated
             ]
@@ -726,12 +956,21 @@ def segments_section(segments: data.Rows) -> Section:
                 intervals,
             )
             numbers = table(
-                ["dimension", "segment", "method", "effect", "95 % low", "95 % high", "rated T / C", "p"],
+                [
+                    "dimension",
+                    "segment",
+                    "method",
+                    "effect (0–1)",
+                    "95 % low (0–1)",
+                    "95 % high (0–1)",
+                    "rated T / C",
+                    "p",
+                ],
                 [
                     [
                         td(r["dimension"]),
                         td(r["segment"]),
-                        td(method_style(r["method"]).label),
+                        td(method_style(r["method"]).label + (" (flagged)" if r["method"] in flagged else "")),
                         td(r["effect"], 3, True),
                         td(r["ci_low"], 3, True),
                         td(r["ci_high"], 3, True),
@@ -741,9 +980,20 @@ def segments_section(segments: data.Rows) -> Section:
                     for r in estimated
                 ],
             )
+            marked = "; ".join(
+                f"{method_style(m).label}: {flags}"
+                for m, flags in flagged.items()
+                if any(r["method"] == m for r in estimated)
+            )
             s.figure(
                 svg,
-                "Effect with its 95 % interval in each segment with enough ratings; circles naive, diamonds PPI++.",
+                "Effect with its 95 % interval in each segment with enough ratings; circles naive, diamonds PPI++."
+                + (
+                    f" Hollow markers and dashed intervals are flagged, as for the whole comparison in section 1"
+                    f" ({esc(marked)}): read the naive estimates."
+                    if marked
+                    else ""
+                ),
                 numbers,
             )
         else:
@@ -834,9 +1084,9 @@ def split_power_section(srm: data.Rows, power: data.Rows) -> Section:
                 "comparison",
                 "rated T / C",
                 "ρ",
-                "MDE naive",
-                "MDE PPI++",
-                "target",
+                "MDE naive (0–1)",
+                "MDE PPI++ (0–1)",
+                "target (0–1)",
                 "ratings/arm naive",
                 "ratings/arm PPI++",
                 "note",
@@ -902,7 +1152,16 @@ def history_section(history: data.Rows, effects: data.Rows) -> Section:
             f"fig-history-{_slug(experiment, treatment)}", f"{experiment}: {treatment} vs {control}, {name}", looks
         )
         numbers = table(
-            ["day", "sessions", "rated", "effect", "95 % low", "95 % high", "sequence low", "sequence high"],
+            [
+                "day",
+                "sessions",
+                "rated",
+                "effect (0–1)",
+                "95 % low (0–1)",
+                "95 % high (0–1)",
+                "sequence low (0–1)",
+                "sequence high (0–1)",
+            ],
             [
                 [
                     td(f"{r['day']:%Y-%m-%d}"),
@@ -919,8 +1178,14 @@ def history_section(history: data.Rows, effects: data.Rows) -> Section:
         )
         s.figure(
             svg,
-            f"{esc(name)} estimate of {esc(treatment)} against {esc(control)} by day, with the one-look "
-            "interval (dashed) and the always-valid confidence sequence (dotted).",
+            f"{esc(name)} estimate of {esc(treatment)} against {esc(control)} by day on the 0–1 scale (stars on "
+            "the right), with the one-look interval (dashed) and the always-valid confidence sequence (dotted)"
+            + (
+                "; the axis stops at ±1, the largest difference the scale allows, and the early days' sequence runs "
+                "beyond it."
+                if any(abs(v) > figures.SCALE_LIMIT for x in looks for v in (x.cs_low, x.cs_high, x.ci_low, x.ci_high))
+                else "."
+            ),
             numbers,
         )
     return s
@@ -985,6 +1250,8 @@ h1 { margin-bottom: .2rem; } h2 { margin-top: 2.5rem; border-bottom: 2px solid #
 h4 { margin: 1.2rem 0 .3rem; }
 nav ol { columns: 2; } .meta, .small, .why { color: #444; font-size: .9em; }
 .conclusion { background: #f3f6fa; border-left: 4px solid #0072B2; padding: .5rem .8rem; }
+.banner { background: #fde8e8; border: 2px solid #D55E00; padding: .6rem .9rem; margin: .8rem 0; }
+table.summary { font-size: .95em; } table.summary th[scope="row"] { font-weight: 600; white-space: nowrap; }
 .empty { background: #fff7e6; border-left: 4px solid #E69F00; padding: .5rem .8rem; }
 figure { margin: 1rem 0; } figure svg { max-width: 100%; height: auto; display: block; }
 figcaption { font-size: .9em; color: #333; margin-top: .3rem; }
@@ -1005,6 +1272,7 @@ def build_page(con: duckdb.DuckDBPyConnection, source: str, built: datetime) -> 
     (when) are shown in its header."""
     effects = data.effects(con)
     power = data.power(con)
+    summary = summary_section(effects)
     sections = [
         effects_section(effects, power),
         width_section(effects),
@@ -1012,20 +1280,22 @@ def build_page(con: duckdb.DuckDBPyConnection, source: str, built: datetime) -> 
         shift_section(data.label_shift(con), effects),
         features_section(data.feature_differences(con), data.cost(con)),
         benchmark_section(data.benchmark_points(con), data.benchmark_correlation(con), data.benchmark_left_out(con)),
-        segments_section(data.segment_effects(con)),
+        segments_section(data.segment_effects(con), effects),
         split_power_section(data.srm(con), power),
         history_section(data.history(con), effects),
         design_section(data.units(con), data.ask_policy(con)),
     ]
     toc = "".join(f'<li><a href="#{s.anchor}">{esc(s.title.split(". ", 1)[1])}</a></li>' for s in sections)
     body = "".join(s.render(2) for s in sections)
+    banner = synthetic_banner(data.corpus(con))
     document = (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>PULSE report</title><style>{STYLESHEET}</style></head><body>"
         "<header><h1>PULSE report: user satisfaction by experiment</h1>"
         f'<p class="meta">Built {built:%Y-%m-%d %H:%M} UTC from <code>{esc(source)}</code>. Every number comes from '
-        "that warehouse; each figure's numbers are under &quot;The numbers&quot;.</p></header>"
-        f'<nav aria-label="Sections"><ol>{toc}</ol></nav><main>{body}</main></body></html>\n'
+        "that warehouse; each figure's numbers are under &quot;The numbers&quot;.</p>"
+        f"{banner}</header><main>{summary.render(2)}"
+        f'<nav aria-label="Sections"><h2>The detail</h2><ol>{toc}</ol></nav>{body}</main></body></html>\n'
     )
-    return Page(document, len(sections), sum(s.figures for s in sections))
+    return Page(document, len(sections) + 1, sum(s.figures for s in (summary, *sections)))

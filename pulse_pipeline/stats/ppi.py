@@ -18,6 +18,7 @@ constant predictions (lam = 0: the classical mean of the labels), all labels equ
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -295,3 +296,31 @@ def best_width_ratio(rho: float, n: int, N: int) -> float:
     if N == 0:
         return 1.0
     return math.sqrt(max(0.0, 1.0 - rho * rho * N / (n + N)))
+
+
+def best_width_ratio_of_difference(arms: Sequence[tuple[np.ndarray, np.ndarray, int]]) -> float:
+    """The narrowest interval PPI++ can give for a difference of arm means, relative to Welch's naive interval,
+    from each arm's own out-of-fold correlation ρ_a of predictions with ratings.
+
+    ``arms``: per arm (y, f_labeled, N): the n_a ratings, their out-of-fold predictions and the number of unrated
+    sessions. PPI++ with its optimal λ shrinks arm a's variance Var(Y_a)/n_a by 1 − ρ_a²·N_a/(n_a + N_a)
+    (:func:`best_width_ratio`); the arms' variances add, so::
+
+        ratio = sqrt( Σ_a Var_0(Y_a)/n_a · (1 − ρ_a²·N_a/(n_a + N_a))  /  Σ_a Var_1(Y_a)/n_a )
+
+    with the variances of the two intervals being compared: ddof 0 in :func:`ppi_mean`'s se, ddof 1 in Welch's.
+    One ρ pooled over both arms is not this: the arms' correlations differ (one arm's predictions may track its
+    ratings better), and a pooled ρ put the line above widths PPI++ really reached (0.844 against 0.808 on the
+    demo). An arm whose ratings or predictions are constant gains nothing (ρ_a taken as 0). NaN when an arm has
+    fewer than 2 ratings or every rating is the same (no naive width to compare with).
+    """
+    gained = naive = 0.0
+    for y, f, N in arms:
+        y, f = np.asarray(y, dtype=np.float64), np.asarray(f, dtype=np.float64)
+        n = y.size
+        if n < 2:
+            return float("nan")
+        rho = float(np.corrcoef(y, f)[0, 1]) if np.std(y) > 0 and np.std(f) > 0 else 0.0
+        gained += float(y.var()) / n * (best_width_ratio(max(-1.0, min(1.0, rho)), n, N) ** 2)
+        naive += float(y.var(ddof=1)) / n
+    return math.sqrt(gained / naive) if naive > 0 else float("nan")

@@ -3,7 +3,10 @@
 Why: the pipeline's end-to-end tests and the paper-scale benchmark need a drop whose every count and every
 arm effect is known. Files written into ``out_dir``:
 
-- ``sessions-0000.jsonl``, ... one session a line: ``{"session_id", "user_id", "history": [V0 events]}``;
+- ``sessions-0000.jsonl``, ... one session a line: ``{"session_id", "user_id", "synthetic", "history": [V0 events]}``;
+  ``synthetic`` (:data:`SYNTHETIC_KEY`: the generator, its seed and scenario) lands in the session's
+  ``metadata_json`` like any key a real export adds, so the warehouse itself says which sessions are made up (the
+  report's banner counts them), whatever command ingested them;
 - ``ratings.jsonl``      one row per rated segment, shaped like OpenHands' ``conversation_feedback`` table;
   ``event_id`` is the id of the segment's closing agent message / finish, and the mean of a session's rows is
   exactly its ``label``. With ``ask_log_share`` > 0, sessions that start in that last share of the time span also
@@ -58,6 +61,9 @@ from .model import (
     true_arm_means,
 )
 from .render import BASE_TIME, SPAN_SECONDS, render_session, session_specs
+
+SYNTHETIC_KEY = "synthetic"  # a session record's key naming its generator: staging.sessions.metadata_json $.synthetic
+GENERATOR = "pulse_pipeline.synth"
 
 TRUTH_COLUMNS: tuple[str, ...] = (
     "session_id",
@@ -211,7 +217,7 @@ def truth_document(
         }
     rated = table.rated
     return {
-        "generator": "pulse_pipeline.synth",
+        "generator": GENERATOR,
         "seed": seed,
         "id_prefix": prefix,
         "user_prefix": user_prefix,
@@ -287,6 +293,7 @@ def write_corpus(
     k_rated = table.n_rated_segments.tolist()
     stars = table.segment_ratings.tolist()
 
+    marker = {"generator": GENERATOR, "seed": seed, "scenario": scenario}
     files: list[Path] = []
     n_events = 0
     total_bytes = 0
@@ -304,7 +311,14 @@ def write_corpus(
             if advance is not None:
                 advance(1, n_sessions)
             lines.append(
-                orjson.dumps({"session_id": spec.session_id, "user_id": spec.user_id, "history": rendered.history})
+                orjson.dumps(
+                    {
+                        "session_id": spec.session_id,
+                        "user_id": spec.user_id,
+                        SYNTHETIC_KEY: marker,
+                        "history": rendered.history,
+                    }
+                )
             )
             logs_asks = ask_log_share > 0 and datetime.fromisoformat(rendered.history[0]["timestamp"]) >= asks_from
             answered: dict[int, dict] = {}

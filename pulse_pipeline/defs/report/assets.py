@@ -12,6 +12,7 @@ from ..specs import EAGER, key
 REPORT_KEY = dg.AssetKey(["report", "index_html"])
 # every table the page reads (report/data.py): the report is rebuilt when any of them is
 READS = (
+    tables.STAGING_SESSIONS,  # which sessions the generator made: the synthetic banner
     tables.EXPERIMENT_EFFECTS,
     tables.POWER,
     tables.PREDICTIONS,
