@@ -117,11 +117,11 @@ def ingest(home: PulseHome, path: Path, name: str | None = None, say: Say = prin
     from .defs.ingest.partitions import drops_partitions
     from .defs.ingest.sensors import INGEST_JOB
 
+    defs = _definitions(home)  # first: it checks the settings files, so a broken one registers nothing
     instance = instance_for(home)
     key, target = register_drop(home, path, name)
     if not instance.has_dynamic_partition(drops_partitions.name, key):
         instance.add_dynamic_partitions(drops_partitions.name, [key])
-    defs = _definitions(home)
     total = _assets_of(defs, INGEST_JOB, DOWNSTREAM_JOB)
     with one_instance(home.work_db), progress.bar("assets", unit="asset", total=total) as advance:
         say(f"ingesting drop {key} ({target})")
