@@ -586,7 +586,7 @@ def _error_kind(exc: BaseException) -> str | None:
     Known: the user's input and settings (``ValueError``: ``UsageError``, ``SettingsFileError``, ``SettingsError``,
     ``RubricError``, a selection, a TOML error; ``LookupError`` of a missing table), files and folders
     (``OSError``, said with its path), a run that failed (``RuntimeError`` from ``runs``), DuckDB's errors (a
-    locked, corrupt or foreign database) and Dagster's user-facing ones. Each keeps its own first line."""
+    locked, corrupt or foreign database) and Dagster's invalid config. Each keeps its own first line."""
     if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
         return f"{exc.filename}: {exc.strerror}"
     known: tuple[type[BaseException], ...] = (ValueError, OSError, RuntimeError, LookupError)
@@ -595,7 +595,7 @@ def _error_kind(exc: BaseException) -> str | None:
         known += (duckdb.Error,)
     dagster = sys.modules.get("dagster")
     if dagster is not None:
-        known += (dagster.DagsterUserCodeExecutionError, dagster.DagsterInvariantViolationError)
+        known += (dagster.DagsterInvalidConfigError,)  # op config given on the command line
     if isinstance(exc, known):
         return str(exc).strip() or type(exc).__name__
     return None

@@ -164,6 +164,17 @@ def test_an_unwritable_home_is_refused_in_one_line(command, empty_home, tmp_path
     assert "cannot be written" in _assert_one_line(command, code, out, err)
 
 
+def test_a_home_this_user_cannot_write_is_refused_before_any_work(empty_home, monkeypatch, capsys):
+    """The same refusal as the test above, for a run as root (which writes any folder): os.access says no."""
+    empty_home.root.mkdir()
+    monkeypatch.setattr(cli.os, "access", lambda path, mode: Path(path) != empty_home.root)
+    code, out, err = _run(["materialize"], capsys)
+    line = _assert_one_line("materialize", code, out, err)
+    root = empty_home.root
+    assert line == f"pulse materialize: PULSE_HOME={root}: {root} cannot be written by this user (permission denied)"
+    assert list(empty_home.root.iterdir()) == []
+
+
 def test_a_bug_is_one_line_and_its_traceback_goes_to_a_log(empty_home, monkeypatch, capsys):
     def broken(args):
         return 1 / 0
