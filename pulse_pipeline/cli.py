@@ -88,13 +88,33 @@ def cmd_materialize(args: argparse.Namespace) -> int:
 
     home = PulseHome.from_env()
     with progress.showing(not args.json):
-        keys = materialize(home, args.select, say=_say)
+        done = materialize(home, args.select, say=_say)
     if args.json:
-        print(json.dumps({"assets": keys, "warehouse": str(home.warehouse)}, indent=2))
+        published = {"published": done.not_published is None, "not_published": done.not_published}
+        print(json.dumps({"assets": done.keys, "warehouse": str(home.warehouse), **published}, indent=2))
     else:
-        print(f"materialized {len(keys)} assets into {home.warehouse}")
+        print(materialized_line(home, len(done.keys), done.not_published))
         print("\n".join(home.settings_lines()))
     return 0
+
+
+def materialized_line(home: PulseHome, assets: int, not_published: str | None) -> str:
+    """The last line of ``pulse materialize``: where the results are, or why analysts do not see them and what to
+    run (a selection on a home without drops materializes empty tables and publishes nothing)."""
+    from .ingest.drop import list_drops
+
+    if not_published is None:
+        return f"materialized {assets} assets; published {home.warehouse}"
+    kept = "the previous copy is kept" if home.warehouse.exists() else "nothing is published yet"
+    if not home.drops.is_dir() or not list_drops(home.drops):
+        return (
+            f"materialized {assets} assets over no drop, so {home.warehouse} was not replaced ({kept}): run"
+            " `pulse ingest PATH` (your trajectories) or `pulse demo` first"
+        )
+    return (
+        f"materialized {assets} assets in the working database; {home.warehouse} not replaced ({kept}):"
+        f" {not_published}; run `pulse materialize` (every asset) to bring every table up to date and publish"
+    )
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
@@ -234,8 +254,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()] if args.scenarios else []
     unknown = [s for s in scenarios if s not in SCENARIOS]
     if unknown:
-        _say(f"unknown scenario(s) {', '.join(unknown)}; choose from {', '.join(SCENARIOS)}")
-        return 2
+        raise UsageError(f"unknown scenario(s) {', '.join(unknown)}; choose from {', '.join(SCENARIOS)}")
     scenarios = scenarios or list(DEFAULT_SCENARIOS)
     _say(
         f"coverage validation of {', '.join(scenarios)}: {args.replications} replications per scenario on "
@@ -305,13 +324,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
     from .estimates.ask_policy import DEFAULT_FLOOR, policy_frame, policy_from_warehouse, write_policy
 
-    floor = DEFAULT_FLOOR if args.floor is None else args.floor
-    if not 0 < floor <= 1:
-        print(f"--floor must be in (0, 1], got {floor}")
-        return 2
+    floor = DEFAULT_FLOOR if args.floor is None else args.floor  # its range is checked by _check_arguments
     home = PulseHome.from_env()
     if not home.warehouse.is_file():
-        print(f"no published warehouse at {home.warehouse}: run pulse demo or pulse ingest first")
+        _say(f"pulse ask: no published warehouse at {home.warehouse}: run pulse demo or pulse ingest first")
         return 1
     with duckdb.connect(str(home.warehouse), read_only=True) as con:
         try:
@@ -319,7 +335,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         except duckdb.CatalogException as error:
             policy, why_not = None, f"the warehouse has no features or labels yet ({error})"
     if policy is None:
-        print(f"no ask policy: {why_not}")
+        _say(f"pulse ask: no ask policy: {why_not}")
         return 1
     out = Path(args.out) if args.out else home.root / "ask_policy"
     json_path, py_path = write_policy(policy, out)
@@ -353,8 +369,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
 
     home = PulseHome.from_env()
     if not home.warehouse.exists():
-        _say(f"no warehouse at {home.warehouse} yet: run `pulse ingest PATH` or `pulse demo` first")
-        return 2
+        raise UsageError(f"no warehouse at {home.warehouse} yet: run `pulse ingest PATH` or `pulse demo` first")
     con = duckdb.connect(str(home.warehouse), read_only=True)
     try:
         rel = con.sql(args.query)
@@ -364,8 +379,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
             else:
                 rel.show(max_rows=args.max_rows, max_width=200)
     except duckdb.Error as e:  # a typo in the query is the user's to fix: say what DuckDB said, no traceback
-        _say(f"query failed: {e}")
-        return 2
+        raise UsageError(f"query failed: {e}") from None
     finally:
         con.close()
     return 0
@@ -414,7 +428,7 @@ def cmd_discover(args: argparse.Namespace) -> int:
 
     if not feature_settings().llm_model:
         _say(
-            "pulse discover needs an LLM: set PULSE_LLM_MODEL (a litellm model name, e.g. openai/gpt-5-mini), and"
+            "pulse discover: needs an LLM: set PULSE_LLM_MODEL (a litellm model name, e.g. openai/gpt-5-mini), and"
             " PULSE_LLM_API_BASE / PULSE_LLM_API_KEY for its server (docs/features.md: the llm annotator)"
         )
         return 2
@@ -425,8 +439,7 @@ def cmd_discover(args: argparse.Namespace) -> int:
 
     home = PulseHome.from_env()
     if not exists(home.work_db):
-        _say(f"no warehouse in {home.root} yet: run `pulse ingest PATH` first")
-        return 2
+        raise UsageError(f"no warehouse in {home.root} yet: run `pulse ingest PATH` first")
     if args.family and args.family not in WIDE_FAMILIES:
         raise ValueError(f"--family {args.family!r}: choose one of {', '.join(WIDE_FAMILIES)}")
     out = Path(args.out) if args.out else home.root / "discover" / "candidate_rubric.toml"
@@ -553,12 +566,161 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# --- before any work: arguments, PULSE_HOME and settings files, checked without importing Dagster ---------------
+
+READS_SETTINGS = frozenset({"ingest", "materialize", "demo", "validate", "ui", "discover"})
+"""Commands that run stages, so read the settings files and ``PULSE_*`` variables: each is checked first
+(``settings_files.check_settings``), before a drop is copied or a model fitted."""
+WRITES_HOME = frozenset({"ingest", "materialize", "demo", "validate", "ui", "report", "discover"})
+"""Commands that create or write files under PULSE_HOME: the home must be a folder this user can write."""
+HOME_FREE = frozenset({"power", "synth", "diff"})
+"""Commands that never read PULSE_HOME (the walking test, ``tests/test_cli_errors.py``, expects every other command
+to refuse a broken home)."""
+SHORT_MESSAGE_LINES = 4  # a message of more lines shows its first on the terminal, the whole in a log file
+INTERNAL_ERROR = 70  # EX_SOFTWARE: a bug in PULSE, not the user's input (which exits 2)
+
+
+class UsageError(ValueError):
+    """Bad input the user can fix; ``main`` prints it as ``pulse <command>: <message>`` and exits 2."""
+
+
+def _at_least(args: argparse.Namespace, option: str, low: float) -> None:
+    value = getattr(args, option.lstrip("-").replace("-", "_"), None)
+    if value is not None and not value >= low:  # not >=: NaN is refused too
+        raise UsageError(f"{option} must be at least {low:g}, got {value:g}")
+
+
+def _check_arguments(args: argparse.Namespace) -> None:
+    """What can be checked from the arguments alone: paths that must exist, numbers in range (no heavy import,
+    so ``pulse ingest /nonexistent`` answers at once instead of after Dagster loads)."""
+    command = args.command
+    if command == "ingest" and not os.path.lexists(args.path):
+        raise UsageError(f"{args.path} does not exist (give a file or folder of trajectories)")
+    if command == "diff":
+        for path in (args.first, args.second):
+            if not Path(path).is_file():
+                raise UsageError(f"no warehouse at {path}")
+        _at_least(args, "--digits", 1)
+    for option, low in {
+        "synth": (("--sessions", 1), ("--users", 1), ("--seed", 0)),
+        "demo": (("--sessions", 1), ("--seed", 0)),
+        "validate": (("--replications", 1), ("--workers", 1), ("--seed", 0)),
+        "sql": (("--max-rows", 1),),
+        "discover": (("--sample", 2),),
+        "ui": (("--port", 1),),
+        "ask": (("--budget", 0),),
+    }.get(command, ()):
+        _at_least(args, option, low)
+    if command == "synth" and Path(args.out).exists() and not Path(args.out).is_dir():
+        raise UsageError(f"--out {args.out} is a file, not a folder")
+    if command == "ui" and args.port > 65535:
+        raise UsageError(f"--port must be at most 65535, got {args.port}")
+    if command == "ask" and args.floor is not None and not 0 < args.floor <= 1:
+        raise UsageError(f"--floor must be in (0, 1], got {args.floor:g}")
+
+
+def _check_home(command: str) -> None:
+    """PULSE_HOME is a folder (or can become one) that this user can write, for a command that writes it."""
+    from .settings import home_root
+
+    root = home_root()
+    existing = root
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        what = "is a file" if existing == root else f"is under {existing}, which is a file"
+        raise UsageError(f"PULSE_HOME={root} {what}, not a folder: point PULSE_HOME at a folder")
+    if command in WRITES_HOME and not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"PULSE_HOME={root}: {existing} cannot be written by this user (permission denied)")
+
+
+def preflight(args: argparse.Namespace) -> None:
+    """Every check that needs no work done: arguments, PULSE_HOME, the settings files and ``PULSE_*`` variables
+    of a command that reads them. Raises the first problem as one line; ``main`` prints it."""
+    _check_arguments(args)
+    if args.command not in HOME_FREE:
+        _check_home(args.command)
+    if args.command in READS_SETTINGS:
+        from .settings_files import check_settings
+
+        check_settings(PulseHome.from_env())
+
+
+def _error_kind(exc: BaseException) -> str | None:
+    """One line for an error PULSE knows to be about the input or the environment, else None (a bug).
+
+    Known: the user's input and settings (``ValueError``: ``UsageError``, ``SettingsFileError``, ``SettingsError``,
+    ``RubricError``, a selection, a TOML error; ``LookupError`` of a missing table), files and folders
+    (``OSError``, said with its path), a run that failed (``RuntimeError`` from ``runs``), DuckDB's errors (a
+    locked, corrupt or foreign database) and Dagster's invalid config. Each keeps its own first line."""
+    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}"
+    known: tuple[type[BaseException], ...] = (ValueError, OSError, RuntimeError, LookupError)
+    duckdb = sys.modules.get("duckdb")
+    if duckdb is not None:
+        known += (duckdb.Error,)
+    dagster = sys.modules.get("dagster")
+    if dagster is not None:
+        known += (dagster.DagsterInvalidConfigError,)  # op config given on the command line
+    if isinstance(exc, known):
+        return str(exc).strip() or type(exc).__name__
+    return None
+
+
+def _log_traceback(command: str, exc: BaseException) -> Path:
+    """Write the full traceback to PULSE_HOME/.work/logs (else the system's temporary folder) and return its path."""
+    import tempfile
+    import traceback
+    from datetime import UTC, datetime
+
+    name = f"pulse-{command}-{datetime.now(UTC):%Y%m%dT%H%M%S}-{os.getpid()}.log"
+    text = "".join(traceback.format_exception(exc))
+    for folder in (PulseHome.from_env().root / ".work" / "logs", Path(tempfile.gettempdir())):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_text(f"pulse {' '.join(sys.argv[1:])}\n{text}", encoding="utf-8")
+            return folder / name
+        except OSError:
+            continue
+    return Path("(nowhere: no folder could be written)")
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. Whatever goes wrong ends in ONE line on stderr, ``pulse <command>: ...``:
+
+    - bad input or a bad environment (``_error_kind``): what is wrong and, where it knows, the file and the fix;
+      exit 2;
+    - anything else is a bug in PULSE: a line saying so and where the full traceback was written
+      (``_log_traceback``); exit 70 (EX_SOFTWARE), so a script can tell "fix your input" from "report this".
+    A message of a few lines (DuckDB's: the error, then the query with a caret) is joined with " | "; a longer one
+    (a failed run's) keeps its first line on the terminal, the whole in the log.
+    """
+    import warnings
+
+    # Dagster's Beta/Preview warnings speak to developers of PULSE, not to its users
+    warnings.filterwarnings("ignore", message=r".* is currently in (beta|preview)")
     args = build_parser().parse_args(argv)
     try:
+        preflight(args)
         return args.func(args)
-    except (FileNotFoundError, FileExistsError, ValueError, RuntimeError) as exc:
-        _say(f"pulse {args.command}: {exc}")
+    except KeyboardInterrupt:
+        _say(f"pulse {args.command}: interrupted")
+        return 130
+    except Exception as exc:  # every error ends in one line; a bug's traceback goes to a log file
+        message = _error_kind(exc)
+        if message is None:
+            log = _log_traceback(args.command, exc)
+            what = (str(exc).strip().splitlines() or [""])[0]
+            _say(
+                f"pulse {args.command}: internal error (a bug in PULSE), {type(exc).__name__}: {what}; the full"
+                f" traceback is in {log}, please report it with that file"
+            )
+            return INTERNAL_ERROR
+        lines = [line.strip() for line in message.splitlines() if line.strip()]
+        shown = " | ".join(lines) if len(lines) <= SHORT_MESSAGE_LINES else lines[0]
+        if len(lines) > SHORT_MESSAGE_LINES:
+            shown += f" (the whole message: {_log_traceback(args.command, exc)})"
+        _say(f"pulse {args.command}: {shown}")
         return 2
 
 

@@ -16,7 +16,8 @@ Everything lives under ``PULSE_HOME`` (default ``./data``, resolved once, to an 
 
 Settings files resolve one way (:meth:`PulseHome.settings_file`): a file in PULSE_HOME wins, else the package's
 shipped default (``pulse_pipeline/defaults/``), so a new PULSE_HOME still has the paper's control arms and
-benchmark differences. Each resolved file says where it came from, and ``pulse`` prints it.
+benchmark differences. Each resolved file says where it came from, and ``pulse`` prints it. Every settings file is
+read whole and checked before any work starts (``settings_files.check_settings``).
 """
 
 from __future__ import annotations

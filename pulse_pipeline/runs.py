@@ -132,12 +132,14 @@ def _assets_of(defs: dg.Definitions, *jobs: str) -> int:
     return sum(len(defs.resolve_job_def(job).asset_layer.selected_asset_keys) for job in jobs)
 
 
-def _publish(home: PulseHome, defs: dg.Definitions, instance: dg.DagsterInstance, say: Say) -> None:
-    """Replace the analysts' copy if the working database is whole; else say why it was left as it was."""
+def _publish(home: PulseHome, defs: dg.Definitions, instance: dg.DagsterInstance, say: Say) -> str | None:
+    """Replace the analysts' copy if the working database is whole; else say why it was left as it was, and
+    return that reason (None: published)."""
     from .defs.publish import publish_if_whole
 
     reason = publish_if_whole(instance, defs.resolve_asset_graph(), home.work_db, home.warehouse)
     say(f"{home.warehouse} not replaced: {reason}" if reason else f"published {home.warehouse}")
+    return reason
 
 
 def ingest(home: PulseHome, path: Path, name: str | None = None, say: Say = print) -> DropSummary:
@@ -145,11 +147,11 @@ def ingest(home: PulseHome, path: Path, name: str | None = None, say: Say = prin
     from .defs.ingest.partitions import drops_partitions
     from .defs.ingest.sensors import INGEST_JOB
 
-    key, target = register_drop(home, path, name)  # first: a drop it refuses leaves no trace
+    defs = _definitions(home)  # first: it checks the settings files, so a broken one registers nothing
+    key, target = register_drop(home, path, name)  # then: a drop it refuses leaves no trace
     instance = instance_for(home)
     if not instance.has_dynamic_partition(drops_partitions.name, key):
         instance.add_dynamic_partitions(drops_partitions.name, [key])
-    defs = _definitions(home)
     total = _assets_of(defs, INGEST_JOB, DOWNSTREAM_JOB)
     with one_instance(home.work_db), progress.bar("assets", unit="asset", total=total) as advance:
         say(f"ingesting drop {key} ({target})")
@@ -203,28 +205,86 @@ def _replacements(con, this: str, other: str, key: str) -> dict[str, int]:
     return {drop: int(n) for drop, n in con.execute(sql, [key]).fetchall()}
 
 
-def materialize(
-    home: PulseHome, selection: str | None = None, say: Say = print, op_config: dict | None = None
-) -> list[str]:
-    """Materialize every asset (or the selection) over all drops in the drop folder; returns the asset keys.
+@dataclass(frozen=True)
+class Materialized:
+    """What :func:`materialize` did: the asset keys it materialized, and why the analysts' copy was not replaced
+    (None: it was published)."""
 
-    "Every asset" leaves out the on-demand ones (coverage validation); select them by name. ``op_config`` maps an
-    asset's op name to its config (e.g. the validation's replications)."""
+    keys: list[str]
+    not_published: str | None
+
+
+def select_assets(defs: dg.Definitions, selection: str | None) -> set[dg.AssetKey]:
+    """The assets a ``--select`` string picks (every asset but the on-demand ones when None), with the rest of a
+    multi-asset a picked asset belongs to: a raw table is written with the rest of its drop.
+
+    A selection Dagster cannot parse or resolve, or one that picks nothing, raises ValueError in one line naming
+    the groups and how keys are spelled (Dagster's own error is a traceback)."""
     from .definitions import ON_DEMAND
-    from .defs.ingest.partitions import drops_partitions
 
-    instance = instance_for(home)
-    defs = _definitions(home)
     graph = defs.resolve_asset_graph()
-    # a raw table is written with the rest of its drop, so selecting one selects its whole multi-asset
     try:
         picked = dg.AssetSelection.from_string(selection) if selection else dg.AssetSelection.all() - ON_DEMAND
-    except dg.DagsterError as e:  # a typo in the selection (Dagster's error is not public): a message, no traceback
-        raise ValueError(f"{e} (Dagster's selection syntax: key:raw/sessions, group:staging, A or B)") from None
-    chosen = picked.required_multi_asset_neighbors()
-    keys = chosen.resolve(graph)
+        keys = picked.required_multi_asset_neighbors().resolve(graph)
+    except dg.DagsterError as e:
+        raise ValueError(f"--select {selection!r}: {_selection_problem(e, graph)}; {_selection_help(graph)}") from None
     if not keys:
-        raise ValueError(f"selection {selection!r} matches no asset")
+        raise ValueError(
+            f"--select {selection!r} matches no asset{_close_keys(selection, graph)}; {_selection_help(graph)}"
+        )
+    return keys
+
+
+def _selection_problem(error: dg.DagsterError, graph) -> str:
+    """Dagster's complaint in one line; for keys that do not exist, the closest real keys."""
+    import difflib
+    import re
+
+    text = str(error).strip().splitlines()[0]
+    missing = re.search(r"AssetKey\(s\) \[(.*?)\] were selected", text)
+    if missing is None:
+        return text
+    names = [k.to_user_string() for k in graph.get_all_asset_keys()]
+    wrong = [w.strip(" '\"") for w in missing.group(1).split(",")]
+    close = [c for w in wrong for c in difflib.get_close_matches(w, names, n=2)]
+    return f"no asset {', '.join(wrong)}" + (f" (did you mean {' or '.join(close)}?)" if close else "")
+
+
+def _close_keys(selection: str | None, graph) -> str:
+    """ " (did you mean ...?)" for the ``key:`` terms of a selection that name no asset, else ""."""
+    import difflib
+    import re
+
+    names = [k.to_user_string() for k in graph.get_all_asset_keys()]
+    close = [
+        c for w in re.findall(r"key:([\w/\-\"]+)", selection or "") for c in difflib.get_close_matches(w, names, n=2)
+    ]
+    return f" (did you mean {' or '.join(close)}?)" if close else ""
+
+
+def _selection_help(graph) -> str:
+    groups = sorted({graph.get(k).group_name for k in graph.get_all_asset_keys()} - {None})
+    return (
+        f"groups: {', '.join(groups)}; keys are schema/table (key:staging/sessions); combine with 'or', add '+' "
+        "for what depends on it (group:features+)"
+    )
+
+
+def materialize(
+    home: PulseHome, selection: str | None = None, say: Say = print, op_config: dict | None = None
+) -> Materialized:
+    """Materialize every asset (or the selection) over all drops in the drop folder; returns the asset keys and
+    whether the analysts' copy was published.
+
+    "Every asset" leaves out the on-demand ones (coverage validation); select them by name. ``op_config`` maps an
+    asset's op name to its config (e.g. the validation's replications). The selection is resolved before anything
+    is written: a bad one creates no folder (:func:`select_assets`)."""
+    from .defs.ingest.partitions import drops_partitions
+
+    defs = _definitions(home)
+    graph = defs.resolve_asset_graph()
+    keys = select_assets(defs, selection)
+    instance = instance_for(home)
     partitioned = {k for k in keys if graph.get(k).partitions_def is not None}
     runs: list[tuple[str, set[dg.AssetKey], str | None]] = []  # (message, assets, partition)
     if partitioned:
@@ -247,5 +307,5 @@ def materialize(
                 jobs=[dg.define_asset_job(MATERIALIZE_JOB, selection=subset)], assets=assets, resources=defs.resources
             ).resolve_job_def(MATERIALIZE_JOB)
             _execute(job, instance, partition_key, run_config, message, advance, total)
-    _publish(home, defs, instance, say)
-    return sorted(k.to_user_string() for k in keys)
+    reason = _publish(home, defs, instance, say)
+    return Materialized(sorted(k.to_user_string() for k in keys), reason)

@@ -20,7 +20,11 @@ def test_a_bad_query_says_what_duckdb_said_and_exits_2(pulse_home, capsys):
     _warehouse(pulse_home)
     assert main(["sql", "SELECT nonexistent FROM staging.sessions"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("query failed: Binder Error") and '"nonexistent" not found' in err, err
+    assert (
+        err.startswith("pulse sql: query failed: Binder Error")
+        and err.count("\n") == 1
+        and '"nonexistent" not found' in err
+    ), err
 
 
 def test_the_warehouse_is_opened_read_only(pulse_home, capsys):

@@ -50,7 +50,7 @@ def test_split_check_counts_users_under_unit_user():
     frame = _assign(rows)
     units = unit_counts(frame, {"e": "user"})
     assert units["e"].counts == {"a": 3, "b": 3}
-    a, b = srm_rows({"e": {"a": 7, "b": 3}}, {}, None, units)
+    a, b = srm_rows({"e": {"a": 7, "b": 3}}, {}, units)
     assert (a.sessions, a.units, a.expected_units, a.expected_sessions) == (7, 3, 3.0, 5.0)
     assert a.chi2 == pytest.approx(0.0) and not a.mismatch and a.unit == "user" and a.unit_source == "configured"
     # counted in sessions the same split looks lopsided: (7 - 5)^2 / 5 * 2 = 1.6

@@ -86,7 +86,7 @@ def test_reconciliation_fails_when_a_row_goes_missing(wh):
 def test_materialize_runs_every_asset_and_its_checks(pulse_home):
     for name in ("trajs_basic_gui_mode.json", "resolver_mock_output.jsonl"):
         shutil.copy2(SAMPLES / "openhands_v0" / name, pulse_home.drops / name)
-    keys = materialize(pulse_home, say=lambda _: None)
+    keys = materialize(pulse_home, say=lambda _: None).keys
     # every asset but the on-demand coverage validation: the contract tables less the LLM cache, the bookkeeping
     # and the validation, plus features/session_features and the report (a file)
     assert len(keys) == len(tables.ALL_TABLES) - 1

@@ -10,8 +10,13 @@ the change in a benchmark score ΔB, and reports their Pearson correlation. The 
     claude-4-sonnet,claude-3.7-sonnet,Testing code,SWT-Bench,22.8,PULSE paper Table 3: SWT-Bench
 
 ``delta_b`` is treatment - control in percentage points; ``cluster`` is one of the rubric's development clusters
-(matched case-insensitively, written back in the rubric's spelling); ``source`` may be blank. Bad rows are reported,
-never raised: :func:`read_benchmarks` returns them as problem rows and keeps the good ones.
+(matched case-insensitively, written back in the rubric's spelling); ``source`` may be blank.
+
+:func:`read_benchmarks` parses the file and returns its bad lines as problem rows; :func:`load_benchmarks`, what the
+stage and the preflight (``settings_files.check_settings``) call, refuses a file with any bad line, in one line
+naming the file, the line and the reason, before any work starts. One case stays a table row instead: a rubric
+without a ``development_cluster`` feature (a rubric of your own) gives no cluster to match, so every line is a
+``rejected`` point saying so, rather than a file that cannot be used with that rubric stopping every run.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from pulse_pipeline.features.wide import option_column
 from pulse_pipeline.stats.correlation import correlations
 
 CLUSTER_FEATURE = "development_cluster"
+NO_CLUSTER_FEATURE = "none: the rubric has no development_cluster feature"
 REQUIRED = ("treatment", "control", "cluster", "benchmark", "delta_b")
 BENCHMARK_SCHEMA = {
     "treatment": pl.Utf8,
@@ -106,7 +112,7 @@ def _check_row(values: dict[str, str], clusters: dict[str, str]) -> str | None:
     if _delta(values["delta_b"]) is None:
         return f"delta_b {values['delta_b']!r} is not a number"
     if values["cluster"].lower() not in clusters:
-        known = ", ".join(clusters.values()) or "none: the rubric has no development_cluster feature"
+        known = ", ".join(clusters.values()) or NO_CLUSTER_FEATURE
         return f"cluster {values['cluster']!r} is not a development cluster of the rubric ({known})"
     if values["treatment"] == values["control"]:
         return "treatment and control are the same variant"
@@ -177,6 +183,21 @@ def read_benchmarks(path: Path, rubric: Rubric | None = None) -> tuple[pl.DataFr
     if header is None:
         problems.append({"line": 0, "raw": "", "reason": f"{path} has no header line"})
     return _frames(rows, problems)
+
+
+def load_benchmarks(path: Path, rubric: Rubric | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """:func:`read_benchmarks`, refusing a bad file: returns ``(rows, problems)`` where problems are only the lines
+    rejected because the rubric has no development clusters (see the module docstring); any other problem raises
+    ``settings_files.SettingsFileError`` with the file, the first bad line and its reason (and how many more)."""
+    from ..settings_files import SettingsFileError
+
+    rows, problems = read_benchmarks(path, rubric)
+    refused = problems.filter(~pl.col("reason").str.ends_with(f"({NO_CLUSTER_FEATURE})"))
+    if not refused.is_empty():
+        first = refused.row(0, named=True)
+        more = f" (and {refused.height - 1} more bad line(s))" if refused.height > 1 else ""
+        raise SettingsFileError(path, f"{first['reason']}{more}", first["line"] or None)
+    return rows, problems
 
 
 def _rated(ratings: pl.DataFrame) -> pl.DataFrame:
@@ -336,7 +357,7 @@ def build_benchmark_tables(path: Path, rubric: Rubric, sessions: pl.DataFrame, m
 
     The points are :func:`benchmark_correlation`'s, followed by one ``rejected`` point per problem line of the file.
     """
-    benchmarks, problems = read_benchmarks(path, rubric)
+    benchmarks, problems = load_benchmarks(path, rubric)
     ratings = cluster_ratings(sessions, _development_clusters(rubric).values())
     points, correlation = benchmark_correlation(benchmarks, ratings, min_ratings=min_ratings)
     return BenchmarkTables(pl.concat([points, rejected_points(problems)]), correlation, problems.height)

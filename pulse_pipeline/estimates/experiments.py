@@ -12,21 +12,24 @@ An experiment the file does not name, or a control the data do not have, falls b
 alphabetically (the reason is kept). Every other arm is a treatment compared with the control. Without a
 ``split`` the arms are meant to get equal traffic (what the sample-ratio check tests against).
 
+The file is checked whole before any work starts (:func:`experiments_config`, called by ``settings_files``): a
+syntax error, an unknown key, a unit other than "session" or "user", a split without arms or with a weight that is
+not a positive number, or a control missing from its split stops the command in one line naming the file and line.
+
 The randomization unit (:func:`resolve_unit`). ``unit = "user"`` means a user's sessions all get the user's arm
 and are not independent: every interval is then clustered by user and the sample-ratio check counts users.
-Without ``unit`` (or with a value other than "session" / "user", which the source notes) the unit is detected
-from ``staging.assignments``: ``user`` when at least one user has several sessions in the experiment and every
-such user always got the same arm, else ``session``. Detection cannot tell sticky assignment from chance in an
-experiment where users rarely return, and the rule errs towards ``session`` only when the data contradict
-``user``. Users who switch arms under ``unit = "user"`` (a broken sticky assignment, a shared account) are left
-out of the comparison, not quarantined: their sessions are well-formed, only unusable as user-level evidence,
-and the user belongs to no single arm; every row of the experiment records how many sessions and users were
-left out. Sessions without a user id are their own cluster (nothing ties them to other sessions).
+Without ``unit`` the unit is detected from ``staging.assignments``: ``user`` when at least one user has several
+sessions in the experiment and every such user always got the same arm, else ``session``. Detection cannot tell
+sticky assignment from chance in an experiment where users rarely return, and the rule errs towards ``session``
+only when the data contradict ``user``. Users who switch arms under ``unit = "user"`` (a broken sticky
+assignment, a shared account) are left out of the comparison, not quarantined: their sessions are well-formed,
+only unusable as user-level evidence, and the user belongs to no single arm; every row of the experiment records
+how many sessions and users were left out. Sessions without a user id are their own cluster (nothing ties them to
+other sessions).
 """
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,38 +50,98 @@ class Experiment:
         return f"single-arm experiment (only {self.control!r}): nothing to compare"
 
 
-def _specs(path: Path) -> dict[str, dict]:
-    if not path.exists():
-        return {}
-    return tomllib.loads(path.read_text(encoding="utf-8")).get("experiments", {})
+EXPERIMENT_KEYS = ("control", "split", "unit")
+
+
+@dataclass(frozen=True)
+class ExperimentsConfig:
+    """What ``experiments.toml`` configures, checked: experiment -> control arm, -> unit, -> arm -> weight."""
+
+    controls: dict[str, str]
+    units: dict[str, str]
+    splits: dict[str, dict[str, float]]
+
+
+def experiments_config(path: Path) -> ExperimentsConfig:
+    """The experiments file at ``path`` read whole and checked; the one reader of the file (``read_controls``,
+    ``read_units``, ``read_splits`` and the preflight ``settings_files.check_settings`` all call it).
+
+    A missing file configures nothing. Anything else the stages could not use raises
+    ``settings_files.SettingsFileError`` naming the file, the line and what is wrong: TOML syntax; a top-level key
+    other than ``experiments``; an experiment that is not a table or has a key other than control, split, unit; a
+    control that is not a non-empty string; a unit other than "session" or "user"; a split that is not a table of
+    arms, names no arm, gives an arm a weight that is not a positive number, or leaves out the control.
+    """
+    from ..settings_files import SettingsFileError, line_of, read_toml
+
+    if not Path(path).exists():
+        return ExperimentsConfig({}, {}, {})
+    doc, text = read_toml(path)
+
+    def fail(what: str, table: str = "experiments", key: str | None = None) -> SettingsFileError:
+        return SettingsFileError(path, what, line_of(text, table, key))
+
+    for top in doc:
+        if top != "experiments":
+            raise fail(f"unknown table or key {top!r}: the file holds [experiments.NAME] tables", top)
+    specs = doc.get("experiments", {})
+    if not isinstance(specs, dict):
+        raise SettingsFileError(path, "experiments must be tables: [experiments.NAME]", line_of(text, "experiments"))
+    controls: dict[str, str] = {}
+    units: dict[str, str] = {}
+    splits: dict[str, dict[str, float]] = {}
+    for name, spec in specs.items():
+        table = f"experiments.{name}"
+        if not isinstance(spec, dict):
+            raise fail(f"experiments.{name} must be a table ([experiments.{name}]), got {spec!r}", "experiments", name)
+        unknown = [k for k in spec if k not in EXPERIMENT_KEYS]
+        if unknown:
+            raise fail(f"{table}: unknown key {unknown[0]!r} (known: {', '.join(EXPERIMENT_KEYS)})", table, unknown[0])
+        if "control" in spec:
+            control = spec["control"]
+            if not isinstance(control, str) or not control.strip():
+                raise fail(f"{table}.control must be an arm's name (text), got {control!r}", table, "control")
+            controls[name] = control
+        if "unit" in spec:
+            if spec["unit"] not in UNITS:
+                raise fail(f"{table}.unit must be one of {', '.join(UNITS)}, got {spec['unit']!r}", table, "unit")
+            units[name] = spec["unit"]
+        if "split" in spec:
+            split = spec["split"]
+            if not isinstance(split, dict) or not split:
+                raise fail(f"{table}.split must name the arms and their weights, got {split!r}", table, "split")
+            weights = {}
+            for arm, w in split.items():
+                if isinstance(w, bool) or not isinstance(w, int | float) or not w > 0:
+                    raise fail(f"{table}.split.{arm} must be a positive number, got {w!r}", table, "split")
+                weights[str(arm)] = float(w)
+            if name in controls and controls[name] not in weights:
+                raise fail(
+                    f"{table}: control {controls[name]!r} is not an arm of its split ({', '.join(weights)})",
+                    table,
+                    "control",
+                )
+            splits[name] = weights
+    return ExperimentsConfig(controls, units, splits)
 
 
 def read_controls(path: Path) -> dict[str, str]:
-    return {name: str(spec["control"]) for name, spec in _specs(path).items() if "control" in spec}
+    """experiment -> control arm, as the file names them (:func:`experiments_config`)."""
+    return experiments_config(path).controls
 
 
 def read_units(path: Path) -> dict[str, str]:
-    """experiment -> the ``unit`` the file configures (as written; :func:`resolve_unit` judges the value)."""
-    return {name: str(spec["unit"]) for name, spec in _specs(path).items() if "unit" in spec}
+    """experiment -> the ``unit`` the file configures (:func:`experiments_config` accepts only UNITS)."""
+    return experiments_config(path).units
 
 
 def read_splits(path: Path) -> dict[str, dict[str, float]]:
     """experiment -> arm -> intended relative weight, for the experiments whose ``split`` the file gives.
 
-    A weight that is not a positive number raises ValueError naming the experiment and arm.
+    A weight that is not a positive number raises ``SettingsFileError`` (a ValueError) naming the file, line,
+    experiment and arm (:func:`experiments_config`).
     """
-    out: dict[str, dict[str, float]] = {}
-    for name, spec in _specs(path).items():
-        split = spec.get("split")
-        if split is None:
-            continue
-        weights = {}
-        for arm, w in dict(split).items():
-            if isinstance(w, bool) or not isinstance(w, int | float) or not w > 0:
-                raise ValueError(f"{path}: experiments.{name}.split.{arm} must be a positive number, got {w!r}")
-            weights[str(arm)] = float(w)
-        out[name] = weights
-    return out
+    return experiments_config(path).splits
 
 
 def experiments(arms: dict[str, list[str]], controls: dict[str, str]) -> list[Experiment]:

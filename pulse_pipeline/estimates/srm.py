@@ -15,12 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 import polars as pl
 
 from ..stats.two_sample import sample_ratio_test
-from .experiments import for_unit, read_splits, resolve_unit
+from .experiments import for_unit, resolve_unit
 
 ALARM_P = 0.001
 
@@ -76,22 +75,9 @@ def unit_counts(assignments: pl.DataFrame, configured: Mapping[str, str]) -> dic
     return out
 
 
-def intended_splits(path: Path) -> tuple[dict[str, dict[str, float]], str | None]:
-    """The splits ``experiments.toml`` configures, and None; or, when a split there is unusable, no splits and why.
-
-    A bad split does not stop the check: every experiment is then tested against equal shares, and the reason
-    goes into every row's note.
-    """
-    try:
-        return read_splits(path), None
-    except ValueError as exc:
-        return {}, f"{exc}; tested against equal shares"
-
-
 def srm_rows(
     counts: dict[str, dict[str, int]],
     splits: dict[str, dict[str, float]],
-    split_problem: str | None = None,
     units: Mapping[str, UnitCounts] | None = None,
 ) -> list[SrmRow]:
     """Rows of ``estimates.srm_check``.
@@ -99,7 +85,8 @@ def srm_rows(
     ``counts``: experiment -> arm -> assigned sessions; ``splits``: experiment -> arm -> intended weight (an
     experiment without one is meant to split equally). An arm the split names but the data lack counts 0; an arm
     the data have but the split omits is tested against share 0, which always flags the mismatch, and says so.
-    ``split_problem`` (from :func:`intended_splits`) is added to every row's note. ``units``: experiment ->
+    ``splits`` comes from ``experiments.read_splits``, which refuses a bad split (the command stops before any work,
+    ``settings_files``), so there is no half-usable split here. ``units``: experiment ->
     :class:`UnitCounts` (:func:`unit_counts`); the test runs on those units; an experiment without an entry is
     tested on its sessions (unit "session", source None).
     """
@@ -137,8 +124,6 @@ def srm_rows(
             mismatch = bool(p < ALARM_P)
             if result.note:
                 notes.append(result.note)
-        if split_problem:
-            notes.append(split_problem)
         note = "; ".join(notes) or None
         for arm, share in zip(arms, shares, strict=True):
             rows.append(

@@ -114,25 +114,42 @@ def read_human_labels(path: Path, rubric: Rubric | None = None) -> tuple[dict[st
     Returns ``(session -> feature -> value, ignored)``: ``ignored`` lists the columns that are not rubric features
     (they are skipped; the caller warns). Empty cells are "not labelled". A session listed twice keeps, per
     feature, the last non-empty value.
+
+    The one reader of the file, also the preflight's (``settings_files.check_settings``): a file that cannot be
+    read, is not UTF-8, is not CSV, has no ``session_id`` column or no column naming a rubric feature raises
+    ``settings_files.SettingsFileError`` naming the file and the line.
     """
+    from ..settings_files import SettingsFileError
+
     rubric = rubric or load_rubric()
     features = {f.name.lower(): f for f in rubric.features}
-    with open(path, newline="", encoding="utf-8-sig") as fh:
-        reader = csv.DictReader(fh)
-        columns = [c for c in (reader.fieldnames or []) if c is not None]
-        by_lower = {c.strip().lower(): c for c in columns}
-        if "session_id" not in by_lower:
-            raise ValueError(f"{path}: no session_id column (columns: {', '.join(columns) or 'none'})")
-        sid_col = by_lower["session_id"]
-        used = {c: features[c.strip().lower()] for c in columns if c.strip().lower() in features}
-        ignored = [c for c in columns if c != sid_col and c not in used]
-        labels: dict[str, dict[str, str]] = {}
-        for row in reader:
-            sid = (row.get(sid_col) or "").strip()
-            if not sid:
-                continue
-            for column, feature in used.items():
-                value = normalize_value(feature, row.get(column))
-                if value:
-                    labels.setdefault(sid, {})[feature.name] = value
+    labels: dict[str, dict[str, str]] = {}
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as fh:
+            reader = csv.DictReader(fh)
+            try:
+                columns = [c for c in (reader.fieldnames or []) if c is not None]
+                by_lower = {c.strip().lower(): c for c in columns}
+                if "session_id" not in by_lower:
+                    raise SettingsFileError(path, f"no session_id column (columns: {', '.join(columns) or 'none'})", 1)
+                sid_col = by_lower["session_id"]
+                used = {c: features[c.strip().lower()] for c in columns if c.strip().lower() in features}
+                if not used:
+                    raise SettingsFileError(
+                        path, f"no column names a rubric feature ({', '.join(f.name for f in rubric.features)})", 1
+                    )
+                ignored = [c for c in columns if c != sid_col and c not in used]
+                for row in reader:
+                    sid = (row.get(sid_col) or "").strip()
+                    if not sid:
+                        continue
+                    for column, feature in used.items():
+                        value = normalize_value(feature, row.get(column))
+                        if value:
+                            labels.setdefault(sid, {})[feature.name] = value
+            except (csv.Error, UnicodeDecodeError) as exc:
+                what = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else f"not a CSV file ({exc})"
+                raise SettingsFileError(path, what, reader.line_num or None) from None
+    except OSError as exc:
+        raise SettingsFileError(path, f"human labels cannot be read ({exc.strerror or exc})") from None
     return labels, ignored

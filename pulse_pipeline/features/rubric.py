@@ -11,7 +11,6 @@ so adding a feature is an entry in a rubric file (plus, for the offline annotato
 from __future__ import annotations
 
 import hashlib
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,15 +57,27 @@ def load_rubric(path: Path | None = None) -> Rubric:
     The file is not chosen here: a caller that wants the configured rubric (``PULSE_RUBRIC``) passes
     ``settings.feature_settings().rubric_path``, which is None when it is unset.
     """
+    from ..settings_files import SettingsFileError, parse_toml
+
     path = path or DEFAULT_RUBRIC
-    raw = path.read_bytes()
     try:
-        doc = tomllib.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise RubricError(f"{path}: not a TOML rubric ({exc})") from exc
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise RubricError(f"{path}: the rubric cannot be read ({exc.strerror or exc})") from None
+    try:
+        doc, text = parse_toml(path, raw)
+    except SettingsFileError as exc:
+        raise RubricError(f"{exc} (a rubric)") from None
+    entries = doc.get("feature", [])
+    if not isinstance(entries, list):
+        raise RubricError(f"{path}: features must be [[feature]] tables")
+    headers = [n for n, line in enumerate(text.splitlines(), start=1) if line.strip().startswith("[[feature]]")]
     features = []
-    for i, entry in enumerate(doc.get("feature", [])):
-        where = f"{path}: feature #{i + 1} ({entry.get('name', '?')})"
+    for i, entry in enumerate(entries):
+        line = f", line {headers[i]}" if i < len(headers) else ""
+        if not isinstance(entry, dict):
+            raise RubricError(f"{path}{line}: feature #{i + 1} must be a [[feature]] table")
+        where = f"{path}{line}: feature #{i + 1} ({entry.get('name', '?')})"
         missing = [k for k in ("name", "definition", "value_type", "prompt") if not entry.get(k)]
         if missing:
             raise RubricError(f"{where} lacks {', '.join(missing)}")
@@ -76,18 +87,25 @@ def load_rubric(path: Path | None = None) -> Rubric:
             raise RubricError(f"{where}: prompt must be one of {PROMPTS}")
         if entry["value_type"] != "yes_no" and not entry.get("options"):
             raise RubricError(f"{where}: a {entry['value_type']} feature needs options")
-        if not entry["name"].isidentifier():
+        if not isinstance(entry["name"], str) or not entry["name"].isidentifier():
             raise RubricError(f"{where}: name must be a plain identifier (it becomes a column)")
+        for listed in ("options", "examples"):
+            values = entry.get(listed, [])
+            if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+                raise RubricError(f"{where}: {listed} must be a list of strings")
+        max_choices = entry.get("max_choices", 1)
+        if isinstance(max_choices, bool) or not isinstance(max_choices, int) or max_choices < 1:
+            raise RubricError(f"{where}: max_choices must be a whole number >= 1, got {max_choices!r}")
         features.append(
             RubricFeature(
                 name=entry["name"],
-                definition=entry["definition"],
+                definition=str(entry["definition"]),
                 value_type=entry["value_type"],
                 prompt=entry["prompt"],
-                heuristic=entry.get("heuristic", ""),
+                heuristic=str(entry.get("heuristic", "")),
                 options=tuple(entry.get("options", ())),
                 examples=tuple(entry.get("examples", ())),
-                max_choices=int(entry.get("max_choices", 1)),
+                max_choices=max_choices,
             )
         )
     names = [f.name for f in features]

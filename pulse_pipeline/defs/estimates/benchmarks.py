@@ -55,7 +55,8 @@ def benchmark_tables(
 @dg.asset_check(
     asset=key(tables.BENCHMARK_POINTS),
     blocking=False,
-    description="Warns when lines of benchmarks.csv could not be used (each is a 'rejected' point with its reason).",
+    description="Warns when lines of benchmarks.csv could not be used: with a rubric that has no development_cluster"
+    " feature every line is a 'rejected' point with that reason (any other bad line stops the run before it starts).",
 )
 def benchmark_file_is_clean(warehouse: WarehouseResource) -> dg.AssetCheckResult:
     with warehouse.warehouse() as wh:

@@ -3,12 +3,12 @@
 import dagster as dg
 
 from ... import tables
-from ...estimates.experiments import experiments_of
+from ...estimates.experiments import experiments_of, read_splits
 from ...estimates.feature_comparisons import feature_comparison_rows
 from ...estimates.label_shift import WARN_ABOVE, label_shift_rows
 from ...estimates.power import power_rows
 from ...estimates.sessions import arm_sizes, assignments, feature_names, oof_rho_by_comparison
-from ...estimates.srm import ALARM_P, intended_splits, srm_rows, unit_counts
+from ...estimates.srm import ALARM_P, srm_rows, unit_counts
 from ...estimates.subgroups import subgroup_effect_rows
 from ..markdown import markdown_table
 from ..resources import WarehouseResource
@@ -23,13 +23,11 @@ def _asset(table: tables.Table, deps: list) -> dg.asset:
 
 @_asset(tables.SRM_CHECK, [tables.STAGING_ASSIGNMENTS])
 def srm_check(context: dg.AssetExecutionContext, warehouse: WarehouseResource, estimates: EstimatesResource):
-    splits, problem = intended_splits(estimates.experiments_file().path)
-    if problem:
-        context.log.warning(problem)
+    splits = read_splits(estimates.experiments_file().path)  # checked before the run started (settings_files)
     with warehouse.warehouse() as wh:
         # counted in the randomized unit: users when experiments.toml says so or the assignments show it
         units = unit_counts(assignments(wh), estimates.units())
-        rows = srm_rows(arm_sizes(wh), splits, problem, units)
+        rows = srm_rows(arm_sizes(wh), splits, units)
         wh.replace(tables.SRM_CHECK, rows, nan_as_null=True)
         shown = wh.frame("SELECT * EXCLUDE (note) FROM estimates.srm_check ORDER BY experiment, arm")
     return dg.MaterializeResult(

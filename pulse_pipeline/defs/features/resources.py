@@ -12,6 +12,7 @@ from ...features.annotation import Annotator
 from ...features.rubric import Rubric, load_rubric
 from ...paths import PulseHome
 from ...settings import ANNOTATORS, FeatureSettings, feature_settings, llm_settings
+from ...settings_files import human_labels_path
 
 
 class AnnotatorResource(dg.ConfigurableResource):
@@ -43,7 +44,7 @@ def annotator_resource(settings: FeatureSettings | None = None, home: PulseHome 
     """The resource for ``settings`` (default: read from the environment now); human labels from
     ``PULSE_HUMAN_LABELS``, else ``home``'s ``human_labels.csv`` if it has one."""
     settings = settings or feature_settings()
-    human_labels = settings.human_labels_path or (home.human_labels_file if home else None)
+    human_labels = human_labels_path(settings, home)
     return AnnotatorResource(
         annotator=settings.annotator,
         rubric_path=str(settings.rubric_path) if settings.rubric_path else None,
