@@ -55,18 +55,15 @@ def cmd_quarantine(args: argparse.Namespace) -> int:
 
     home = PulseHome.from_env()
     if not home.warehouse.exists():
-        _say(f"no warehouse at {home.warehouse} yet: run `pulse ingest PATH` or `pulse demo` first")
-        return 2
+        raise UsageError(f"no warehouse at {home.warehouse} yet: run `pulse ingest PATH` or `pulse demo` first")
     try:
         with duckdb.connect(str(home.warehouse), read_only=True) as con:
             known = [d for (d,) in con.execute("SELECT drop_id FROM raw.drops ORDER BY 1").fetchall()]
             if args.drop is not None and args.drop not in known:
-                _say(f"no drop {args.drop!r} in {home.warehouse}; its drops: {', '.join(known) or 'none'}")
-                return 2
+                raise UsageError(f"no drop {args.drop!r} in {home.warehouse}; its drops: {', '.join(known) or 'none'}")
             found = reasons(con, args.drop)
     except duckdb.Error as error:  # not a warehouse, or one PULSE cannot read: said in one line
-        _say(f"cannot read the quarantine of {home.warehouse}: {str(error).splitlines()[0]}")
-        return 2
+        raise UsageError(f"cannot read the quarantine of {home.warehouse}: {str(error).splitlines()[0]}") from None
     if args.json:
         print(json.dumps([asdict(r) for r in found], indent=2))
         return 0

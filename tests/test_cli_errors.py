@@ -341,7 +341,9 @@ def test_a_group_on_an_empty_home_warns_nothing_and_says_nothing_was_published(t
     assert "Warning" not in done.stderr and "Traceback" not in done.stderr, done.stderr
     assert not (home / "pulse.duckdb").exists()
     [line] = [x for x in done.stdout.splitlines() if x.startswith("materialized")]
+    # the staging group: sessions, work_segments, segment_ratings, session_labels, session_asks, assignments,
+    # replaced_sessions
     assert line == (
-        f"materialized 6 assets over no drop, so {home / 'pulse.duckdb'} was not replaced (nothing is published"
+        f"materialized 7 assets over no drop, so {home / 'pulse.duckdb'} was not replaced (nothing is published"
         " yet): run `pulse ingest PATH` (your trajectories) or `pulse demo` first"
     )

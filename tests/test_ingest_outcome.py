@@ -270,9 +270,11 @@ def test_ingest_reports_reasons_and_replacements_and_strict_fails_on_quarantine(
 def test_pulse_quarantine_without_a_readable_warehouse_says_so_in_one_line(pulse_home, capsys):
     assert main(["quarantine"]) == 2
     assert capsys.readouterr().err.strip() == (
-        f"no warehouse at {pulse_home.warehouse} yet: run `pulse ingest PATH` or `pulse demo` first"
+        f"pulse quarantine: no warehouse at {pulse_home.warehouse} yet: run `pulse ingest PATH` or `pulse demo` first"
     )
     pulse_home.warehouse.write_text("not a database\n")
     assert main(["quarantine", "--drop", "x"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith(f"cannot read the quarantine of {pulse_home.warehouse}: ")
+    assert len(err) == 1 and err[0].startswith(
+        f"pulse quarantine: cannot read the quarantine of {pulse_home.warehouse}: "
+    )
