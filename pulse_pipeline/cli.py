@@ -17,6 +17,23 @@ def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def _published_here(home: PulseHome) -> bool:
+    """Whether the analysts' file reads this home, once published again if it read the files of a home this one
+    was moved or copied from (``lake.reads_elsewhere``, ``runs.publish_again_here``); if not, says why in one line.
+    The check opens the file only: Dagster is loaded when it must publish."""
+    from .lake import reads_elsewhere
+
+    old = reads_elsewhere(home.warehouse) if home.warehouse.is_file() else None
+    if old is None:
+        return True
+    from .runs import publish_again_here
+
+    reason = publish_again_here(home, old, _say)
+    if reason:
+        _say(reason)
+    return reason is None
+
+
 def cmd_ingest(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
@@ -260,6 +277,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if not home.warehouse.is_file():
         print(f"no published warehouse at {home.warehouse}: run pulse demo or pulse ingest first")
         return 1
+    if not _published_here(home):
+        return 2
     with duckdb.connect(str(home.warehouse), read_only=True) as con:
         try:
             policy, why_not = policy_from_warehouse(con, args.budget, floor)
@@ -302,6 +321,8 @@ def cmd_sql(args: argparse.Namespace) -> int:
     if not home.warehouse.exists():
         _say(f"no warehouse at {home.warehouse} yet: run `pulse ingest PATH` or `pulse demo` first")
         return 2
+    if not _published_here(home):
+        return 2
     con = duckdb.connect(str(home.warehouse), read_only=True)
     try:
         rel = con.sql(args.query)
@@ -323,6 +344,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     from .report.build import report_from_warehouse
 
     home = PulseHome.from_env()
+    if not _published_here(home):
+        return 2
     report = report_from_warehouse(home.warehouse, home.report)
     print(report.path)
     return 0

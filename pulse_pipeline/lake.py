@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -262,6 +263,25 @@ def write_views(con: duckdb.DuckDBPyConnection, target: Path, published: Path) -
     with open(target, "rb") as f:
         os.fsync(f.fileno())
     return snapshot
+
+
+def reads_elsewhere(published: Path) -> str | None:
+    """None when the analysts' file ``published`` reads the home it is in; else the folder, outside it, whose
+    Parquet files it names: a file published before views found their own home (absolute paths), in a home
+    moved or copied since."""
+    home = str(published.parent.resolve()) + "/"
+    try:
+        with duckdb.connect(str(published), read_only=True) as con:
+            views = con.execute("SELECT sql FROM duckdb_views() WHERE NOT internal").fetchall()
+    except duckdb.Error:
+        return None  # not a DuckDB file, or one in use: the reader that opens it next says what DuckDB says
+    for (sql,) in views:
+        if "read_parquet(" not in sql or SPILL_SETTING in sql:
+            continue
+        found = re.search(r"'(/[^']*?)lake/data/", sql)
+        if found and found.group(1) != home:
+            return found.group(1)
+    return None
 
 
 def expire_old_snapshots(con: duckdb.DuckDBPyConnection, keep: timedelta = KEEP_SNAPSHOTS) -> None:

@@ -3,7 +3,8 @@
 The analysts' file, ``pulse.duckdb``, is views over the lake's Parquet files (``lake.write_views``). Opened
 itself, from any working directory, it reads the files of the home it is in (``lake.home_of_file``); attached
 under another name it reads the home it was published in, and refuses in one line when it is not there
-(``lake.guard_where``): a copy never reads the original's files. Writers keep working in a moved
+(``lake.guard_where``): a copy never reads the original's files. PULSE's own readers publish again a file from
+before this rule that names another home's files (``runs.publish_again_here``). Writers keep working in a moved
 home, and a copy and its original then go their own ways."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from pulse_pipeline import runs
@@ -200,3 +202,50 @@ def _moved_and_copied(moved: Path, copy: Path, sessions: dict[str, int], tmp_pat
     assert _analyst(tmp_path, "open", "moved/pulse.duckdb", PER_DROP) == {"rows": expected}
     # the copy made before the move has drop a alone, read from its own files
     assert _analyst(copy.parent, "open", f"{copy.name}/pulse.duckdb", PER_DROP) == {"rows": [["a", sessions["a"]]]}
+
+
+def _absolute_views(home: Path) -> None:
+    """Publish ``home`` as PULSE did before this change: every view over the absolute paths of its Parquet files
+    (``lake.view_sql`` as it was), no guard."""
+    con = connect(PulseHome(home).work_db)
+    con.begin()
+    tables = con.execute("SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = 'lake'").fetchall()
+    published = PulseHome(home).warehouse
+    tmp = published.with_name("old.duckdb")
+    out = duckdb.connect(str(tmp))
+    for schema, table in tables:
+        columns = con.execute(
+            "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = 'lake' AND schema_name = ?"
+            " AND table_name = ? ORDER BY column_index",
+            [schema, table],
+        ).fetchall()
+        files = con.execute(
+            "SELECT data_file, delete_file FROM ducklake_list_files('lake', ?, schema => ?)", [table, schema]
+        ).fetchall()
+        select = ", ".join(f'"{name}"::{kind} AS "{name}"' for name, kind in columns)
+        parts = [
+            f"SELECT {select} FROM read_parquet('{data}', file_row_number = true)"
+            + (f" WHERE file_row_number NOT IN (SELECT pos FROM read_parquet('{deletes}'))" if deletes else "")
+            for data, deletes in files
+        ] or ["SELECT " + ", ".join(f'NULL::{kind} AS "{name}"' for name, kind in columns) + " WHERE false"]
+        out.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+        out.execute(f'CREATE VIEW "{schema}"."{table}" AS ' + " UNION ALL ".join(parts))
+    out.close()
+    con.close()
+    tmp.replace(published)
+
+
+def test_a_file_published_for_the_home_before_a_move_is_published_again(built_home, tmp_path, monkeypatch):
+    """A home published before views found their own home, then moved: `pulse sql` publishes it again first."""
+    home, sessions = built_home
+    shutil.copytree(home, tmp_path / "home", symlinks=True)
+    monkeypatch.setenv(LAKE_CATALOG, "sqlite")
+    _absolute_views(tmp_path / "home")
+    assert _analyst(tmp_path, "open", "home/pulse.duckdb", PER_DROP) == {"rows": [["a", sessions["a"]]]}
+    (tmp_path / "home").rename(tmp_path / "moved")
+    assert "No files found" in _analyst(tmp_path, "open", "moved/pulse.duckdb", PER_DROP)["error"]
+
+    done = _pulse(tmp_path / "moved", "sql", PER_DROP, "--csv")
+    assert (done.returncode, done.stdout.split()) == (0, ["drop_id,count_star()", f"a,{sessions['a']}"]), done.stderr
+    assert f"reads the files of {tmp_path / 'home'}/ (this home was moved or copied)" in done.stderr
+    assert _analyst(tmp_path, "open", "moved/pulse.duckdb", PER_DROP) == {"rows": [["a", sessions["a"]]]}
