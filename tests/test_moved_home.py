@@ -88,8 +88,10 @@ def test_a_moved_home_s_file_reads_its_own_files_from_any_working_directory(tmp_
     elsewhere.mkdir()
     _small_lake(tmp_path / "home", "first", 150)
     before = _t_state(150, "first")  # 135 rows, sum 10125
+    (tmp_path / "link").symlink_to(tmp_path / "home")  # a home reached through a link is where it was published
     for how in ("open", "attach", str(elsewhere / "mine.duckdb")):  # attached in place: as before
         assert _analyst(elsewhere, how, "../home/pulse.duckdb", T_STATE) == {"rows": before}
+        assert _analyst(elsewhere, how, "../link/pulse.duckdb", T_STATE) == {"rows": before}
 
     (tmp_path / "home").rename(tmp_path / "moved")
     assert _analyst(elsewhere, "open", "../moved/pulse.duckdb", T_STATE) == {"rows": before}
