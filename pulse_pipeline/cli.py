@@ -351,6 +351,19 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_publish(args: argparse.Namespace) -> int:
+    """Publish PULSE_HOME/pulse.duckdb again from the tables, if they are whole (``runs.publish``)."""
+    from .runs import publish
+
+    home = PulseHome.from_env()
+    reason = publish(home)
+    if reason:
+        _say(f"{home.warehouse} not replaced: {reason}")
+        return 2
+    print(f"published {home.warehouse}")
+    return 0
+
+
 def cmd_diff(args: argparse.Namespace) -> int:
     from .warehouse_diff import diff_warehouses
 
@@ -487,6 +500,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("report", help="rebuild the HTML report (PULSE_HOME/report/index.html) from the warehouse")
     s.set_defaults(func=cmd_report)
+
+    s = sub.add_parser("publish", help="publish pulse.duckdb again from the tables (after moving or copying a home)")
+    s.set_defaults(func=cmd_publish)
 
     s = sub.add_parser("diff", help="compare two warehouses table for table (exit 1 when any table differs)")
     s.add_argument("first")

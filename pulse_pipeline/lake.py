@@ -177,7 +177,7 @@ def guard_where(published: Path) -> str:
     why = (
         f"this pulse.duckdb was published for {published}, and it is attached from somewhere else (a moved or"
         " copied PULSE_HOME): open it itself, duckdb.connect('<PULSE_HOME>/pulse.duckdb', read_only=True), to read"
-        " the home it is in"
+        " the home it is in, or publish it there first: PULSE_HOME=<PULSE_HOME> pulse publish"
     )
     here = _quoted(str(published.parent))
     return (

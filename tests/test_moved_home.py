@@ -21,7 +21,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from pulse_pipeline import runs
+from pulse_pipeline import cli, runs
 from pulse_pipeline.paths import PulseHome
 from pulse_pipeline.settings import LAKE_CATALOG, ONE_FILE
 from pulse_pipeline.synth import write_corpus
@@ -112,7 +112,8 @@ def test_a_copied_home_reads_its_own_files_never_the_original_s(tmp_path, monkey
     # an untouched copy attached from elsewhere while the original is still there: one line, never its rows
     answer = _analyst(elsewhere, "attach", "../untouched/pulse.duckdb", T_STATE)
     assert f"published for {tmp_path / 'original' / 'pulse.duckdb'}" in answer["error"]
-    assert "open it itself" in answer["error"] and "\n" not in answer["error"]
+    assert "open it itself" in answer["error"] and "pulse publish" in answer["error"]
+    assert "\n" not in answer["error"]
 
     # the copy and the original go their own ways; each file reads its own home's rows
     _small_lake(tmp_path / "copy", "copied", 70)
@@ -195,9 +196,15 @@ def _moved_and_copied(moved: Path, copy: Path, sessions: dict[str, int], tmp_pat
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     assert done.stdout.strip() == str(moved / "report" / "index.html")
 
-    # a writer in the moved home: a second drop ingested, published, and read from its own files
+    # attached from elsewhere, the file cannot know it moved: it fails (its old home is gone) until it is published
+    # for where it is now
+    assert "error" in _analyst(tmp_path, "attach", "moved/pulse.duckdb", PER_DROP)
     for name, value in {**FAST, "PULSE_HOME": str(moved), "DAGSTER_HOME": str(moved / "dagster")}.items():
         monkeypatch.setenv(name, value)
+    assert cli.main(["publish"]) == 0
+    assert _analyst(tmp_path, "attach", "moved/pulse.duckdb", PER_DROP) == {"rows": [["a", sessions["a"]]]}
+
+    # a writer in the moved home: a second drop ingested, published, and read from its own files
     corpus = write_corpus(tmp_path / "corpus" / "b", 12, seed=2)
     runs.ingest(PulseHome.from_env(), tmp_path / "corpus" / "b", say=lambda _: None)
     expected = [["a", sessions["a"]], ["b", corpus.n_sessions]]
