@@ -17,21 +17,21 @@ def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def _published_here(home: PulseHome) -> bool:
-    """Whether the analysts' file reads this home, once published again if it read the files of a home this one
-    was moved or copied from (``lake.reads_elsewhere``, ``runs.publish_again_here``); if not, says why in one line.
-    The check opens the file only: Dagster is loaded when it must publish."""
+def _published_here(home: PulseHome) -> None:
+    """Make sure the analysts' file reads this home: publish it again if it reads the files of a home this one was
+    moved or copied from (``lake.reads_elsewhere``, ``runs.publish_again_here``); if it cannot, a RuntimeError
+    says why and what to run (``main`` prints it in one line). The check opens the file only: Dagster is loaded
+    when it must publish."""
     from .lake import reads_elsewhere
 
     old = reads_elsewhere(home.warehouse) if home.warehouse.is_file() else None
     if old is None:
-        return True
+        return
     from .runs import publish_again_here
 
     reason = publish_again_here(home, old, _say)
     if reason:
-        _say(reason)
-    return reason is None
+        raise RuntimeError(reason)
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -277,8 +277,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if not home.warehouse.is_file():
         print(f"no published warehouse at {home.warehouse}: run pulse demo or pulse ingest first")
         return 1
-    if not _published_here(home):
-        return 2
+    _published_here(home)
     with duckdb.connect(str(home.warehouse), read_only=True) as con:
         try:
             policy, why_not = policy_from_warehouse(con, args.budget, floor)
@@ -321,8 +320,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
     if not home.warehouse.exists():
         _say(f"no warehouse at {home.warehouse} yet: run `pulse ingest PATH` or `pulse demo` first")
         return 2
-    if not _published_here(home):
-        return 2
+    _published_here(home)
     con = duckdb.connect(str(home.warehouse), read_only=True)
     try:
         rel = con.sql(args.query)
@@ -344,8 +342,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from .report.build import report_from_warehouse
 
     home = PulseHome.from_env()
-    if not _published_here(home):
-        return 2
+    _published_here(home)
     report = report_from_warehouse(home.warehouse, home.report)
     print(report.path)
     return 0
@@ -358,8 +355,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     home = PulseHome.from_env()
     reason = publish(home)
     if reason:
-        _say(f"{home.warehouse} not replaced: {reason}")
-        return 2
+        raise RuntimeError(f"{home.warehouse} not replaced: {reason}")
     print(f"published {home.warehouse}")
     return 0
 
