@@ -179,7 +179,7 @@ def guard_where(published: Path) -> str:
         " copied PULSE_HOME): open it itself, duckdb.connect('<PULSE_HOME>/pulse.duckdb', read_only=True), to read"
         " the home it is in, or publish it there first: PULSE_HOME=<PULSE_HOME> pulse publish"
     )
-    here = _quoted(str(published.parent))
+    here = _quoted(str(published.parent.resolve()))  # DuckDB lists an attached file by its real path
     return (
         f"(SELECT CASE WHEN parse_filename({SPILL_SETTING}) = {spill} OR bool_or(parse_dirpath(path) = {here})"
         f" THEN true ELSE error({_quoted(why)}) END FROM duckdb_databases())"
