@@ -17,6 +17,23 @@ def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def _published_here(home: PulseHome) -> None:
+    """Make sure the analysts' file reads this home: publish it again if it reads the files of a home this one was
+    moved or copied from (``lake.reads_elsewhere``, ``runs.publish_again_here``); if it cannot, a RuntimeError
+    says why and what to run (``main`` prints it in one line). The check opens the file only: Dagster is loaded
+    when it must publish."""
+    from .lake import reads_elsewhere
+
+    old = reads_elsewhere(home.warehouse) if home.warehouse.is_file() else None
+    if old is None:
+        return
+    from .runs import publish_again_here
+
+    reason = publish_again_here(home, old, _say)
+    if reason:
+        raise RuntimeError(reason)
+
+
 def cmd_ingest(args: argparse.Namespace) -> int:
     """Exit 0, or 1 when the counts do not reconcile or (``--strict``) anything was quarantined; 2 when the drop
     is refused (missing, empty, or a different drop of that name already there)."""
@@ -326,6 +343,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if not home.warehouse.is_file():
         _say(f"pulse ask: no published warehouse at {home.warehouse}: run pulse demo or pulse ingest first")
         return 1
+    _published_here(home)
     with duckdb.connect(str(home.warehouse), read_only=True) as con:
         try:
             policy, why_not = policy_from_warehouse(con, args.budget, floor)
@@ -367,6 +385,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
     home = PulseHome.from_env()
     if not home.warehouse.exists():
         raise UsageError(f"no warehouse at {home.warehouse} yet: run `pulse ingest PATH` or `pulse demo` first")
+    _published_here(home)
     con = duckdb.connect(str(home.warehouse), read_only=True)
     try:
         rel = con.sql(args.query)
@@ -387,8 +406,21 @@ def cmd_report(args: argparse.Namespace) -> int:
     from .report.build import report_from_warehouse
 
     home = PulseHome.from_env()
+    _published_here(home)
     report = report_from_warehouse(home.warehouse, home.report)
     print(report.path)
+    return 0
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    """Publish PULSE_HOME/pulse.duckdb again from the tables, if they are whole (``runs.publish``)."""
+    from .runs import publish
+
+    home = PulseHome.from_env()
+    reason = publish(home)
+    if reason:
+        raise RuntimeError(f"{home.warehouse} not replaced: {reason}")
+    print(f"published {home.warehouse}")
     return 0
 
 
@@ -541,6 +573,9 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("report", help="rebuild the HTML report (PULSE_HOME/report/index.html) from the warehouse")
     s.set_defaults(func=cmd_report)
 
+    s = sub.add_parser("publish", help="publish pulse.duckdb again from the tables (after moving or copying a home)")
+    s.set_defaults(func=cmd_publish)
+
     s = sub.add_parser("diff", help="compare two warehouses table for table (exit 1 when any table differs)")
     s.add_argument("first")
     s.add_argument("second")
@@ -568,7 +603,7 @@ def build_parser() -> argparse.ArgumentParser:
 READS_SETTINGS = frozenset({"ingest", "materialize", "demo", "validate", "ui", "discover"})
 """Commands that run stages, so read the settings files and ``PULSE_*`` variables: each is checked first
 (``settings_files.check_settings``), before a drop is copied or a model fitted."""
-WRITES_HOME = frozenset({"ingest", "materialize", "demo", "validate", "ui", "report", "discover"})
+WRITES_HOME = frozenset({"ingest", "materialize", "demo", "validate", "ui", "report", "discover", "publish"})
 """Commands that create or write files under PULSE_HOME: the home must be a folder this user can write."""
 HOME_FREE = frozenset({"power", "synth", "diff"})
 """Commands that never read PULSE_HOME (the walking test, ``tests/test_cli_errors.py``, expects every other command

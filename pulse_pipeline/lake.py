@@ -7,8 +7,11 @@ keeps reading the snapshot it started on, so readers never block writers and not
 What analysts open stays one DuckDB file, ``pulse.duckdb``, that plain ``duckdb`` or Python opens with no extension:
 ``write_views`` makes it a small database of views, one per table, each reading the Parquet files of one snapshot
 (with that snapshot's deletions applied). It holds no data, so publishing costs the number of tables, not the
-history. An analyst's open connection keeps the views it opened, so it reads its snapshot until it reopens the
-file. Hence two rules, both here:
+history. The views name the files inside the home relative to it and find the home from where the file is opened
+(``home_of_file``), so a PULSE_HOME moved or copied keeps reading its own files; a file attached under another
+name reads the home it was published in, and refuses when it is not there (``guard_where``). An analyst's open
+connection keeps the views it opened, so it reads its snapshot until it reopens the file. Hence two rules, both
+here:
 
 - no data is inlined into the catalog (``DATA_INLINING_ROW_LIMIT 0``): views can only read Parquet files;
 - a snapshot's files are removed only when it is ``KEEP_SNAPSHOTS`` old (``expire_old_snapshots``, run at each
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -136,14 +140,83 @@ def _quoted(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def view_sql(con: duckdb.DuckDBPyConnection, schema: str, table: str, snapshot: int) -> str:
-    """A SELECT that reads ``schema.table`` as of ``snapshot`` from its Parquet files alone (no extension).
+SPILL_SETTING = "current_setting('temp_directory')"
+"""DuckDB's spill folder: ``<database file>.tmp`` beside the file a connection opened, unless set otherwise. A
+view cannot ask which file holds it (a table function takes no subquery, and ``current_database()`` is the
+connection's, not the view's), but this setting is known when the view is bound: the one fact a view can use to
+find the home it sits in (``home_of_file``)."""
+
+
+def home_of_file(published: Path) -> str:
+    """A SQL expression, folded when a view is bound: the folder (ending in ``/``) whose ``lake/`` the analysts'
+    file ``published`` reads.
+
+    Opened itself (``duckdb.connect(path)``, from any working directory: DuckDB makes the path absolute), its spill
+    folder is ``<folder>/<published.name>.tmp``: it reads the Parquet files of the home it is in, so a home moved or
+    copied keeps reading its own files. Attached under another name (``ATTACH '.../pulse.duckdb' AS p``, into memory
+    or into an analyst's own file, as the README shows), it cannot see where it is: it reads the home it was
+    published in, and ``guard_where`` refuses that unless the file is still there."""
+    spill = f"{published.name}.tmp"
+    return (
+        f"(CASE WHEN parse_filename({SPILL_SETTING}) = {_quoted(spill)}"
+        f" THEN parse_dirpath({SPILL_SETTING}) || '/' ELSE {_quoted(str(published.parent) + '/')} END)"
+    )
+
+
+def guard_where(published: Path) -> str:
+    """A condition that holds when the view reads its own home's files and is an error otherwise, one line that
+    says what to do. Opened itself, the file reads the home it is in (``home_of_file``). Otherwise (attached under
+    another name, or opened under another name) it reads the home it was published in, and only while a database
+    file of that folder is attached: the file itself, or the file it was opened as (a link beside it). So a copied
+    or moved home's file, attached from elsewhere, never reads the original home's files.
+
+    (A connection whose main file is another ``pulse.duckdb`` reads an attached one's files from the main file's
+    home: absent there, DuckDB says which file it did not find. DuckLake names every file it writes with a new
+    UUID and never rewrites one, so a file of that name in another home is a copy of the same bytes.)"""
+    spill = _quoted(f"{published.name}.tmp")
+    why = (
+        f"this pulse.duckdb was published for {published}, and it is attached from somewhere else (a moved or"
+        " copied PULSE_HOME): open it itself, duckdb.connect('<PULSE_HOME>/pulse.duckdb', read_only=True), to read"
+        " the home it is in, or publish it there first: PULSE_HOME=<PULSE_HOME> pulse publish"
+    )
+    here = _quoted(str(published.parent.resolve()))  # DuckDB lists an attached file by its real path
+    return (
+        f"(SELECT CASE WHEN parse_filename({SPILL_SETTING}) = {spill} OR bool_or(parse_dirpath(path) = {here})"
+        f" THEN true ELSE error({_quoted(why)}) END FROM duckdb_databases())"
+    )
+
+
+def _paths(files: list[str], home: Path, published: Path) -> str:
+    """A list expression of the Parquet files ``files``: those inside ``home`` relative to ``home_of_file``, any
+    other (``PULSE_LAKE_DATA`` elsewhere, or an ``s3://`` URL) as it is."""
+    inside, outside = [], []
+    for file in files:
+        path = Path(file)
+        if "://" not in file and path.is_relative_to(home):
+            inside.append(path.relative_to(home).as_posix())
+        else:
+            outside.append(file)
+    parts = []
+    if inside:
+        listed = ", ".join(map(_quoted, inside))
+        parts.append(f"list_transform([{listed}], lambda f: {home_of_file(published)} || f)")
+    if outside:
+        parts.append(f"[{', '.join(map(_quoted, outside))}]")
+    return parts[0] if len(parts) == 1 else f"list_concat({', '.join(parts)})"
+
+
+def view_sql(con: duckdb.DuckDBPyConnection, schema: str, table: str, snapshot: int, published: Path) -> str:
+    """A SELECT that reads ``schema.table`` as of ``snapshot`` from its Parquet files alone (no extension), for
+    the analysts' file ``published``.
 
     The data files without a delete file are read by one ``read_parquet`` of them all: a drop's raw tables come
     in a file per reader piece, ~1 000 for raw.events at ten times the paper's scale, and binding a
     ``read_parquet`` for each took most of the 3.8 s publishing then took (0.55 s with one for them all). A data
     file with a delete file is read with its row numbers, and the rows the delete file lists (``pos``) are left
-    out. Every column is cast to the table's type, so a table without files is an empty, typed SELECT."""
+    out. Every column is cast to the table's type, so a table without files is an empty, typed SELECT.
+
+    The files inside the home are named relative to it and found from the file's own folder (``home_of_file``),
+    behind ``guard_where``: the home can be moved or copied."""
     columns = con.execute(
         "SELECT column_name, data_type FROM duckdb_columns()"
         " WHERE database_name = ? AND schema_name = ? AND table_name = ? ORDER BY column_index",
@@ -156,26 +229,28 @@ def view_sql(con: duckdb.DuckDBPyConnection, schema: str, table: str, snapshot: 
     ).fetchall()
     if not files:
         return "SELECT " + ", ".join(f'NULL::{kind} AS "{name}"' for name, kind in columns) + " WHERE false"
+    home = published.parent
     select = ", ".join(f'"{name}"::{kind} AS "{name}"' for name, kind in columns)
     whole = [data for data, deletes in files if not deletes]
-    parts = [f"SELECT {select} FROM read_parquet([{', '.join(map(_quoted, whole))}])"] if whole else []
+    parts = [f"SELECT {select} FROM read_parquet({_paths(whole, home, published)})"] if whole else []
     parts += [
-        f"SELECT {select} FROM read_parquet({_quoted(data)}, file_row_number = true)"
-        f" WHERE file_row_number NOT IN (SELECT pos FROM read_parquet({_quoted(deletes)}))"
+        f"SELECT {select} FROM read_parquet({_paths([data], home, published)}, file_row_number = true)"
+        f" WHERE file_row_number NOT IN (SELECT pos FROM read_parquet({_paths([deletes], home, published)}))"
         for data, deletes in files
         if deletes
     ]
-    return "\nUNION ALL ".join(parts)
+    names = ", ".join(f'"{name}"' for name, _ in columns)
+    return f"SELECT {names} FROM (\n" + "\nUNION ALL ".join(parts) + f"\n) WHERE {guard_where(published)}"
 
 
-def write_views(con: duckdb.DuckDBPyConnection, target: Path) -> int:
-    """Write the DuckDB file ``target`` (a new file; the caller renames it into place) with one view per table of
-    the lake's current snapshot, as ``con``'s transaction sees it; returns that snapshot's id."""
+def write_views(con: duckdb.DuckDBPyConnection, target: Path, published: Path) -> int:
+    """Write the DuckDB file ``target`` (a new file beside ``published``, which the caller renames it to) with one
+    view per table of the lake's current snapshot, as ``con``'s transaction sees it; returns that snapshot's id."""
     snapshot = current_snapshot(con)
     tables = con.execute(
         "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = ? ORDER BY 1, 2", [ALIAS]
     ).fetchall()
-    views = [(schema, table, view_sql(con, schema, table, snapshot)) for schema, table in tables]
+    views = [(schema, table, view_sql(con, schema, table, snapshot, published)) for schema, table in tables]
     out = duckdb.connect(str(target))
     try:
         for schema in sorted({schema for schema, _, _ in views}):
@@ -188,6 +263,25 @@ def write_views(con: duckdb.DuckDBPyConnection, target: Path) -> int:
     with open(target, "rb") as f:
         os.fsync(f.fileno())
     return snapshot
+
+
+def reads_elsewhere(published: Path) -> str | None:
+    """None when the analysts' file ``published`` reads the home it is in; else the folder, outside it, whose
+    Parquet files it names: a file published before views found their own home (absolute paths), in a home
+    moved or copied since."""
+    home = str(published.parent.resolve()) + "/"
+    try:
+        with duckdb.connect(str(published), read_only=True) as con:
+            views = con.execute("SELECT sql FROM duckdb_views() WHERE NOT internal").fetchall()
+    except duckdb.Error:
+        return None  # not a DuckDB file, or one in use: the reader that opens it next says what DuckDB says
+    for (sql,) in views:
+        if "read_parquet(" not in sql or SPILL_SETTING in sql:
+            continue
+        found = re.search(r"'(/[^']*?)lake/data/", sql)
+        if found and found.group(1) != home:
+            return found.group(1)
+    return None
 
 
 def expire_old_snapshots(con: duckdb.DuckDBPyConnection, keep: timedelta = KEEP_SNAPSHOTS) -> None:

@@ -14,6 +14,11 @@ Everything lives under ``PULSE_HOME`` (default ``./data``, resolved once, to an 
 - ``report/``        the report;
 - ``experiments.toml``, ``benchmarks.csv``, ``human_labels.csv``  settings files of your own (optional).
 
+A home moved or copied whole (``mv``, ``cp -a``) keeps working where it lands, and a copy goes its own way: what
+PULSE relies on names no absolute path of the home (the lake's catalog is given its data folder at each attach;
+the analysts' views find their files from their own folder, ``lake.home_of_file``). Only records of the past keep
+the old path: ``raw.drops.path`` (where a drop was copied) and the Dagster run history.
+
 Settings files resolve one way (:meth:`PulseHome.settings_file`): a file in PULSE_HOME wins, else the package's
 shipped default (``pulse_pipeline/defaults/``), so a new PULSE_HOME still has the paper's control arms and
 benchmark differences. Each resolved file says where it came from, and ``pulse`` prints it. Every settings file is

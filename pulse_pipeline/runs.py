@@ -142,6 +142,33 @@ def _publish(home: PulseHome, defs: dg.Definitions, instance: dg.DagsterInstance
     return reason
 
 
+def publish(home: PulseHome) -> str | None:
+    """Publish the analysts' file now if the working database is whole (``pulse publish``); None when published,
+    else why not. Needed after a home was moved or copied for a file that is attached from elsewhere
+    (``lake.guard_where``); any run publishes anyway."""
+    from .defs.publish import publish_if_whole
+    from .warehouse import exists
+
+    if not exists(home.work_db):
+        return f"no warehouse in {home.root} yet: run `pulse ingest PATH` or `pulse demo` first"
+    instance = instance_for(home)
+    return publish_if_whole(instance, _definitions(home).resolve_asset_graph(), home.work_db, home.warehouse)
+
+
+def publish_again_here(home: PulseHome, old: str, say: Say) -> str | None:
+    """Publish the analysts' file again when it reads the Parquet files of ``old``, another folder
+    (``lake.reads_elsewhere``): a file published, by a PULSE before views found their own home, for a home since
+    moved or copied here. Returns None once published, else why not, in one line with what to run."""
+    say(f"{home.warehouse} reads the files of {old} (this home was moved or copied): publishing it for {home.root}")
+    reason = publish(home)
+    if reason:
+        return (
+            f"{home.warehouse} reads the files of {old} and was not published again: {reason};"
+            f" run `PULSE_HOME={home.root} pulse publish` once it is"
+        )
+    return None
+
+
 def ingest(home: PulseHome, path: Path, name: str | None = None, say: Say = print) -> DropSummary:
     from .definitions import DOWNSTREAM_JOB
     from .defs.ingest.partitions import drops_partitions

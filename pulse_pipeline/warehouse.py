@@ -495,7 +495,7 @@ def publish(
             leftover.unlink(missing_ok=True)
         tmp = published.with_name(f".{published.name}.{os.getpid()}.tmp")
         if in_lake:
-            lake.write_views(con, tmp)
+            lake.write_views(con, tmp, published)
             con.commit()
         else:
             con.execute("CHECKPOINT")

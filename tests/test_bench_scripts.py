@@ -188,3 +188,11 @@ def test_scale_bench_gives_each_sample_to_the_stage_running_then():
     # before the first derived step (30 s): read, 900; between steps (40.2 s) and after them: other, 800;
     # at 47 s modeling and report both run: the first listed, modeling
     assert stage_peaks(samples, spans) == {"read": 900.0, "staging": 500.0, "modeling": 1200.0, "other": 800.0}
+
+
+def test_published_views_bench_reads_the_same_rows_both_ways(tmp_path):
+    out = _run(
+        "bench/published_views.py", "--rows", "20000", "--files", "2", "--repeats", "1", "--workdir", str(tmp_path)
+    )
+    assert "published 20,000 rows in 2 files" in out
+    assert out.count("published views") == 3 and out.count("before (absolute, no check)") == 3

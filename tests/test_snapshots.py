@@ -319,10 +319,14 @@ def test_a_run_killed_at_random_points_publishes_only_whole_states(tmp_path):
     write_corpus(b, 100, seed=2, rated_fraction=0.15)
     s0_home, s1_home, home = tmp_path / "s0", tmp_path / "s1", tmp_path / "killed"
     phases = _timed_ingest(s0_home, a, tmp_path / "s0.log")  # ingesting A takes as long as B: the kills' clock
-    s0 = shutil.copy(s0_home / "pulse.duckdb", tmp_path / "S0.duckdb")
+    # every state compared is a file in the home it was published for (the views read the lake beside them,
+    # lake.guard_where, and pulse diff attaches them): S0 and S1 stay in their homes; the killed home, a copy of S0's,
+    # is published for where it is, and each copy kept after a kill goes into it
+    s0 = s0_home / "pulse.duckdb"
     for h in (s1_home, home):  # B is put in the drop folder first: registering it is not what this test is about
         shutil.copytree(s0_home, h, symlinks=True)
         shutil.copytree(b, h / "drops" / "B")
+    assert _pulse(home, "publish", log=tmp_path / "publish.log").wait(timeout=300) == 0
     clean = _pulse(s1_home, "ingest", str(s1_home / "drops" / "B"), log=tmp_path / "s1.log")  # S1, meanwhile
 
     rng = random.Random(SEED)
@@ -353,11 +357,11 @@ def test_a_run_killed_at_random_points_publishes_only_whole_states(tmp_path):
         at = f"{after:.2f} s into {marker!r}"
         digest = _digest(home / "pulse.duckdb")
         if digest not in copies:
-            copies[digest] = shutil.copy(home / "pulse.duckdb", tmp_path / f"published-after-kill{i}.duckdb")
+            copies[digest] = shutil.copy(home / "pulse.duckdb", home / f"published-after-kill{i}.duckdb")
         outcomes.append(f"kill {i} {at}: {outcome} while {_phase(log)}, {copies[digest].name}")
 
     assert clean.wait(timeout=600) == 0, (tmp_path / "s1.log").read_text()[-3000:]
-    s1 = shutil.copy(s1_home / "pulse.duckdb", tmp_path / "S1.duckdb")
+    s1 = s1_home / "pulse.duckdb"
     assert diff_warehouses(s0, s1, digits=10, ignore=IGNORE)  # the two states differ, so the test can tell them
     for copy in copies.values():
         same = [name for name, state in (("S0", s0), ("S1", s1)) if not diff_warehouses(state, copy, 10, IGNORE)]
