@@ -19,7 +19,7 @@ import pytest
 from dagster._core.events import DagsterEvent, DagsterEventType
 from dagster._core.launcher import WorkerStatus
 
-from pulse_pipeline.defs.ingest.sensors import INGEST_JOB, MAX_RETRIES, SENSOR_NAME, drop_sensor, run_key
+from pulse_pipeline.defs.ingest.sensors import DROP_JOB, INGEST_JOB, MAX_RETRIES, SENSOR_NAME, drop_sensor, run_key
 from pulse_pipeline.defs.resources import warehouse_resource
 from pulse_pipeline.defs.run_launcher import PulseRunLauncher
 from pulse_pipeline.ingest.drop import fingerprint
@@ -74,7 +74,7 @@ def test_health_check_fails_a_run_whose_process_is_gone():
 
 def _sensor_run(instance: dg.DagsterInstance, key: str, status: dg.DagsterRunStatus) -> None:
     tags = {"dagster/sensor_name": SENSOR_NAME, "dagster/run_key": key, "dagster/partition": key.split(":")[0]}
-    instance.add_run(dg.DagsterRun(job_name=INGEST_JOB, run_id=str(uuid.uuid4()), status=status, tags=tags))
+    instance.add_run(dg.DagsterRun(job_name=DROP_JOB, run_id=str(uuid.uuid4()), status=status, tags=tags))
 
 
 def test_sensor_retries_a_failed_drop_a_bounded_number_of_times(pulse_home):
@@ -149,7 +149,7 @@ def _kill_group(process: subprocess.Popen) -> None:
 
 
 def _ingest_runs(instance: dg.DagsterInstance, drop: str) -> list[dg.DagsterRun]:
-    return list(instance.get_runs(filters=dg.RunsFilter(job_name=INGEST_JOB, tags={"dagster/partition": drop})))
+    return list(instance.get_runs(filters=dg.RunsFilter(job_name=DROP_JOB, tags={"dagster/partition": drop})))
 
 
 def _big_drop(path: Path, sessions: int) -> None:
