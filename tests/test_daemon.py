@@ -93,7 +93,8 @@ def test_sensor_retries_a_failed_drop_a_bounded_number_of_times(pulse_home):
         _sensor_run(instance, run_key("hopeless.jsonl", fingerprint(paths["hopeless.jsonl"]), retry), failure)
     resources = {"warehouse": warehouse_resource(pulse_home)}
 
-    result = drop_sensor(dg.build_sensor_context(instance=instance, resources=resources))
+    with dg.build_sensor_context(instance=instance, resources=resources) as context:
+        result = drop_sensor(context)
     assert {r.partition_key: r.run_key for r in result.run_requests} == {
         "ok.jsonl": first["ok.jsonl"],  # already run: Dagster skips a run key it has seen
         "killed.jsonl": first["killed.jsonl"] + ":retry-1",
@@ -104,7 +105,8 @@ def test_sensor_retries_a_failed_drop_a_bounded_number_of_times(pulse_home):
 
     # a rewritten drop is a new drop: its retries start again
     paths["hopeless.jsonl"].write_text(line + line)
-    again = drop_sensor(dg.build_sensor_context(instance=instance, resources=resources, cursor=result.cursor))
+    with dg.build_sensor_context(instance=instance, resources=resources, cursor=result.cursor) as context:
+        again = drop_sensor(context)
     requested = {r.partition_key: r.run_key for r in again.run_requests}
     assert requested["hopeless.jsonl"] == run_key("hopeless.jsonl", fingerprint(paths["hopeless.jsonl"]))
     assert json.loads(again.cursor) == []

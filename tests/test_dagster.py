@@ -43,6 +43,12 @@ def test_workspace_module_exposes_defs():
     assert isinstance(module.defs, dg.Definitions)
 
 
+def _evaluate(instance: dg.DagsterInstance, resources: dict, cursor: str | None = None) -> dg.SensorResult:
+    """One evaluation of the drop sensor (its resources set up and torn down around it, as the daemon does)."""
+    with dg.build_sensor_context(instance=instance, resources=resources, cursor=cursor) as context:
+        return drop_sensor(context)
+
+
 def test_sensor_adds_a_partition_and_a_run_per_drop(pulse_home):
     a = pulse_home.drops / "first batch.jsonl"
     a.write_text('{"session_id": "s1", "events": [{"source": "user", "type": "message", "text": "hi"}]}\n')
@@ -53,7 +59,7 @@ def test_sensor_adds_a_partition_and_a_run_per_drop(pulse_home):
     instance = dg.DagsterInstance.ephemeral()
     resources = {"warehouse": warehouse_resource(pulse_home)}
 
-    result = drop_sensor(dg.build_sensor_context(instance=instance, resources=resources))
+    result = _evaluate(instance, resources)
     assert sorted(r.partition_key for r in result.run_requests) == ["first_batch.jsonl", "second"]
     added = result.dynamic_partitions_requests[0]
     assert added.partitions_def_name == drops_partitions.name
@@ -65,11 +71,11 @@ def test_sensor_adds_a_partition_and_a_run_per_drop(pulse_home):
 
     # once registered, a drop is not added again; its run key only changes when the drop is rewritten
     instance.add_dynamic_partitions(drops_partitions.name, ["first_batch.jsonl", "second"])
-    again = drop_sensor(dg.build_sensor_context(instance=instance, resources=resources))
+    again = _evaluate(instance, resources)
     assert again.dynamic_partitions_requests == []
     before = {r.run_key for r in again.run_requests}
     (folder / "ratings.csv").write_text("conversation_id,event_id,rating\ns1,,5\n")
-    rewritten = drop_sensor(dg.build_sensor_context(instance=instance, resources=resources))
+    rewritten = _evaluate(instance, resources)
     changed = {r.run_key for r in rewritten.run_requests} - before
     assert [k.split(":")[0] for k in changed] == ["second"]
 
@@ -151,7 +157,7 @@ def test_importing_the_definitions_creates_nothing(tmp_path):
 
 def _requests(home, instance: dg.DagsterInstance) -> dg.SensorResult:
     """One evaluation of the drop sensor, as the daemon makes it (the daemon then adds the partitions it asks for)."""
-    result = drop_sensor(dg.build_sensor_context(instance=instance, resources={"warehouse": warehouse_resource(home)}))
+    result = _evaluate(instance, {"warehouse": warehouse_resource(home)})
     for added in result.dynamic_partitions_requests or []:
         instance.add_dynamic_partitions(added.partitions_def_name, list(added.partition_keys))
     return result
