@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -51,6 +52,16 @@ def sensor_ticks(instance: dg.DagsterInstance, name: str) -> int:
         if state.instigator_name == name:
             return len(instance.get_ticks(state.instigator_origin_id, state.selector_id, limit=1000))
     return 0
+
+
+def prefix_ids(corpus: Path, prefix: str) -> None:
+    """Rename the corpus's session and rating ids ``s000001`` → ``<prefix>s000001`` in every data file, so that they
+    collide with no other corpus's (the generator numbers every corpus from ``s000001``: issue 33, item 1; once it
+    makes ids unique per corpus this is not needed)."""
+    pattern = re.compile(rb"(?<![A-Za-z0-9_])([sr]\d{6})(?![0-9])")
+    for path in corpus.iterdir():
+        if not path.name.startswith("_"):
+            path.write_bytes(pattern.sub(prefix.encode() + rb"\1", path.read_bytes()))
 
 
 def visible_sessions(published: Path, drop: str) -> int:
@@ -86,7 +97,9 @@ def stop(ui: subprocess.Popen) -> int:
         return ui.wait()
 
 
-def measure(source: Path, workdir: Path, port: int, sessions: int, seed: int, timeout: float) -> float:
+def measure(
+    source: Path, workdir: Path, port: int, sessions: int, seed: int, timeout: float, id_prefix: str | None = None
+) -> float:
     root = workdir / "home"
     shutil.copytree(source, root, symlinks=True)  # copy2: the drops keep their times, so their fingerprints
     home = PulseHome(root)
@@ -111,6 +124,8 @@ def measure(source: Path, workdir: Path, port: int, sessions: int, seed: int, ti
 
         incoming = home.drops / f".incoming-{drop}"  # a name the sensor ignores, on the drop folder's file system
         write_corpus(incoming, sessions, seed=seed)
+        if id_prefix:
+            prefix_ids(incoming, id_prefix)
         dropped = time.time()
         os.rename(incoming, home.drops / drop)
         clock = time.monotonic()
@@ -149,6 +164,11 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=3150)
     parser.add_argument("--sessions", type=int, default=100)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--id-prefix",
+        help="prefix the corpus's session and rating ids, so that none replaces a session of the home (the "
+        "generator numbers every corpus from s000001; replaced ratings make the model step fit again)",
+    )
     parser.add_argument("--timeout", type=float, default=600.0, help="give up after this many seconds")
     parser.add_argument("--workdir", type=Path, help="where the copy goes (kept); default: a temporary folder")
     args = parser.parse_args()
@@ -156,10 +176,10 @@ def main() -> None:
         raise SystemExit(f"{args.home} is not a PULSE_HOME (no drops/): run `pulse demo` with PULSE_HOME={args.home}")
     if args.workdir:
         args.workdir.mkdir(parents=True, exist_ok=True)
-        measure(args.home, args.workdir, args.port, args.sessions, args.seed, args.timeout)
+        measure(args.home, args.workdir, args.port, args.sessions, args.seed, args.timeout, args.id_prefix)
     else:
         with tempfile.TemporaryDirectory(prefix="pulse-ui-freshness-") as tmp:
-            measure(args.home, Path(tmp), args.port, args.sessions, args.seed, args.timeout)
+            measure(args.home, Path(tmp), args.port, args.sessions, args.seed, args.timeout, args.id_prefix)
 
 
 if __name__ == "__main__":
