@@ -45,7 +45,7 @@ def ask_policy(
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": frame.height,
-            "budget_per_day": policy.budget_per_day,
+            "budget_per_day": significant(policy.budget_per_day),
             "expected_asks_per_day": significant(policy.expected_asks_per_day),
             "fitted_on_ratings": policy.fitted_on_ratings,
             "policy_file": dg.MetadataValue.path(str(json_path)),
