@@ -10,6 +10,7 @@ import dagster as dg
 from .defs.estimates import definitions as estimates
 from .defs.features import definitions as features
 from .defs.ingest import definitions as ingest
+from .defs.ingest.sensors import DROP_JOB
 from .defs.modeling import definitions as modeling
 from .defs.publish import publish_sensor
 from .defs.report import definitions as report
@@ -26,14 +27,23 @@ DERIVED = (
     - ON_DEMAND
 )
 DOWNSTREAM_JOB = "refresh_downstream"
+# The drop sensor's run (defs/ingest/sensors.py): the drop's partition, then every derived table, so that the state
+# is whole, and published, when the run ends.
+DROP_SELECTION = dg.AssetSelection.assets(ingest.assets.raw_drop) | DERIVED
 
 
 def _spanning_stages(home: PulseHome) -> dg.Definitions:
     downstream_job = dg.define_asset_job(
         DOWNSTREAM_JOB, selection=DERIVED, description="Rebuild every table derived from the raw tables."
     )
+    drop_job = dg.define_asset_job(
+        DROP_JOB,
+        selection=DROP_SELECTION,
+        description="Read one drop into the raw tables, then refresh every table derived from them: the drop "
+        "sensor's run, after which the publish sensor finds the state whole and publishes it.",
+    )
     return dg.Definitions(
-        jobs=[downstream_job],
+        jobs=[downstream_job, drop_job],
         sensors=[
             dg.AutomationConditionSensorDefinition(
                 "pulse_automation",

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from pulse_pipeline.defs.estimates.assets import MAX_HEADLINE_COMPARISONS, headline_metadata
+from pulse_pipeline.defs.metadata import rounded, significant
 from pulse_pipeline.estimates.experiment_effects import EffectRow
 from pulse_pipeline.paths import PulseHome
 from pulse_pipeline.runs import instance_for
@@ -49,7 +50,7 @@ def assert_headline_metadata(home: PulseHome) -> None:
         names = ("effect", "ci_low", "ci_high") + (() if method == "naive_welch" else ("width_vs_naive",))
         for name, value in zip(names, values, strict=False):
             if value is not None and math.isfinite(value):
-                expected[f"{experiment}: {treatment} vs {control} / {method} {name}"] = value
+                expected[f"{experiment}: {treatment} vs {control} / {method} {name}"] = significant(value)
     assert 0 < len(expected) <= 15 * MAX_HEADLINE_COMPARISONS
     plotted = {k: v.value for k, v in effects.items() if isinstance(v, dg.FloatMetadataValue)}
     assert plotted == expected
@@ -57,11 +58,18 @@ def assert_headline_metadata(home: PulseHome) -> None:
     assert any(k.endswith("/ ppi width_vs_naive") for k in plotted)
 
     assert cv["chosen_model"].value == chosen
-    assert cv["chosen_pearson"].value == pearson
+    assert cv["chosen_pearson"].value == significant(pearson)
     assert cv["rated_sessions"].value == n_labeled == len(labels)
     assert predictions["model"].value == chosen
     assert predictions["rated_sessions"].value == len(labels)
-    assert predictions["oof_pearson"].value == pytest.approx(np.corrcoef(labels, predicted)[0, 1], abs=1e-9)
+    assert predictions["oof_pearson"].value == pytest.approx(np.corrcoef(labels, predicted)[0, 1], rel=5e-4)
+    # every float of every asset's latest metadata is shown to four significant digits (issue 33, item 9)
+    for key in instance.get_asset_keys():
+        event = instance.get_latest_materialization_event(key)
+        metadata = event.asset_materialization.metadata if event and event.asset_materialization else {}
+        for name, value in metadata.items():
+            if isinstance(value, dg.FloatMetadataValue) and value.value is not None and math.isfinite(value.value):
+                assert significant(value.value) == value.value, (key, name, value.value)
 
 
 def _row(experiment: str, treatment: str, method: str, effect: float) -> EffectRow:
@@ -96,3 +104,23 @@ def test_headline_metadata_keeps_to_the_first_comparisons_and_skips_undefined_fi
     assert metadata["headline comparisons"].value == (
         f"figures of the first {MAX_HEADLINE_COMPARISONS} of {len(treatments)} comparisons; every one is in the table"
     )
+
+
+def test_metadata_floats_are_rounded_to_four_significant_digits():
+    """Issue 33, item 9: the UI showed 19 digits (0.31234567890123456). Floats are now rounded to four significant
+    digits, by hand: 0.123456789 -> 0.1235, -0.0234567 -> -0.02346, 1.0 -> 1.0, 1234.5678 -> 1235.0."""
+    row = replace(_row("exp", "t", "ppi", 0.123456789), ci_low=-0.0234567, ci_high=1234.5678, width_vs_naive=1.0)
+    metadata = headline_metadata([row])
+    assert {k.split(" / ")[1]: v.value for k, v in metadata.items()} == {
+        "ppi effect": 0.1235,
+        "ppi ci_low": -0.02346,
+        "ppi ci_high": 1235.0,
+        "ppi width_vs_naive": 1.0,
+    }
+    assert rounded({"pearson": 0.31234567890123456, "n": 601, "p": np.float64(2 / 3), "model": "stack"}) == {
+        "pearson": 0.3123,
+        "n": 601,
+        "p": 0.6667,
+        "model": "stack",
+    }
+    assert math.isnan(significant(float("nan"))) and significant(0.0) == 0.0

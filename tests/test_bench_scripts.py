@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from pulse_pipeline.synth import write_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -196,3 +199,52 @@ def test_published_views_bench_reads_the_same_rows_both_ways(tmp_path):
     )
     assert "published 20,000 rows in 2 files" in out
     assert out.count("published views") == 3 and out.count("before (absolute, no check)") == 3
+
+
+def _free_port_in(ports: range) -> int:
+    """A free port of ``ports`` (`pulse ui` in tests keeps to a range of its own)."""
+    import socket
+
+    for port in ports:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    pytest.skip(f"no free port in {ports.start}-{ports.stop - 1}")
+
+
+@pytest.mark.slow
+def test_ui_freshness_bench_times_a_drop_to_the_analysts(tmp_path, quick_models):
+    """The whole path under `pulse ui` (daemon, drop sensor, its run, publish sensor) on a small home: nothing runs
+    for the drop already loaded, the new drop's sessions reach the published file, the UI stops on SIGINT."""
+    home = tmp_path / "home"
+    corpus = tmp_path / "first"
+    write_corpus(corpus, 60, seed=3)
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "pulse"), "ingest", str(corpus)],
+        env={**os.environ, "PULSE_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    port = _free_port_in(range(3100, 3200))
+    out = _run(
+        "bench/ui_freshness.py",
+        "--home",
+        str(home),
+        "--port",
+        str(port),
+        "--sessions",
+        "20",
+        "--timeout",
+        "200",
+    )
+    assert "runs started on the home as found: 0 []" in out
+    assert "(ingest_drop_and_refresh)" in out and "run: " in out and "(SUCCESS)" in out
+    assert "other runs started after the drop: 0 []" in out
+    figure = r"^drop of 20 sessions to analysts: [\d.]+ s \((under|OVER) the 60 s target; 20 sessions visible\)"
+    assert re.search(figure, out, re.M)
+    assert "pulse ui stopped (exit 130)" in out

@@ -19,7 +19,7 @@ import pytest
 from dagster._core.events import DagsterEvent, DagsterEventType
 from dagster._core.launcher import WorkerStatus
 
-from pulse_pipeline.defs.ingest.sensors import INGEST_JOB, MAX_RETRIES, SENSOR_NAME, drop_sensor, run_key
+from pulse_pipeline.defs.ingest.sensors import DROP_JOB, INGEST_JOB, MAX_RETRIES, SENSOR_NAME, drop_sensor, run_key
 from pulse_pipeline.defs.resources import warehouse_resource
 from pulse_pipeline.defs.run_launcher import PulseRunLauncher
 from pulse_pipeline.ingest.drop import fingerprint
@@ -74,7 +74,7 @@ def test_health_check_fails_a_run_whose_process_is_gone():
 
 def _sensor_run(instance: dg.DagsterInstance, key: str, status: dg.DagsterRunStatus) -> None:
     tags = {"dagster/sensor_name": SENSOR_NAME, "dagster/run_key": key, "dagster/partition": key.split(":")[0]}
-    instance.add_run(dg.DagsterRun(job_name=INGEST_JOB, run_id=str(uuid.uuid4()), status=status, tags=tags))
+    instance.add_run(dg.DagsterRun(job_name=DROP_JOB, run_id=str(uuid.uuid4()), status=status, tags=tags))
 
 
 def test_sensor_retries_a_failed_drop_a_bounded_number_of_times(pulse_home):
@@ -93,7 +93,8 @@ def test_sensor_retries_a_failed_drop_a_bounded_number_of_times(pulse_home):
         _sensor_run(instance, run_key("hopeless.jsonl", fingerprint(paths["hopeless.jsonl"]), retry), failure)
     resources = {"warehouse": warehouse_resource(pulse_home)}
 
-    result = drop_sensor(dg.build_sensor_context(instance=instance, resources=resources))
+    with dg.build_sensor_context(instance=instance, resources=resources) as context:
+        result = drop_sensor(context)
     assert {r.partition_key: r.run_key for r in result.run_requests} == {
         "ok.jsonl": first["ok.jsonl"],  # already run: Dagster skips a run key it has seen
         "killed.jsonl": first["killed.jsonl"] + ":retry-1",
@@ -104,7 +105,8 @@ def test_sensor_retries_a_failed_drop_a_bounded_number_of_times(pulse_home):
 
     # a rewritten drop is a new drop: its retries start again
     paths["hopeless.jsonl"].write_text(line + line)
-    again = drop_sensor(dg.build_sensor_context(instance=instance, resources=resources, cursor=result.cursor))
+    with dg.build_sensor_context(instance=instance, resources=resources, cursor=result.cursor) as context:
+        again = drop_sensor(context)
     requested = {r.partition_key: r.run_key for r in again.run_requests}
     assert requested["hopeless.jsonl"] == run_key("hopeless.jsonl", fingerprint(paths["hopeless.jsonl"]))
     assert json.loads(again.cursor) == []
@@ -120,9 +122,14 @@ def _wait_for(what: str, check: Callable[[], T | None], timeout: float, every: f
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
+# A drop's run refreshes the derived tables too (the models among them): one cheap family and one CV seed keep
+# the daemon's runs short, as in the ingest bench's smoke tests.
+QUICK_MODELS = {"PULSE_MODEL_FAMILIES": "ordinal_logit", "PULSE_CV_SEEDS": "1"}
+
+
 def _start_daemon(home: PulseHome, log: Path) -> subprocess.Popen:
     """`dagster-daemon run` on the project's workspace, in its own process group (it, its code server, runs)."""
-    env = {**os.environ, "DAGSTER_HOME": str(home.dagster_home), "PULSE_HOME": str(home.root)}
+    env = {**os.environ, "DAGSTER_HOME": str(home.dagster_home), "PULSE_HOME": str(home.root), **QUICK_MODELS}
     command = [str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", str(PROJECT_ROOT / "workspace.yaml")]
     with log.open("a") as out:
         return subprocess.Popen(
@@ -149,7 +156,7 @@ def _kill_group(process: subprocess.Popen) -> None:
 
 
 def _ingest_runs(instance: dg.DagsterInstance, drop: str) -> list[dg.DagsterRun]:
-    return list(instance.get_runs(filters=dg.RunsFilter(job_name=INGEST_JOB, tags={"dagster/partition": drop})))
+    return list(instance.get_runs(filters=dg.RunsFilter(job_name=DROP_JOB, tags={"dagster/partition": drop})))
 
 
 def _big_drop(path: Path, sessions: int) -> None:
@@ -182,8 +189,8 @@ def test_a_killed_run_is_failed_and_the_next_drop_runs(pulse_home, tmp_path):
 
         (pulse_home.drops / "b.jsonl").write_bytes((FIXTURES / "canonical" / "sessions.jsonl").read_bytes())
         daemons.append(_start_daemon(pulse_home, log))
-        # run monitoring checks every run at daemon start; the sensor ticks every 30 s, so drop b's run (queued
-        # behind drop a's retry) typically succeeds some 45 s after the restart
+        # run monitoring checks every run at daemon start; the sensor ticks every 5 s, and drop b's run is queued
+        # behind drop a's retry, each reading its drop and then refreshing every derived table
         _wait_for(
             "the killed run to be marked failed",
             lambda: instance.get_run_by_id(started.run_id).status == dg.DagsterRunStatus.FAILURE,
@@ -195,7 +202,7 @@ def test_a_killed_run_is_failed_and_the_next_drop_runs(pulse_home, tmp_path):
         _wait_for(
             "drop b's run to succeed after the daemon restarted",
             lambda: [r for r in _ingest_runs(instance, "b.jsonl") if r.status == dg.DagsterRunStatus.SUCCESS],
-            timeout=90,
+            timeout=240,
         )
         retry = run_key("a.jsonl", fingerprint(pulse_home.drops / "a.jsonl"), 1)
         _wait_for(

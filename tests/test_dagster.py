@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 
 import dagster as dg
 import duckdb
@@ -12,10 +14,11 @@ from pulse_pipeline import tables
 from pulse_pipeline.definitions import build_definitions
 from pulse_pipeline.defs.ingest.partitions import drops_partitions
 from pulse_pipeline.defs.ingest.sensors import drop_sensor
+from pulse_pipeline.defs.publish import publish_if_whole
 from pulse_pipeline.defs.resources import warehouse_resource
 from pulse_pipeline.ingest.drop import fingerprint
 from pulse_pipeline.ingest.load import reconcile_drop
-from pulse_pipeline.runs import materialize
+from pulse_pipeline.runs import instance_for, materialize
 
 from .helpers import FIXTURES, SAMPLES, needs_samples
 
@@ -29,7 +32,8 @@ def test_definitions_load_with_every_contract_table(pulse_home):
     not_assets = (tables.LLM_CACHE, tables.COMPUTED_VERSIONS)
     expected = {f"{t.schema}/{t.name}" for t in tables.ALL_TABLES if t not in not_assets}
     assert keys == expected | {"features/session_features", "report/index_html"}
-    assert {j.name for j in defs.resolve_all_job_defs()} >= {"ingest_drop", "refresh_downstream"}
+    jobs = {j.name for j in defs.resolve_all_job_defs()}
+    assert jobs >= {"ingest_drop", "refresh_downstream", "ingest_drop_and_refresh"}
     assert {s.name for s in defs.sensors} == {"drop_sensor", "pulse_automation", "publish_warehouse"}
 
 
@@ -37,6 +41,12 @@ def test_workspace_module_exposes_defs():
     import pulse_pipeline.definitions as module
 
     assert isinstance(module.defs, dg.Definitions)
+
+
+def _evaluate(instance: dg.DagsterInstance, resources: dict, cursor: str | None = None) -> dg.SensorResult:
+    """One evaluation of the drop sensor (its resources set up and torn down around it, as the daemon does)."""
+    with dg.build_sensor_context(instance=instance, resources=resources, cursor=cursor) as context:
+        return drop_sensor(context)
 
 
 def test_sensor_adds_a_partition_and_a_run_per_drop(pulse_home):
@@ -49,7 +59,7 @@ def test_sensor_adds_a_partition_and_a_run_per_drop(pulse_home):
     instance = dg.DagsterInstance.ephemeral()
     resources = {"warehouse": warehouse_resource(pulse_home)}
 
-    result = drop_sensor(dg.build_sensor_context(instance=instance, resources=resources))
+    result = _evaluate(instance, resources)
     assert sorted(r.partition_key for r in result.run_requests) == ["first_batch.jsonl", "second"]
     added = result.dynamic_partitions_requests[0]
     assert added.partitions_def_name == drops_partitions.name
@@ -61,11 +71,11 @@ def test_sensor_adds_a_partition_and_a_run_per_drop(pulse_home):
 
     # once registered, a drop is not added again; its run key only changes when the drop is rewritten
     instance.add_dynamic_partitions(drops_partitions.name, ["first_batch.jsonl", "second"])
-    again = drop_sensor(dg.build_sensor_context(instance=instance, resources=resources))
+    again = _evaluate(instance, resources)
     assert again.dynamic_partitions_requests == []
     before = {r.run_key for r in again.run_requests}
     (folder / "ratings.csv").write_text("conversation_id,event_id,rating\ns1,,5\n")
-    rewritten = drop_sensor(dg.build_sensor_context(instance=instance, resources=resources))
+    rewritten = _evaluate(instance, resources)
     changed = {r.run_key for r in rewritten.run_requests} - before
     assert [k.split(":")[0] for k in changed] == ["second"]
 
@@ -143,3 +153,77 @@ def test_importing_the_definitions_creates_nothing(tmp_path):
     )
     assert int(out.stdout.strip()) > 0
     assert not home.exists()
+
+
+def _requests(home, instance: dg.DagsterInstance) -> dg.SensorResult:
+    """One evaluation of the drop sensor, as the daemon makes it (the daemon then adds the partitions it asks for)."""
+    result = _evaluate(instance, {"warehouse": warehouse_resource(home)})
+    for added in result.dynamic_partitions_requests or []:
+        instance.add_dynamic_partitions(added.partitions_def_name, list(added.partition_keys))
+    return result
+
+
+@pytest.mark.slow
+def test_the_sensors_run_refreshes_what_the_drop_makes_stale_and_publishes(pulse_home):
+    """Issue 33, item 5: the drop sensor's run used to load the drop alone; publishing was then refused ("tables are
+    older than what they read") until the automation sensor's run ended, minutes later. The run it requests now
+    leaves a whole state: published at once, with the drop's two sessions (canon-1, canon-2) visible."""
+    shutil.copyfile(FIXTURES / "canonical" / "sessions.jsonl", pulse_home.drops / "a.jsonl")
+    instance = instance_for(pulse_home)
+    (request,) = _requests(pulse_home, instance).run_requests
+    defs = build_definitions(pulse_home)
+    job = defs.resolve_job_def(drop_sensor.job_name)
+    result = job.execute_in_process(instance=instance, partition_key=request.partition_key, raise_on_error=False)
+    assert result.success
+
+    graph = defs.resolve_asset_graph()
+    assert publish_if_whole(instance, graph, pulse_home.work_db, pulse_home.warehouse) is None
+    with duckdb.connect(str(pulse_home.warehouse), read_only=True) as con:
+        assert con.execute("SELECT session_id FROM staging.sessions ORDER BY 1").fetchall() == [
+            ("canon-1",),
+            ("canon-2",),
+        ]
+        assert con.execute("SELECT count(*) FROM features.session_features").fetchone()[0] == 2
+    # and the drop, loaded as it is, is not requested again (not only left to Dagster's run-key check)
+    assert _requests(pulse_home, instance).run_requests == []
+
+
+@pytest.mark.slow
+def test_the_sensor_never_runs_a_drop_pulse_ingest_loaded(pulse_home, tmp_path):
+    """Issue 33, item 5: `pulse ui` on a home where `pulse demo` (or `pulse ingest`) had loaded a drop requested a
+    run for it again, and the automation then rebuilt everything. Loaded as it is now means no request: by the
+    Dagster instance's record, and, for an instance that has none (a new DAGSTER_HOME, a home loaded before the
+    record existed), by the warehouse's raw.drops; a rewritten drop is requested."""
+    from pulse_pipeline.runs import ingest
+
+    source = tmp_path / "a.jsonl"
+    shutil.copyfile(FIXTURES / "canonical" / "sessions.jsonl", source)
+    summary = ingest(pulse_home, source, say=lambda _: None)
+    assert summary.sessions == 2
+    assert _requests(pulse_home, instance_for(pulse_home)).run_requests == []
+    assert _requests(pulse_home, dg.DagsterInstance.ephemeral()).run_requests == []
+
+    # a run writing holds the working database: what the instance does not vouch for waits for a later tick
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_THE_FILE, str(pulse_home.work_db)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        busy = _requests(pulse_home, dg.DagsterInstance.ephemeral())
+        assert busy.run_requests == [] and "is busy" in busy.skip_reason.skip_message
+    finally:
+        holder.kill()
+        holder.wait()
+
+    drop = pulse_home.drops / "a.jsonl"
+    drop.write_text(drop.read_text() + drop.read_text().splitlines()[0] + "\n")
+    (rewritten,) = _requests(pulse_home, instance_for(pulse_home)).run_requests
+    assert rewritten.partition_key == "a.jsonl" and rewritten.run_key == f"a.jsonl:{fingerprint(drop)}"
+
+
+HOLD_THE_FILE = """
+import sys, time, duckdb
+con = duckdb.connect(sys.argv[1])  # DuckDB's lock on the file, as a run's step takes it
+print("holding", flush=True)
+time.sleep(120)
+"""

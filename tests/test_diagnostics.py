@@ -17,7 +17,7 @@ from pulse_pipeline import tables
 from pulse_pipeline.estimates.experiment_effects import EffectRow, with_holm
 from pulse_pipeline.estimates.experiments import Experiment, read_splits
 from pulse_pipeline.estimates.feature_comparisons import feature_comparison_rows
-from pulse_pipeline.estimates.label_shift import label_shift_rows
+from pulse_pipeline.estimates.label_shift import LabelShiftRow, label_shift_rows
 from pulse_pipeline.estimates.power import power_row
 from pulse_pipeline.estimates.srm import srm_rows
 from pulse_pipeline.estimates.subgroups import subgroup_effect_rows
@@ -331,3 +331,62 @@ def test_split_check_names_a_mismatch_without_a_p_value(pulse_home):
         wh.replace(tables.SRM_CHECK, rows, nan_as_null=True)
     result = split_matches_design(resource)
     assert not result.passed and "exp (sessions in an arm outside the split)" in result.description
+
+
+def _label_shift_check(home, rows: list[LabelShiftRow]) -> dg.AssetCheckResult:
+    """The label-shift asset check, as the UI shows it, over ``estimates.label_shift`` holding ``rows``."""
+    from pulse_pipeline.defs.estimates.diagnostics import rated_sessions_are_representative
+    from pulse_pipeline.defs.resources import warehouse_resource
+    from pulse_pipeline.warehouse import Warehouse, connect
+
+    con = connect(home.work_db)
+    try:
+        Warehouse(con).replace(tables.LABEL_SHIFT, rows, nan_as_null=True)
+    finally:
+        con.close()
+    return rated_sessions_are_representative(warehouse=warehouse_resource(home))
+
+
+def _shift_row(feature: str, rbc: float, rated: float, unrated: float) -> LabelShiftRow:
+    return LabelShiftRow(feature, 600, 3400, rated, unrated, rbc, 1e-20, 1e-19, None)
+
+
+def test_the_label_shift_warning_says_what_shifts_by_how_much_and_what_follows(pulse_home):
+    """Issue 33, item 9: the demo's check warned (0/1 passed) with no explanation in the UI. Its result now names
+    each feature beyond the threshold, largest first, with its direction, rank-biserial and means; what that
+    means for PPI++; and what the report does about it."""
+    rows = [
+        _shift_row("user_message_count", 0.321, 18.516, 12.515),
+        _shift_row("files_edited", -0.45, 2.0, 5.0),
+        _shift_row("n_segments", 0.294, 9.676, 6.784),  # within ±0.3: not named
+        LabelShiftRow("constant", 600, 3400, 1.0, 1.0, float("nan"), float("nan"), None, "constant: no shift"),
+    ]
+    result = _label_shift_check(pulse_home, rows)
+    assert not result.passed and result.severity == dg.AssetCheckSeverity.WARN
+    assert result.description == (
+        "2 of 3 features differ between rated and unrated sessions beyond |rank-biserial| 0.3 (0: alike; ±1: every"
+        " rated session above, or below, every unrated one): files_edited: lower in rated sessions (rank-biserial"
+        " -0.45; mean 2 rated, 5 unrated); user_message_count: higher in rated sessions (rank-biserial +0.32; mean"
+        " 18.5 rated, 12.5 unrated). Rated sessions are not a random sample of the sessions, so prefer AIPW to PPI++"
+        " for these comparisons."
+    )
+    meta = result.metadata
+    assert meta["shifted_features"].value == 2 and meta["finding"].value == result.description
+    assert meta["largest_shift"].value.startswith("files_edited: lower in rated sessions")
+    table = meta["shifts"].value
+    assert "files_edited" in table and "user_message_count" in table and "n_segments" not in table
+    assert "PPI++ corrects the model's predictions" in meta["what_it_means_for_ppi"].value
+    assert "AIPW weights each rated session" in meta["what_it_means_for_ppi"].value
+    report = meta["what_the_report_does"].value
+    assert "Do rated sessions look like unrated ones?" in report and "read by AIPW instead of PPI++" in report
+
+
+def test_the_label_shift_check_passing_names_the_largest_shift(pulse_home):
+    result = _label_shift_check(pulse_home, [_shift_row("n_segments", -0.12, 6.0, 6.5), _shift_row("x", 0.05, 1, 1)])
+    assert result.passed
+    assert result.description == (
+        "No feature separates rated from unrated sessions beyond |rank-biserial| 0.3; the largest shift is"
+        " n_segments: lower in rated sessions (rank-biserial -0.12; mean 6 rated, 6.5 unrated). PPI++'s assumption"
+        " that rated sessions are like the rest holds as far as the features show."
+    )
+    assert result.metadata["shifted_features"].value == 0 and "n_segments" in result.metadata["shifts"].value

@@ -291,10 +291,10 @@ def test_the_sensor_skips_links_and_special_files_in_the_drop_folder(pulse_home,
 
     with within(20), caplog.at_level("WARNING"):
         assert list(list_drops(pulse_home.drops)) == ["real"]
-        context = dg.build_sensor_context(
+        with dg.build_sensor_context(
             instance=dg.DagsterInstance.ephemeral(), resources={"warehouse": warehouse_resource(pulse_home)}
-        )
-        result = drop_sensor(context)
+        ) as context:
+            result = drop_sensor(context)
 
     assert [r.partition_key for r in result.run_requests] == ["real"]
     for name in ("linked", "dangling", "pipe"):

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from pulse_pipeline import runs
-from pulse_pipeline.defs.ingest.sensors import INGEST_JOB
+from pulse_pipeline.defs.ingest.sensors import DROP_JOB
 from pulse_pipeline.paths import PROJECT_ROOT, PulseHome
 from pulse_pipeline.settings import DAGSTER_POSTGRES_URL, SettingsError, dagster_postgres_url
 from pulse_pipeline.warehouse_diff import diff_warehouses
@@ -117,14 +117,15 @@ def _two_drops(home: PulseHome) -> None:
 
 
 def _wait_for_runs(instance: dg.DagsterInstance, daemon: subprocess.Popen, log: Path) -> list[dg.RunRecord]:
-    deadline = time.monotonic() + 120
+    # each drop's run reads the drop and then refreshes every derived table: two of them, one after the other
+    deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
-        records = instance.get_run_records(filters=dg.RunsFilter(job_name=INGEST_JOB))
+        records = instance.get_run_records(filters=dg.RunsFilter(job_name=DROP_JOB))
         if len(records) == 2 and all(r.dagster_run.is_finished for r in records):
             return records
         assert daemon.poll() is None, f"the daemon stopped: {log.read_text()[-3000:]}"
         time.sleep(0.5)
-    raise AssertionError(f"the two drops' runs did not finish within 120 s: {log.read_text()[-3000:]}")
+    raise AssertionError(f"the two drops' runs did not finish within 300 s: {log.read_text()[-3000:]}")
 
 
 @pytest.mark.slow

@@ -244,15 +244,15 @@ def test_the_publish_sensor_publishes_after_a_successful_run_if_whole(pulse_home
     result = dg.materialize([upstream], instance=instance)
     run = instance.get_run_by_id(result.run_id)
     success = next(e for e in result.all_events if e.event_type == dg.DagsterEventType.RUN_SUCCESS)
-    context = dg.build_run_status_sensor_context(
+    with dg.build_run_status_sensor_context(
         sensor_name="publish_warehouse",
         dagster_event=success,
         dagster_instance=instance,
         dagster_run=run,
         resources={"warehouse": defs.resources["warehouse"]},
         repository_def=defs.get_repository_def(),
-    )
-    assert publish_sensor(context) is None  # nothing of this code location materialized: whole
+    ) as context:
+        assert publish_sensor(context) is None  # nothing of this code location materialized: whole
     assert pulse_home.warehouse.exists()
     with duckdb.connect(str(pulse_home.warehouse), read_only=True) as con:
         assert _row_counts(con, "pulse") == in_lake  # every table of the lake, as it is there

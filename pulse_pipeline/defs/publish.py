@@ -23,8 +23,9 @@ rebuilt too (``pulse materialize``, or the automation sensor under ``pulse ui``)
 
 Who publishes: ``runs.ingest`` and ``runs.materialize`` at their end, and, for runs the daemon launched (the drop
 sensor's per-drop runs, the automation sensor's, the nightly schedule's), ``publish_sensor`` on each run's
-success. Each publish checks the rule while it holds the working database's lock (``warehouse.publish``), so no
-writer can change the state between the check and the copy.
+success. The drop sensor's run refreshes every derived table after the drop (``DROP_JOB``), so its success finds
+the state whole and publishes the drop at once. Each publish checks the rule while it holds the working database's
+lock (``warehouse.publish``), so no writer can change the state between the check and the copy.
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ from .resources import WarehouseResource
 
 if TYPE_CHECKING:
     from dagster._core.definitions.assets.graph.base_asset_graph import BaseAssetGraph
+
+# How soon after a run succeeds the publish sensor looks (Dagster's default, 30 s, was most of a small drop's wait);
+# a look when no run has ended since reads only the run-status events past its cursor.
+PUBLISH_INTERVAL_SECONDS = 5
 
 
 def executing_runs(instance: dg.DagsterInstance) -> list[str]:
@@ -102,6 +107,7 @@ def publish_if_whole(instance: dg.DagsterInstance, graph: BaseAssetGraph, work_d
 @dg.run_status_sensor(
     run_status=dg.DagsterRunStatus.SUCCESS,
     name="publish_warehouse",
+    minimum_interval_seconds=PUBLISH_INTERVAL_SECONDS,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="After each successful run, replaces the analysts' pulse.duckdb if the working database is whole "
     "(no run executing, every drop loaded whole, every table newer than what it reads).",

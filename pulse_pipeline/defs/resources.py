@@ -7,7 +7,7 @@ from pathlib import Path
 import dagster as dg
 
 from ..paths import PulseHome
-from ..warehouse import Warehouse, connect
+from ..warehouse import Warehouse, connect, one_instance
 
 
 class WarehouseResource(dg.ConfigurableResource):
@@ -22,6 +22,23 @@ class WarehouseResource(dg.ConfigurableResource):
     database: str
     publish_to: str
     drops_dir: str
+
+    @contextmanager
+    def yield_for_execution(self, context: dg.InitResourceContext) -> Iterator["WarehouseResource"]:
+        """In a run, every step's connection shares one DuckDB instance (``warehouse.one_instance``), as a CLI
+        command's do: the lake's extensions are loaded and its catalog attached once per run, not once per step
+        (a small drop's run under ``pulse ui`` has some 40 steps; on a loaded machine each open took 0.4-0.5 s).
+        Resources are set up once per run with the in-process executor (``definitions.py``), once per step with
+        an executor that runs each step in its own process.
+
+        That holds the working database's lock for the whole run: runs go one at a time anyway (the run queue),
+        and a CLI command holds it for its whole length too. Not in a sensor's evaluation (no run), which must
+        never hold it: the drop sensor reads ``raw.drops`` only when the lock is free."""
+        if context.dagster_run is None:
+            yield self
+            return
+        with one_instance(Path(self.database)):
+            yield self
 
     @contextmanager
     def warehouse(self, transaction: bool = True) -> Iterator[Warehouse]:

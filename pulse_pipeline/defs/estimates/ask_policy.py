@@ -7,6 +7,7 @@ import dagster as dg
 from ... import tables
 from ...estimates.ask_policy import policy_frame, policy_from_warehouse, write_policy
 from ..markdown import markdown_table
+from ..metadata import significant
 from ..resources import WarehouseResource
 from ..specs import table_spec
 from .resources import EstimatesResource
@@ -44,8 +45,8 @@ def ask_policy(
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": frame.height,
-            "budget_per_day": policy.budget_per_day,
-            "expected_asks_per_day": policy.expected_asks_per_day,
+            "budget_per_day": significant(policy.budget_per_day),
+            "expected_asks_per_day": significant(policy.expected_asks_per_day),
             "fitted_on_ratings": policy.fitted_on_ratings,
             "policy_file": dg.MetadataValue.path(str(json_path)),
             "reference_function": dg.MetadataValue.path(str(py_path)),

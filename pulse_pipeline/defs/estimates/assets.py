@@ -13,6 +13,7 @@ from ...modeling.comparison import load_floor
 from ...modeling.data import load_modeling_data, unrated_chunks
 from ...modeling.stack import STACK
 from ..markdown import markdown_table
+from ..metadata import rounded, significant
 from ..resources import WarehouseResource
 from ..specs import key, table_spec
 from .resources import EstimatesResource
@@ -29,7 +30,8 @@ MAX_HEADLINE_COMPARISONS = 6
 
 def headline_metadata(rows: Sequence[EffectRow]) -> dict[str, dg.MetadataValue]:
     """The headline figures of the first ``MAX_HEADLINE_COMPARISONS`` comparisons (alphabetically, so the same ones
-    each time), as float metadata keyed ``<experiment>: <treatment> vs <control> / <method> <statistic>``.
+    each time), as float metadata keyed ``<experiment>: <treatment> vs <control> / <method> <statistic>``, to
+    ``metadata.SIGNIFICANT`` significant digits (the table keeps every digit).
 
     An undefined figure (too few ratings) has no entry: a plot shows a gap rather than a made-up point. When
     comparisons are left out, a text entry says how many; every one is in the table and the ``effects`` entry."""
@@ -45,7 +47,7 @@ def headline_metadata(rows: Sequence[EffectRow]) -> dict[str, dg.MetadataValue]:
             if value is None or not math.isfinite(value):
                 continue
             name = f"{r.experiment}: {r.treatment} vs {r.control} / {r.method} {statistic}"
-            metadata[name] = dg.MetadataValue.float(float(value))
+            metadata[name] = dg.MetadataValue.float(significant(value))
     if len(comparisons) > len(shown):
         metadata["headline comparisons"] = dg.MetadataValue.text(
             f"figures of the first {len(shown)} of {len(comparisons)} comparisons; every one is in the table"
@@ -88,14 +90,16 @@ def experiment_effects(context: dg.AssetExecutionContext, warehouse: WarehouseRe
                    round(width_vs_naive, 2) AS width_vs_naive, flags
             FROM estimates.experiment_effects ORDER BY experiment, treatment, method""")
     return dg.MaterializeResult(
-        metadata={
-            "dagster/row_count": len(rows),
-            "flagged_rows": sum(1 for r in rows if r.flags),
-            **estimates.experiments_metadata(),
-            **({"floor": floor} if floor else {}),
-            "effects": dg.MetadataValue.md(markdown_table(headline, max_rows=60)),
-            **headline_metadata(rows),
-        }
+        metadata=rounded(
+            {
+                "dagster/row_count": len(rows),
+                "flagged_rows": sum(1 for r in rows if r.flags),
+                **estimates.experiments_metadata(),
+                **({"floor": floor} if floor else {}),
+                "effects": dg.MetadataValue.md(markdown_table(headline, max_rows=60)),
+                **headline_metadata(rows),
+            }
+        )
     )
 
 

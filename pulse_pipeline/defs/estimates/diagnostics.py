@@ -5,7 +5,15 @@ import dagster as dg
 from ... import tables
 from ...estimates.experiments import experiments_of, read_splits
 from ...estimates.feature_comparisons import feature_comparison_rows
-from ...estimates.label_shift import WARN_ABOVE, label_shift_rows
+from ...estimates.label_shift import (
+    WARN_ABOVE,
+    WHAT_IT_MEANS,
+    WHAT_THE_REPORT_DOES,
+    Shift,
+    describe_shift,
+    label_shift_rows,
+    shift_finding,
+)
 from ...estimates.power import power_rows
 from ...estimates.sessions import arm_sizes, assignments, feature_names, oof_rho_by_comparison
 from ...estimates.srm import ALARM_P, srm_rows, unit_counts
@@ -93,24 +101,39 @@ def label_shift(context: dg.AssetExecutionContext, warehouse: WarehouseResource)
 @dg.asset_check(
     asset=key(tables.LABEL_SHIFT),
     blocking=False,
-    description=f"Warns when any feature's |rank-biserial| between rated and unrated sessions exceeds {WARN_ABOVE}.",
+    description=(
+        "Do rated sessions look like unrated ones? PPI++ assumes they do. Warns when any feature's rank-biserial"
+        f" correlation between rated and unrated sessions is beyond ±{WARN_ABOVE} (0: alike; ±1: every rated"
+        " session above, or below, every unrated one). The result names each such feature, by how much it"
+        " differs, what that means for PPI++ (prefer AIPW, which corrects for who rates) and what the report does."
+    ),
 )
 def rated_sessions_are_representative(warehouse: WarehouseResource) -> dg.AssetCheckResult:
     with warehouse.warehouse() as wh:
-        shifted = wh.con.execute(
-            "SELECT feature, rank_biserial FROM estimates.label_shift WHERE abs(rank_biserial) > ? ORDER BY 1",
-            [WARN_ABOVE],
-        ).fetchall()
+        found = wh.frame("""
+            SELECT feature, rank_biserial, mean_rated, mean_unrated, n_rated, n_unrated, p_bh
+            FROM estimates.label_shift WHERE rank_biserial IS NOT NULL
+            ORDER BY abs(rank_biserial) DESC, feature""")
+    shifts = [
+        Shift(r["feature"], r["rank_biserial"], r["mean_rated"], r["mean_unrated"]) for r in found.iter_rows(named=True)
+    ]
+    beyond = found.filter(found["rank_biserial"].abs() > WARN_ABOVE)
+    shown = beyond if beyond.height else found.head(1)
+    finding = shift_finding(shifts)
     return dg.AssetCheckResult(
-        passed=not shifted,
+        passed=beyond.height == 0,
         severity=dg.AssetCheckSeverity.WARN,
-        description=(
-            "rated sessions differ from unrated ones (PPI assumes they do not; prefer the aipw rows): "
-            + ", ".join(f"{f} (RBC {r:+.2f})" for f, r in shifted)
-        )
-        if shifted
-        else None,
-        metadata={"shifted_features": len(shifted)},
+        description=finding,
+        metadata={
+            "shifted_features": beyond.height,
+            "threshold": WARN_ABOVE,
+            "finding": dg.MetadataValue.text(finding),
+            **({"largest_shift": describe_shift(shifts[0])} if shifts else {}),
+            # the features beyond the threshold, or the largest shift when none is
+            "shifts": dg.MetadataValue.md(markdown_table(shown, max_rows=20)),
+            "what_it_means_for_ppi": dg.MetadataValue.text(WHAT_IT_MEANS),
+            "what_the_report_does": dg.MetadataValue.text(WHAT_THE_REPORT_DOES),
+        },
     )
 
 

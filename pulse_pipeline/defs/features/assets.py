@@ -15,6 +15,7 @@ from ...features.llm import LLMAnnotator, LLMCache, LLMJudge
 from ...features.wide import build_session_features, feature_columns
 from ...settings import feature_settings, llm_settings
 from ..markdown import markdown_table
+from ..metadata import rounded
 from ..resources import WarehouseResource
 from ..specs import EAGER, SESSION_FEATURES_KEY, key, table_spec
 from .resources import AnnotatorResource
@@ -62,7 +63,7 @@ def annotations(context: dg.AssetExecutionContext, warehouse: WarehouseResource,
     }
     if isinstance(labeller, LLMAnnotator):
         meta.update({f"llm_{k}": v for k, v in asdict(labeller.totals).items()})
-    yield dg.MaterializeResult(asset_key=key(tables.ANNOTATIONS), metadata=meta)
+    yield dg.MaterializeResult(asset_key=key(tables.ANNOTATIONS), metadata=rounded(meta))
     values = {"dagster/row_count": run.sessions * len(rubric.features), "sessions_touched": run.sessions_touched}
     yield dg.MaterializeResult(asset_key=key(tables.ANNOTATION_VALUES), metadata=values)
 
@@ -81,7 +82,7 @@ def judge_scores(
         refreshed = judge_sessions(wh, judge)
     totals = {f"llm_{k}": v for k, v in asdict(judge.totals).items()}
     meta = {"dagster/row_count": refreshed.rows, "sessions_touched": refreshed.sessions_touched}
-    return dg.MaterializeResult(metadata={**meta, "model": judge.settings.model, **totals})
+    return dg.MaterializeResult(metadata=rounded({**meta, "model": judge.settings.model, **totals}))
 
 
 @dg.asset(**table_spec(tables.ANNOTATOR_AGREEMENT, [tables.ANNOTATION_VALUES], "features"))

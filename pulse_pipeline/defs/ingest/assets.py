@@ -11,6 +11,7 @@ from .partitions import drops_partitions
 
 RAW_KEYS = {t: dg.AssetKey([t.schema, t.name]) for t in tables.RAW_TABLES}
 RECONCILES = "records_reconcile"
+LOADED_FINGERPRINT = "fingerprint"  # metadata of a raw/drops materialization: the drop's fingerprint as loaded
 
 
 @dg.multi_asset(
@@ -46,6 +47,10 @@ def raw_drop(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
         load_drop(wh, key, path, progress=context.log.info, advance=advance)
         counts = {t: wh.count(t, "drop_id = ?", [key]) for t in tables.RAW_TABLES}
         ok, facts = reconcile_drop(wh, key)
+        (loaded,) = wh.con.execute("SELECT fingerprint FROM raw.drops WHERE drop_id = ?", [key]).fetchone()
     for t, asset_key in RAW_KEYS.items():
-        yield dg.MaterializeResult(asset_key=asset_key, metadata={"dagster/row_count": counts[t]})
+        # the fingerprint of what was loaded, on raw/drops: the drop sensor requests no run for a drop loaded as it
+        # is now (by `pulse ingest`, `pulse demo` or an earlier run; see sensors.loaded_fingerprints)
+        extra = {LOADED_FINGERPRINT: loaded} if t is tables.DROPS else {}
+        yield dg.MaterializeResult(asset_key=asset_key, metadata={"dagster/row_count": counts[t], **extra})
     yield dg.AssetCheckResult(check_name=RECONCILES, asset_key=RAW_KEYS[tables.DROPS], passed=ok, metadata=facts)

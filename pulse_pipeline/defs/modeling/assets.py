@@ -16,6 +16,7 @@ from ...modeling.comparison import FLOOR_MAX_LABELS, CVMetricRow, ModelCompariso
 from ...modeling.predictions import CrossFitTables
 from ...modeling.reuse import ModelsRun, Reused, refresh_models
 from ..markdown import markdown_table
+from ..metadata import significant
 from ..resources import WarehouseResource
 from ..specs import SESSION_FEATURES_KEY, key, table_spec
 from .resources import ModelingResource
@@ -101,7 +102,7 @@ def _reused_results(reused: Reused, stored: list[CVMetricRow]):
         metadata={
             "dagster/row_count": reused.rows,
             "model": kept.family,
-            "oof_pearson": reused.oof_pearson,
+            "oof_pearson": significant(reused.oof_pearson),
             "rated_sessions": reused.rated,
             "sessions_touched": reused.touched,  # predicted again (new or changed) or removed
             "fit": fit,
@@ -123,7 +124,7 @@ def _cv_metrics_result(
             "dagster/row_count": len(comparison.rows),
             "chosen_model": chosen.family,
             "chosen_by": modeling.choose_by,
-            **{f"chosen_{m.name}": float(m.mean) for m in chosen.metrics},  # numeric: the UI plots them over runs
+            **{f"chosen_{m.name}": significant(m.mean) for m in chosen.metrics},  # numeric: the UI plots them over runs
             "rated_sessions": chosen.n_labeled,  # what the chosen family was cross-validated on
             "floor": comparison.floor or f"none: a family beats the constant or >= {FLOOR_MAX_LABELS} ratings",
             "fit": run.reason,
@@ -138,7 +139,7 @@ def _crossfit_results(family: str, result: CrossFitTables, vocabulary: int):
         metadata={
             "dagster/row_count": result.predictions.height,
             "model": family,
-            "oof_pearson": result.oof_pearson,  # numeric: the UI plots it over runs
+            "oof_pearson": significant(result.oof_pearson),  # numeric: the UI plots it over runs
             "rated_sessions": int(result.predictions["labeled"].sum()),  # what the fold models were fit on
             **({"note": result.note} if result.note else {}),
         },
