@@ -7,11 +7,13 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
 
 from . import progress, tables
+from .drops import DropState, RemovedRows, drop_states, remove_rows, resolve
 from .ingest.drop import list_drops
 from .ingest.register import register_drop
 from .paths import PulseHome
@@ -251,10 +253,9 @@ def materialize(
     return sorted(k.to_user_string() for k in keys)
 
 
-def drop_list(home: PulseHome) -> list:
+def drop_list(home: PulseHome) -> list[DropState]:
     """``pulse drop ls``: every drop with its state (``drops.drop_states``), loaded times from the Dagster instance;
     an empty list before anything was ingested."""
-    from .drops import drop_states
     from .warehouse import exists
 
     if not exists(home.work_db):
@@ -267,10 +268,8 @@ def drop_list(home: PulseHome) -> list:
         con.close()
 
 
-def _loaded_at(instance: dg.DagsterInstance, con) -> dict:
+def _loaded_at(instance: dg.DagsterInstance, con) -> dict[str, datetime]:
     """When each drop was last loaded: its ``raw/drops`` partition's latest materialization, in UTC."""
-    from datetime import UTC, datetime
-
     key = dg.AssetKey([tables.DROPS.schema, tables.DROPS.name])
     found = {}
     for (drop,) in con.execute("SELECT drop_id FROM raw.drops").fetchall():
@@ -282,7 +281,7 @@ def _loaded_at(instance: dg.DagsterInstance, con) -> dict:
     return found
 
 
-def remove_drop(home: PulseHome, name: str, say: Say = print):
+def remove_drop(home: PulseHome, name: str, say: Say = print) -> RemovedRows:
     """``pulse drop rm NAME``: the drop's rows and folder removed in one transaction (``drops.remove_rows``), its
     partition deleted, then every derived table refreshed (the ingest's second run) and the warehouse published.
 
@@ -291,7 +290,6 @@ def remove_drop(home: PulseHome, name: str, say: Say = print):
     the partition the Dagster UI no longer lists the drop. ValueError, naming the known drops, for an unknown one."""
     from .definitions import DOWNSTREAM_JOB
     from .defs.ingest.partitions import drops_partitions
-    from .drops import remove_rows, resolve
     from .warehouse import exists
 
     if not exists(home.work_db):
@@ -312,6 +310,12 @@ def remove_drop(home: PulseHome, name: str, say: Say = print):
         total = _assets_of(defs, DOWNSTREAM_JOB)
         with progress.bar("assets", unit="asset", total=total) as advance:
             downstream = defs.resolve_job_def(DOWNSTREAM_JOB)
-            _execute(downstream, instance, None, QUIET, f"run of {DOWNSTREAM_JOB} (all drops)", advance, total)
+            try:
+                _execute(downstream, instance, None, QUIET, f"run of {DOWNSTREAM_JOB} (all drops)", advance, total)
+            except RuntimeError as error:  # the drop is gone whole; only what depends on it waits
+                raise RuntimeError(
+                    f"drop {drop} was removed, but refreshing the tables derived from it failed ({error});"
+                    " fix the cause, then run `pulse materialize`"
+                ) from error
     _publish(home, defs, instance, say)
     return removed

@@ -285,3 +285,25 @@ def test_a_home_and_warehouses_whose_paths_hold_a_quote_attach(storage, tmp_path
             db.execute("CREATE SCHEMA s; CREATE TABLE s.t AS SELECT 1 AS x")
         files.append(str(tmp_path / name))
     assert main(["diff", *files]) == 0
+
+
+def test_drop_rm_whose_refresh_fails_says_in_one_line_that_the_drop_is_gone_and_what_to_run(
+    pulse_home, monkeypatch, capsys
+):
+    con = connect(pulse_home.work_db)
+    load_drop(Warehouse(con), "A", clean_drop(pulse_home.drops / "A"))
+    con.close()
+
+    def refresh_fails(*args, **kwargs):
+        raise RuntimeError("run of refresh_downstream (all drops) failed: disk full")
+
+    monkeypatch.setattr(runs, "_execute", refresh_fails)
+    assert main(["drop", "rm", "A"]) == 2
+    out, err = capsys.readouterr()
+    assert err.splitlines()[-1] == (
+        "pulse drop: drop A was removed, but refreshing the tables derived from it failed (run of refresh_downstream"
+        " (all drops) failed: disk full); fix the cause, then run `pulse materialize`"
+    )
+    assert not (pulse_home.drops / "A").exists()
+    assert main(["drop", "ls"]) == 0
+    assert capsys.readouterr().out.startswith("no drops in")
