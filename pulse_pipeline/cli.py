@@ -97,6 +97,47 @@ def cmd_quarantine(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_drop_ls(args: argparse.Namespace) -> int:
+    """Every drop the warehouse or the drop folder holds: fingerprint, when loaded, sessions, quarantined, state."""
+    from dataclasses import asdict
+
+    from .runs import drop_list
+
+    states = drop_list(PulseHome.from_env())
+    if args.json:
+        print(json.dumps([asdict(s) for s in states], indent=2, default=str))
+        return 0
+    if not states:
+        print(f"no drops in {PulseHome.from_env().root}: `pulse ingest PATH` adds one")
+        return 0
+    header = ("drop", "fingerprint", "loaded at (UTC)", "sessions", "quarantined", "state")
+    lines = [
+        (s.drop, s.fingerprint or "-", str(s.loaded_at or "-"), str(s.sessions), str(s.quarantined), s.state)
+        for s in states
+    ]
+    widths = [max(len(row[i]) for row in [header, *lines]) for i in range(len(header) - 1)]
+    for row in [header, *lines]:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1])
+    return 0
+
+
+def cmd_drop_rm(args: argparse.Namespace) -> int:
+    """Remove a drop's rows from every raw table and its folder (one transaction), refresh, publish; exit 2 for an
+    unknown drop."""
+    from .runs import remove_drop
+
+    with progress.showing(True):
+        removed = remove_drop(PulseHome.from_env(), args.name, say=_say)
+    rows = sum(removed.raw_rows.values())
+    by_table = ", ".join(f"{n} {t}" for t, n in removed.raw_rows.items() if n) or "no rows"
+    print(f"removed drop {removed.drop}: {rows} raw rows ({by_table})")
+    if removed.nul_id_rows:
+        swept = ", ".join(f"{n} {t}" for t, n in removed.nul_id_rows.items())
+        print(f"and the rows an earlier PULSE stored with a NUL in their session id: {swept}")
+    print(f"its folder {removed.folder} was removed" if removed.folder else "it had no folder in the drop folder")
+    return 0
+
+
 def cmd_materialize(args: argparse.Namespace) -> int:
     from .runs import materialize
 
@@ -506,6 +547,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print the reasons as JSON")
     s.set_defaults(func=cmd_quarantine)
 
+    s = sub.add_parser("drop", help="list the drops, or remove one (its rows everywhere, its folder)")
+    drop_sub = s.add_subparsers(dest="drop_command", required=True)
+    d = drop_sub.add_parser("ls", help="every drop: fingerprint, loaded at, sessions, quarantined, state")
+    d.add_argument("--json", action="store_true", help="print the drops as JSON")
+    d.set_defaults(func=cmd_drop_ls)
+    d = drop_sub.add_parser("rm", help="remove a drop's rows from every table and its folder, then refresh and publish")
+    d.add_argument("name", help="the drop's key, as `pulse ingest` and `pulse drop ls` print it")
+    d.set_defaults(func=cmd_drop_rm)
+
     s = sub.add_parser("materialize", help="materialize every asset (or a selection) over all drops")
     s.add_argument("--select", help="Dagster asset selection, e.g. 'group:staging' or 'key:staging/sessions'")
     s.add_argument("--json", action="store_true", help="print the assets materialized as JSON (and draw no bars)")
@@ -600,10 +650,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 # --- before any work: arguments, PULSE_HOME and settings files, checked without importing Dagster ---------------
 
-READS_SETTINGS = frozenset({"ingest", "materialize", "demo", "validate", "ui", "discover"})
+READS_SETTINGS = frozenset({"ingest", "materialize", "demo", "validate", "ui", "discover", "drop"})
 """Commands that run stages, so read the settings files and ``PULSE_*`` variables: each is checked first
 (``settings_files.check_settings``), before a drop is copied or a model fitted."""
-WRITES_HOME = frozenset({"ingest", "materialize", "demo", "validate", "ui", "report", "discover", "publish"})
+WRITES_HOME = frozenset({"ingest", "materialize", "demo", "validate", "ui", "report", "discover", "publish", "drop"})
 """Commands that create or write files under PULSE_HOME: the home must be a folder this user can write."""
 HOME_FREE = frozenset({"power", "synth", "diff"})
 """Commands that never read PULSE_HOME (the walking test, ``tests/test_cli_errors.py``, expects every other command

@@ -113,8 +113,11 @@ def attach(con: duckdb.DuckDBPyConnection, where: LakeLocation, read_only: bool 
         Path(where.catalog.removeprefix("sqlite:")).parent.mkdir(parents=True, exist_ok=True)
     load_extensions(con, where.catalog.split(":", 1)[0])
     con.execute("SET ducklake_max_retry_count = 100")
-    options = f"DATA_PATH '{where.data}', OVERRIDE_DATA_PATH true, DATA_INLINING_ROW_LIMIT 0"
-    statement = f"ATTACH 'ducklake:{where.catalog}' AS {ALIAS} ({options}{', READ_ONLY' if read_only else ''})"
+    # ATTACH takes no parameter: the paths are quoted literals (a home named ``it's``, a password with a quote)
+    options = f"DATA_PATH {_quoted(where.data)}, OVERRIDE_DATA_PATH true, DATA_INLINING_ROW_LIMIT 0"
+    statement = (
+        f"ATTACH {_quoted('ducklake:' + where.catalog)} AS {ALIAS} ({options}{', READ_ONLY' if read_only else ''})"
+    )
     for attempt in range(_INIT_ATTEMPTS):
         try:
             con.execute(statement)

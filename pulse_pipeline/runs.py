@@ -7,11 +7,13 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
 
 from . import progress, tables
+from .drops import DropState, RemovedRows, drop_states, remove_rows, resolve
 from .ingest.drop import list_drops
 from .ingest.register import register_drop
 from .paths import PulseHome
@@ -336,3 +338,71 @@ def materialize(
             _execute(job, instance, partition_key, run_config, message, advance, total)
     reason = _publish(home, defs, instance, say)
     return Materialized(sorted(k.to_user_string() for k in keys), reason)
+
+
+def drop_list(home: PulseHome) -> list[DropState]:
+    """``pulse drop ls``: every drop with its state (``drops.drop_states``), loaded times from the Dagster instance;
+    an empty list before anything was ingested."""
+    from .warehouse import exists
+
+    if not exists(home.work_db):
+        return []
+    instance = instance_for(home)
+    con = connect(home.work_db, read_only=True)
+    try:
+        return drop_states(con, home.drops, _loaded_at(instance, con))
+    finally:
+        con.close()
+
+
+def _loaded_at(instance: dg.DagsterInstance, con) -> dict[str, datetime]:
+    """When each drop was last loaded: its ``raw/drops`` partition's latest materialization, in UTC."""
+    key = dg.AssetKey([tables.DROPS.schema, tables.DROPS.name])
+    found = {}
+    for (drop,) in con.execute("SELECT drop_id FROM raw.drops").fetchall():
+        records = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=key, asset_partitions=[drop]), limit=1
+        ).records
+        if records:
+            found[drop] = datetime.fromtimestamp(records[0].timestamp, UTC).replace(tzinfo=None, microsecond=0)
+    return found
+
+
+def remove_drop(home: PulseHome, name: str, say: Say = print) -> RemovedRows:
+    """``pulse drop rm NAME``: the drop's rows and folder removed in one transaction (``drops.remove_rows``), its
+    partition deleted, then every derived table refreshed (the ingest's second run) and the warehouse published.
+
+    Why the partition goes too: the drop sensor requests runs only for drops in the drop folder, so with the folder
+    gone nothing is ingested again, and its cursor (the drops it gave up on) forgets it at its next tick; without
+    the partition the Dagster UI no longer lists the drop. ValueError, naming the known drops, for an unknown one."""
+    from .definitions import DOWNSTREAM_JOB
+    from .defs.ingest.partitions import drops_partitions
+    from .warehouse import exists
+
+    if not exists(home.work_db):
+        raise ValueError(f"no drop {name!r}: nothing was ingested into {home.root} yet")
+    instance = instance_for(home)
+    defs = _definitions(home)
+    with one_instance(home.work_db):
+        con = connect(home.work_db)
+        try:
+            wh = Warehouse(con)
+            drop = resolve(con, home.drops, name)
+            removed = remove_rows(wh, home.drops, drop)
+        finally:
+            con.close()
+        if instance.has_dynamic_partition(drops_partitions.name, drop):
+            instance.delete_dynamic_partition(drops_partitions.name, drop)
+        say(f"removed drop {drop}; rebuilding derived tables")
+        total = _assets_of(defs, DOWNSTREAM_JOB)
+        with progress.bar("assets", unit="asset", total=total) as advance:
+            downstream = defs.resolve_job_def(DOWNSTREAM_JOB)
+            try:
+                _execute(downstream, instance, None, QUIET, f"run of {DOWNSTREAM_JOB} (all drops)", advance, total)
+            except RuntimeError as error:  # the drop is gone whole; only what depends on it waits
+                raise RuntimeError(
+                    f"drop {drop} was removed, but refreshing the tables derived from it failed ({error});"
+                    " fix the cause, then run `pulse materialize`"
+                ) from error
+    _publish(home, defs, instance, say)
+    return removed

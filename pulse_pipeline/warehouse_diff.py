@@ -71,8 +71,9 @@ def diff_warehouses(a: Path, b: Path, digits: int | None = None, ignore: Iterabl
     con = duckdb.connect()
     con.execute("SET enable_progress_bar = false")
     try:
-        con.execute(f"ATTACH '{a}' AS a (READ_ONLY)")
-        con.execute(f"ATTACH '{b}' AS b (READ_ONLY)")
+        # ATTACH takes no parameter: each path is a quoted literal (a home named ``it's`` broke the statement)
+        con.execute(f"ATTACH {_literal(str(a))} AS a (READ_ONLY)")
+        con.execute(f"ATTACH {_literal(str(b))} AS b (READ_ONLY)")
         left, right = _tables(con, "a"), _tables(con, "b")
         out = [TableDiff(t, f"only in {a}") for t in sorted(set(left) - set(right))]
         out += [TableDiff(t, f"only in {b}") for t in sorted(set(right) - set(left))]
@@ -93,3 +94,8 @@ def diff_warehouses(a: Path, b: Path, digits: int | None = None, ignore: Iterabl
         return out
     finally:
         con.close()
+
+
+def _literal(text: str) -> str:
+    """``text`` as an SQL string literal, for the statements that take no parameter (ATTACH)."""
+    return "'" + text.replace("'", "''") + "'"

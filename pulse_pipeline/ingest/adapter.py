@@ -33,7 +33,7 @@ import orjson
 
 from .. import tables
 from .batch import Batch
-from .events import BadEvent, Event, NotAnId, as_text, dump, event_columns, read_id
+from .events import NUL, BadEvent, Event, NotAnId, as_text, dump, event_columns, read_id
 from .segments import is_user_message, segment_events
 
 
@@ -152,7 +152,7 @@ _new_event = tuple.__new__  # Event(*fields) without the Python-level __new__ a 
 def _raw_id(raw: dict[str, Any]) -> str | None:
     """The raw event's own ``id`` as ``events.read_id`` reads it (a non-empty string or an integer without a call)."""
     value = raw.get("id")
-    if value.__class__ is str and value:
+    if value.__class__ is str and value and NUL not in value:  # a NUL: ``read_id`` says why it is no id
         return value
     if value.__class__ is int:  # not a boolean, whose class is bool
         return str(value)

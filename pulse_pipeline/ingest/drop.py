@@ -425,5 +425,5 @@ def find_drop(drops_dir: Path, key: str) -> Path:
         raise FileNotFoundError(f"drop {key!r}: {entry} is not read as a drop: {reason}")
     raise FileNotFoundError(
         f"no drop with key {key!r} in {drops_dir}: the file or folder was removed or renamed after it was"
-        " registered. Put it back, or delete the partition in the Dagster UI."
+        f" registered. Put it back, or remove the drop: pulse drop rm {key}"
     )

@@ -182,6 +182,23 @@ class NotAnId(ValueError):
     """An id field holds a JSON value no id can be read from; the message is the quarantine reason."""
 
 
+NUL = "\x00"
+NUL_IN_ID = "PULSE's lake cannot filter on such an id; remove the NUL from the id at its source"
+"""Why an id holding a NUL character is quarantined, not stored (issue 34).
+
+The fault is in DuckLake (the ``ducklake`` extension of DuckDB 1.5.5), not in PULSE's SQL, where every value is a
+parameter or an Arrow column: to find a table's data files DuckLake writes the constants of a filter on the table,
+a comparison's or the minimum and maximum a join pushes down, into the SQL text it sends its catalog, and a NUL ends
+that text. Measured: ``SELECT count(*) FROM t WHERE session_id = ?`` with the parameter ``'zz\\x00nul'`` on a lake
+table fails with ``Parser Error: Failed to get data file list from DuckLake: unterminated quoted string at or near
+"'zz))))"``, and so does a semi join of ``t`` with a temporary table holding that id. Every refresh of a
+per-session table joins on ``session_id`` (``incremental.py``), so one such id, once stored, made every later run
+of the home fail; quotes, backslashes, line breaks, other control characters and 10 000-character ids pass the
+same queries (``tests/test_hostile_ids.py``). Every id a record names goes through ``read_id``, so the record (or
+event) is quarantined with this reason and the rest of the drop loads, in either storage, so that a home behaves
+the same whichever it uses. A home that stored such an id with an earlier PULSE is repaired by removing its drop:
+``pulse drop rm NAME`` (``drops.py``)."""
+
 EXACT_FLOAT = 2**53  # every whole number up to here is exactly a double, so ``12345.0`` has the digits of 12345
 
 
@@ -195,10 +212,14 @@ def read_id(value: Any, what: str) -> str | None:
     - Anything else raises ``NotAnId`` with the reason, and the record or event holding it is quarantined: a
       boolean, an object or an array names nothing, a fraction (``1.5``) is no id anyone assigns, and a float
       beyond 2**53 (``1.2345678901234568e+22``) lost its digits before PULSE saw it, so two ids could collide.
+    - A string holding a NUL character (``\\u0000``) is no id either (``NUL_IN_ID``): quotes, backslashes, line
+      breaks, other control characters and any length are kept as they are.
     """
     if value is None or value == "":
         return None
     if isinstance(value, str):
+        if NUL in value:
+            raise NotAnId(f"{what} {dump(value)[:80]} holds a NUL character (\\u0000): {NUL_IN_ID}")
         return value
     if isinstance(value, bool):
         raise NotAnId(f"{what} is a boolean ({dump(value)}): expected a string or a whole number")

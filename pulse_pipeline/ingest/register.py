@@ -147,3 +147,7 @@ def register_drop(home: PulseHome, path: Path, name: str | None = None) -> tuple
             _remove(staging)
             raise
     return drop_key(target.name), target
+
+
+registering = _registering  # the registration lock, which ``pulse drop rm`` takes too (``drops.remove_rows``)
+remove_entry = _remove
