@@ -111,3 +111,23 @@ def test_a_50_mb_message_loads_beside_the_good_files(lake_wh, tmp_path):
     assert ok and facts["records_accepted"] == 21 and facts["records_quarantined"] == 0, facts
     ((length,),) = rows(lake_wh, "SELECT length(text) FROM raw.events WHERE session_id = 'big' AND event_id = '1'")
     assert length == 50_000_000
+
+
+def test_an_event_file_over_the_limit_is_quarantined_and_its_session_keeps_the_others(wh, tmp_path, monkeypatch):
+    monkeypatch.setenv("PULSE_MAX_RECORD_MB", "0.5")
+    events = tmp_path / "d1" / "sessions" / "s1" / "events"  # OpenHands V0: one event per file
+    events.mkdir(parents=True)
+    v0 = [
+        {"id": 0, "source": "user", "action": "message", "args": {"content": "go"}},
+        {"id": 1, "source": "agent", "action": "message", "args": {"content": "y" * 600_000}},
+        {"id": 2, "source": "agent", "action": "message", "args": {"content": "done", "wait_for_response": True}},
+    ]
+    for event in v0:
+        (events / f"{event['id']}.json").write_text(json.dumps(event))
+    load_drop(wh, "d1", tmp_path / "d1")
+    assert reconcile_drop(wh, "d1")[0]
+    assert rows(wh, "SELECT event_id FROM raw.events ORDER BY seq") == [("0",), ("2",)]
+    ((index, reason, kept),) = rows(wh, "SELECT event_index, reason, length(raw_text) FROM raw.quarantine")
+    size = len(json.dumps(v0[1]))
+    assert index == 1 and kept == EXCERPT_BYTES
+    assert reason.startswith(f"1.json: event file is {size:,} bytes, more than PULSE_MAX_RECORD_MB=0.5")

@@ -49,7 +49,7 @@ class RecordLimits:
         return None
 
     def too_many_bytes(self, size: int, what: str = "record") -> str:
-        mib = self.max_bytes / (1 << 20)
+        mib = round(self.max_bytes / (1 << 20), 3)
         return (
             f"{what} is {size:,} bytes, more than {MAX_RECORD_MB}={mib:g} ({self.max_bytes:,} bytes): it was not"
             f" read (reading takes several times its size in memory); raise {MAX_RECORD_MB} to read it. {_KEPT}"
