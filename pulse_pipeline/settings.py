@@ -190,8 +190,10 @@ def ingest_settings(environ: Env | None = None) -> IngestSettings:
     workers = _parsed(env, "PULSE_INGEST_WORKERS", None, int, "a whole number")
     record_mb = _parsed(env, MAX_RECORD_MB, 64.0, float, "a number of MiB")
     record_values = _parsed(env, MAX_RECORD_VALUES, 4_000_000, int, "a whole number")
-    if not record_mb > 0 or record_values < 1:
-        raise SettingsError(f"{MAX_RECORD_MB} and {MAX_RECORD_VALUES} must be above 0 (defaults 64 and 4000000)")
+    if not 0 < record_mb <= 1 << 20:  # NaN and infinity too
+        raise SettingsError(f"{MAX_RECORD_MB}={record_mb}: a number of MiB above 0, at most 1048576 (default 64)")
+    if record_values < 1:
+        raise SettingsError(f"{MAX_RECORD_VALUES}={record_values}: a whole number above 0 (default 4000000)")
     return IngestSettings(
         duckdb_memory=_text(env, "PULSE_DUCKDB_MEMORY") or "1GB",
         workers=None if workers is None else max(1, workers),
