@@ -131,3 +131,23 @@ def test_an_event_file_over_the_limit_is_quarantined_and_its_session_keeps_the_o
     size = len(json.dumps(v0[1]))
     assert index == 1 and kept == EXCERPT_BYTES
     assert reason.startswith(f"1.json: event file is {size:,} bytes, more than PULSE_MAX_RECORD_MB=0.5")
+
+
+def test_a_json_array_over_the_limit_is_quarantined_with_the_fix_and_a_large_csv_is_still_read(
+    wh, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("PULSE_MAX_RECORD_MB", "0.01")  # 10 485 bytes
+    folder = tmp_path / "d1"
+    folder.mkdir()
+    array = json.dumps([json.loads(session_line(f"a{i}")) for i in range(100)])
+    (folder / "array.json").write_text(array)
+    (folder / "ratings.csv").write_text("conversation_id,rating\n" + "".join(f"c{i},4\n" for i in range(2000)))
+    assert len(array) > 10_485 and (folder / "ratings.csv").stat().st_size > 10_485
+    load_drop(wh, "d1", folder)
+    ok, facts = reconcile_drop(wh, "d1")
+    assert ok and facts["records_read"] == 2001 and facts["records_quarantined"] == 1, facts
+    assert rows(wh, "SELECT count(*), min(rating), max(rating) FROM raw.ratings") == [(2000, 4.0, 4.0)]
+    ((source_file, reason),) = rows(wh, "SELECT source_file, reason FROM raw.quarantine")
+    assert source_file == "array.json"
+    assert f"one JSON document is {len(array):,} bytes, more than PULSE_MAX_RECORD_MB=0.01" in reason
+    assert "jq -c '.[]' FILE > FILE.jsonl" in reason

@@ -71,7 +71,7 @@ def read_file(drop_id: str, path: Path, source_file: str, name_id: str | None = 
     read line by line (``_read_large_file``), and a file holding more JSON values than ``PULSE_MAX_RECORD_VALUES``
     is not parsed whole (``limits.py``)."""
     limits = record_limits()
-    if path.stat().st_size > limits.max_bytes:
+    if path.stat().st_size > limits.max_bytes and _starts_as_json(path):
         yield from _read_large_file(drop_id, path, source_file, limits)
         return
     raw = path.read_bytes().removeprefix(BOM)
@@ -148,6 +148,14 @@ def jsonl_mode(lines: Iterable[bytes], sample: int = 20, limits: RecordLimits | 
     return "events" if classify(first) == "event" else "records"
 
 
+def _starts_as_json(path: Path) -> bool:
+    """Whether the file's first 64 KiB, a byte order mark and white space aside, start a JSON object or array (a
+    CSV file of ratings is read row by row, whatever its size)."""
+    with path.open("rb") as f:
+        head = f.read(1 << 16).removeprefix(BOM).lstrip()
+    return head[:1] in (b"{", b"[", b"")
+
+
 def _read_large_file(drop_id: str, path: Path, source_file: str, limits: RecordLimits) -> Iterator[Batch]:
     """A file larger than ``PULSE_MAX_RECORD_MB``, never held whole: JSON lines of records are read line by line
     (each line measured, ``read_record_lines``); anything else (one JSON document, one session's event lines) is
@@ -168,8 +176,11 @@ def _read_large_file(drop_id: str, path: Path, source_file: str, limits: RecordL
     batch = Batch(drop_id)
     batch.read[kind] += 1
     reason = limits.too_many_bytes(path.stat().st_size, what)
-    if mode is None:
-        reason += " A file of many records is read whole only as JSON lines (one record per line)."
+    if mode is None and head.removeprefix(BOM).lstrip()[:1] == b"[":
+        reason += (
+            " A JSON array of records this large is read only as JSON lines, one record per line (e.g. `jq -c"
+            " '.[]' FILE > FILE.jsonl`); an array of one session's events is one record."
+        )
     batch.quarantine(source_file, 0 if mode else None, kind, reason, excerpt_text(head))
     yield batch
 
