@@ -16,6 +16,10 @@ A line or document that is not valid JSON (truncated, malformed, not UTF-8, nest
 to quarantine with the parser's message; the rest of the file is still read. A UTF-8 byte order mark before a JSON
 document, a JSON line or a CSV header is skipped; ``events.parse_json`` says how numbers JSON or a double cannot
 hold (integers beyond 64 bits, NaN, 1e400) are kept.
+
+A record (a line, or a file that is one document) of more bytes than ``PULSE_MAX_RECORD_MB`` or more JSON values
+than ``PULSE_MAX_RECORD_VALUES`` is quarantined before it is parsed, with its size and the setting (``limits.py``);
+a JSON file larger than the first is read line by line and never held whole (``_read_large_file``).
 """
 
 from __future__ import annotations
@@ -98,8 +102,8 @@ def read_file(drop_id: str, path: Path, source_file: str, name_id: str | None = 
             if mode == "events" and not too_large:
                 _read_event_lines(batch, lines, source_file, name_id)
             elif too_large:  # one document (or one session's event lines) of too many values
-                batch.read["session" if mode == "events" else "unknown"] += 1
                 kind = "session" if mode == "events" else "unknown"
+                batch.read[kind] += 1
                 batch.quarantine(source_file, 0 if mode else None, kind, too_large, excerpt_text(raw))
             else:
                 # not JSON lines either: one document that does not parse (truncated or malformed), kept whole
