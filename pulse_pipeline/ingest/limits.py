@@ -56,7 +56,7 @@ class RecordLimits:
         )
 
 
-_KEPT = f"Its first {EXCERPT_BYTES >> 10} KiB are kept here; the whole of it is still in the drop's file."
+_KEPT = f"raw_text keeps its first {EXCERPT_BYTES >> 10} KiB; the whole of it is still in the drop's file."
 
 
 def record_limits() -> RecordLimits:
