@@ -56,6 +56,7 @@ def test_ingest_bench_compares_small_files_with_one_jsonl_file(tmp_path, quick_m
     assert "files/jsonl: reading takes" in out
 
 
+@pytest.mark.slow
 def test_ingest_memory_bench_loads_a_large_message_and_quarantines_a_line_over_the_limit(tmp_path):
     out = _run(
         "bench/ingest_memory.py",

@@ -100,6 +100,7 @@ def test_duckdb_memory_for_a_batch_grows_with_its_bytes():
     assert memory_for_batch(100 << 20, 100 << 20) == (128 + 300) << 20
 
 
+@pytest.mark.slow
 def test_a_50_mb_message_loads_beside_the_good_files(lake_wh, tmp_path):
     """The issue's drop: it failed whole with "Out of Memory ... (228.4/256.0 MiB used)"."""
     folder = tmp_path / "d1"
