@@ -12,6 +12,8 @@ an optional mapping in place of ``os.environ`` so tests can pass settings withou
 | PULSE_LAKE_DATA | ``lake/data/`` | the DuckLake's Parquet files: a folder or an ``s3://`` URL |
 | PULSE_DUCKDB_MEMORY | 1GB | DuckDB's memory limit; it spills to disk beyond it |
 | PULSE_INGEST_WORKERS | one per core for large drops (at most 4) | reader processes per drop |
+| PULSE_MAX_RECORD_MB | 64 | a record (a JSON line or document) larger than this is quarantined unread |
+| PULSE_MAX_RECORD_VALUES | 4000000 | a record holding more JSON values than this is quarantined unparsed |
 | PULSE_ANNOTATOR | heuristic | ``heuristic`` or ``llm`` |
 | PULSE_RUBRIC | the paper's rubric | a rubric TOML file |
 | PULSE_HUMAN_LABELS | none | human annotations to measure annotator agreement against |
@@ -175,14 +177,28 @@ def lake_settings(environ: Env | None = None) -> LakeSettings | None:
 class IngestSettings:
     duckdb_memory: str = "1GB"  # DuckDB spills to disk beyond this, so a large drop fits in a small machine
     workers: int | None = None  # reader processes; None: chosen from the drop's size
+    max_record_bytes: int = 64 << 20  # PULSE_MAX_RECORD_MB: a larger record is quarantined (ingest/limits.py)
+    max_record_values: int = 4_000_000  # PULSE_MAX_RECORD_VALUES: the most JSON values a record may hold
+
+
+MAX_RECORD_MB = "PULSE_MAX_RECORD_MB"
+MAX_RECORD_VALUES = "PULSE_MAX_RECORD_VALUES"
 
 
 def ingest_settings(environ: Env | None = None) -> IngestSettings:
     env = _env(environ)
     workers = _parsed(env, "PULSE_INGEST_WORKERS", None, int, "a whole number")
+    record_mb = _parsed(env, MAX_RECORD_MB, 64.0, float, "a number of MiB")
+    record_values = _parsed(env, MAX_RECORD_VALUES, 4_000_000, int, "a whole number")
+    if not 0 < record_mb <= 1 << 20:  # NaN and infinity too
+        raise SettingsError(f"{MAX_RECORD_MB}={record_mb}: a number of MiB above 0, at most 1048576 (default 64)")
+    if record_values < 1:
+        raise SettingsError(f"{MAX_RECORD_VALUES}={record_values}: a whole number above 0 (default 4000000)")
     return IngestSettings(
         duckdb_memory=_text(env, "PULSE_DUCKDB_MEMORY") or "1GB",
         workers=None if workers is None else max(1, workers),
+        max_record_bytes=int(record_mb * (1 << 20)),
+        max_record_values=record_values,
     )
 
 

@@ -59,6 +59,21 @@ def test_ingest_bench_compares_small_files_with_one_jsonl_file(tmp_path, quick_m
     assert "files/jsonl: reading takes" in out
 
 
+@pytest.mark.slow
+def test_ingest_memory_bench_loads_a_large_message_and_quarantines_a_line_over_the_limit(tmp_path):
+    out = _run(
+        "bench/ingest_memory.py",
+        *("--message-mb", "0.5", "--line-mb", "1", "--file-mb", "2", "--max-record-mb", "0.8"),
+        *("--workdir", str(tmp_path)),
+    )
+    # the message case: 200 ordinary sessions and the large one, all accepted
+    assert "message (0.5 MB case" in out and "201 records read, 201 accepted, 0 quarantined, reconciled=True" in out
+    # the line case: its 1 MB line is over the 0.8 MB limit, quarantined with its size and the setting
+    assert "line    (1 MB case" in out and "201 records read, 200 accepted, 1 quarantined, reconciled=True" in out
+    assert "more than PULSE_MAX_RECORD_MB=0.8 (838,860 bytes)" in out
+    assert "file    (2 MB case" in out and "MiB process tree" in out and "largest process-tree peak:" in out
+
+
 def test_features_bench_times_each_part_and_the_llm_annotator_cold_and_warm(tmp_path):
     out = _run("bench/features.py", "--sessions", "300", "--llm-sessions", "4", "--workdir", str(tmp_path))
     for part in ("event features (SQL + git parsing)", "read transcripts", "heuristic annotator"):

@@ -36,6 +36,9 @@ def test_values_are_parsed_and_blank_means_unset():
         "PULSE_TARGET_EFFECT": "0.1",
     }
     assert settings.ingest_settings(env).workers == 1
+    limits = settings.ingest_settings({"PULSE_MAX_RECORD_MB": "0.5", "PULSE_MAX_RECORD_VALUES": "1000"})
+    assert (limits.max_record_bytes, limits.max_record_values) == (524_288, 1000)
+    assert settings.ingest_settings({}).max_record_bytes == 64 * 1024 * 1024
     f = settings.feature_settings(env)
     assert (f.annotator, f.rubric_path, f.llm_model) == ("llm", Path("~/r.toml").expanduser(), None)
     m = settings.modeling_settings(env)
@@ -54,6 +57,9 @@ def test_values_are_parsed_and_blank_means_unset():
         ({"PULSE_TARGET_EFFECT": "0"}, "PULSE_TARGET_EFFECT"),
         ({"PULSE_SEGMENT_MIN_RATINGS": "1"}, "PULSE_SEGMENT_MIN_RATINGS"),
         ({"PULSE_INGEST_WORKERS": "two"}, "PULSE_INGEST_WORKERS"),
+        ({"PULSE_MAX_RECORD_MB": "0"}, "PULSE_MAX_RECORD_MB"),
+        ({"PULSE_MAX_RECORD_MB": "inf"}, "PULSE_MAX_RECORD_MB"),
+        ({"PULSE_MAX_RECORD_VALUES": "0"}, "PULSE_MAX_RECORD_VALUES"),
     ],
 )
 def test_a_bad_value_names_its_variable(env, named):

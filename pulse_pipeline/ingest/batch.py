@@ -32,6 +32,7 @@ class Batch:
     columns: dict[str, dict[str, list[Any]]] = field(default_factory=_empty_columns)  # table -> column -> values
     read: Counter = field(default_factory=Counter)  # items read, by record type (and "event")
     bytes_read: int = 0  # bytes of the drop's files whose reading finished with this batch (a progress bar)
+    held_bytes: int = 0  # bytes of the records read into this batch: a batch is handed on by bytes too
 
     def add(self, table: Table, row: Mapping[str, Any]) -> None:
         """Append one row, given as ``{column: value}`` for every column of the table's contract."""
@@ -94,6 +95,7 @@ class Batch:
                 mine[column].extend(values)
         self.read.update(other.read)
         self.bytes_read += other.bytes_read
+        self.held_bytes += other.held_bytes
 
     def count(self, table: Table) -> int:
         return len(self.columns[table.qualified]["drop_id"])  # every raw table has a drop_id
@@ -158,3 +160,7 @@ class ArrowBatch:
     def rows(self) -> int:
         """Rows of every table."""
         return sum(data.num_rows for data in self.tables.values())
+
+    def nbytes(self) -> int:
+        """Arrow bytes of every table: what DuckDB is given to insert (``load.memory_for_batch``)."""
+        return sum(data.nbytes for data in self.tables.values())

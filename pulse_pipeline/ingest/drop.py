@@ -42,6 +42,7 @@ from .batch import RECORD_TYPES, ArrowBatch, Batch
 from .events import BOM
 from .files import jsonl_mode, read_file, read_record_lines
 from .folders import folder_layout, folder_name_id, read_session_folder, session_files
+from .limits import bounded_lines, record_limits
 from .records import file_name_id
 
 log = logging.getLogger(__name__)
@@ -297,11 +298,21 @@ def plan(unit: DropUnit, split_bytes: int | None = None) -> list[Piece]:
         start, line = 0, 0
         while start < size:
             f.seek(start + split_bytes)
-            end = min(size, start + split_bytes + len(f.readline()))  # just past the next line end
+            end = min(size, start + split_bytes + _line_rest(f))  # just past the next line end
             pieces.append(Piece(unit, start, end, line))
             line += _count_newlines(f, start, end)
             start = end
     return pieces
+
+
+def _line_rest(f, block: int = 1 << 20) -> int:
+    """Bytes from ``f``'s position to just past its line's end, read a block at a time (a line may be 200 MB)."""
+    count = 0
+    while chunk := f.readline(block):
+        count += len(chunk)
+        if chunk.endswith(b"\n"):
+            break
+    return count
 
 
 def read_piece(drop_id: str, piece: Piece) -> Iterator[Batch]:
@@ -316,10 +327,11 @@ def read_piece(drop_id: str, piece: Piece) -> Iterator[Batch]:
     elif piece.end is None:
         yield from read_file(drop_id, unit.path, unit.source_file, unit.name_id)
     else:
+        limits = record_limits()
         with unit.path.open("rb") as f:
             f.seek(piece.start)
-            lines = f.read(piece.end - piece.start).split(b"\n")
-        yield from read_record_lines(drop_id, enumerate(lines, start=piece.first_line), unit.source_file)
+            lines = bounded_lines(f, limits.max_bytes, piece.end)  # a line too large is never held (limits.py)
+            yield from read_record_lines(drop_id, enumerate(lines, start=piece.first_line), unit.source_file, limits)
 
 
 @dataclass

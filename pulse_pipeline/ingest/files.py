@@ -16,6 +16,10 @@ A line or document that is not valid JSON (truncated, malformed, not UTF-8, nest
 to quarantine with the parser's message; the rest of the file is still read. A UTF-8 byte order mark before a JSON
 document, a JSON line or a CSV header is skipped; ``events.parse_json`` says how numbers JSON or a double cannot
 hold (integers beyond 64 bits, NaN, 1e400) are kept.
+
+A record (a line, or a file that is one document) of more bytes than ``PULSE_MAX_RECORD_MB`` or more JSON values
+than ``PULSE_MAX_RECORD_VALUES`` is quarantined before it is parsed, with its size and the setting (``limits.py``);
+a JSON file larger than the first is read line by line and never held whole (``_read_large_file``).
 """
 
 from __future__ import annotations
@@ -32,9 +36,11 @@ from .. import tables
 from .adapter import add_session
 from .batch import Batch
 from .events import BOM, dump, parse_json
+from .limits import EXCERPT_BYTES, Oversized, RecordLimits, bounded_lines, excerpt_text, record_limits
 from .records import adapter_for, add_assignment, add_rating, add_record, classify, content_id
 
 CHUNK_EVENTS = 50_000  # a batch is handed to the warehouse once it holds this many events
+CHUNK_BYTES = 32 << 20  # ... or records of this many bytes (one large record goes to the warehouse nearly alone)
 
 
 def why_unparseable(raw: bytes, error: Exception) -> str:
@@ -65,27 +71,40 @@ def read_file(drop_id: str, path: Path, source_file: str, name_id: str | None = 
     """Every record of one file, in batches of about ``CHUNK_EVENTS`` events (memory stays bounded).
 
     ``name_id`` is the session id the file's location gives (``drop.drop_units``); it names the file's session
-    when the file holds one session whose content names none."""
+    when the file holds one session whose content names none. A file larger than ``PULSE_MAX_RECORD_MB`` is
+    read line by line (``_read_large_file``), and a file holding more JSON values than ``PULSE_MAX_RECORD_VALUES``
+    is not parsed whole (``limits.py``)."""
+    limits = record_limits()
+    if path.stat().st_size > limits.max_bytes and _starts_as_json(path):
+        yield from _read_large_file(drop_id, path, source_file, limits)
+        return
     raw = path.read_bytes().removeprefix(BOM)
-    batch = Batch(drop_id)
+    batch = Batch(drop_id, held_bytes=len(raw))
     if not raw.strip():
         batch.read["unknown"] += 1
         batch.quarantine(source_file, None, "unknown", "file is empty", "")
         yield batch
         return
+    too_large = limits.why_too_large(raw)
     try:
+        if too_large:  # tried as JSON lines, whose records are each measured, else quarantined unparsed
+            raise orjson.JSONDecodeError(too_large, "", 0)
         whole = parse_json(raw)
     except orjson.JSONDecodeError as error:
         if raw.lstrip()[:1] not in (b"{", b"["):
             _read_csv(batch, raw, source_file)
         else:
             lines = raw.split(b"\n")
-            mode = jsonl_mode(lines)
+            mode = jsonl_mode(lines, limits=limits)
             if mode == "records":
                 yield from read_record_lines(drop_id, enumerate(lines), source_file)
                 return
-            if mode == "events":
+            if mode == "events" and not too_large:
                 _read_event_lines(batch, lines, source_file, name_id)
+            elif too_large:  # one document (or one session's event lines) of too many values
+                kind = "session" if mode == "events" else "unknown"
+                batch.read[kind] += 1
+                batch.quarantine(source_file, 0 if mode else None, kind, too_large, excerpt_text(raw))
             else:
                 # not JSON lines either: one document that does not parse (truncated or malformed), kept whole
                 batch.read["unknown"] += 1
@@ -109,33 +128,91 @@ def read_file(drop_id: str, path: Path, source_file: str, name_id: str | None = 
     yield batch
 
 
-def jsonl_mode(lines: list[bytes], sample: int = 20) -> str | None:
-    """``records`` or ``events`` when most of the first non-empty lines are JSON objects, else None."""
-    objects: list[Any] = []
-    seen = 0
+def jsonl_mode(lines: Iterable[bytes], sample: int = 20, limits: RecordLimits | None = None) -> str | None:
+    """``records`` or ``events`` when most of the first non-empty lines are JSON objects, else None. A line too
+    large to parse (``limits.py``) counts as a line that is no object, unparsed; only the first object is kept."""
+    limits = limits or record_limits()
+    first: Any = None
+    objects = seen = 0
     for line in lines:
         if not line.strip():
             continue
         seen += 1
         try:
-            obj = parse_json(line)
+            obj = None if limits.why_too_large(line) else parse_json(line)
         except orjson.JSONDecodeError:
             obj = None
         if isinstance(obj, dict):
-            objects.append(obj)
+            objects += 1
+            first = obj if first is None else first
         if seen >= sample:
             break
-    if not objects or len(objects) * 2 < seen:
+    if not objects or objects * 2 < seen:
         return None
-    return "events" if classify(objects[0]) == "event" else "records"
+    return "events" if classify(first) == "event" else "records"
 
 
-def read_record_lines(drop_id: str, numbered_lines: Iterable[tuple[int, bytes]], source_file: str) -> Iterator[Batch]:
-    """JSON lines, one record each; a record's index is its line number."""
+def _starts_as_json(path: Path) -> bool:
+    """Whether the file's first 64 KiB, a byte order mark and white space aside, start a JSON object or array (a
+    CSV file of ratings is read row by row, whatever its size)."""
+    with path.open("rb") as f:
+        head = f.read(1 << 16).removeprefix(BOM).lstrip()
+    return head[:1] in (b"{", b"[", b"")
+
+
+def _read_large_file(drop_id: str, path: Path, source_file: str, limits: RecordLimits) -> Iterator[Batch]:
+    """A file larger than ``PULSE_MAX_RECORD_MB``, never held whole: JSON lines of records are read line by line
+    (each line measured, ``read_record_lines``); anything else (one JSON document, one session's event lines) is
+    one record over the limit, quarantined with its first bytes."""
+    with path.open("rb") as f:
+        if f.read(len(BOM)) != BOM:
+            f.seek(0)
+        start = f.tell()
+        lines = bounded_lines(f, limits.max_bytes)
+        mode = jsonl_mode((line.excerpt if isinstance(line, Oversized) else line for line in lines), limits=limits)
+        f.seek(start)
+        if mode == "records":
+            yield from read_record_lines(drop_id, enumerate(bounded_lines(f, limits.max_bytes)), source_file, limits)
+            return
+        head = f.read(EXCERPT_BYTES)
+    kind = "session" if mode == "events" else "unknown"
+    what = "a file of one session's event lines" if mode == "events" else "a file that is one JSON document"
+    batch = Batch(drop_id)
+    batch.read[kind] += 1
+    reason = limits.too_many_bytes(path.stat().st_size, what)
+    if mode is None and head.removeprefix(BOM).lstrip()[:1] == b"[":
+        reason += (
+            " A JSON array of records this large is read only as JSON lines, one record per line (e.g. `jq -c"
+            " '.[]' FILE > FILE.jsonl`); an array of one session's events is one record."
+        )
+    batch.quarantine(source_file, 0 if mode else None, kind, reason, excerpt_text(head))
+    yield batch
+
+
+def read_record_lines(
+    drop_id: str,
+    numbered_lines: Iterable[tuple[int, bytes | Oversized]],
+    source_file: str,
+    limits: RecordLimits | None = None,
+) -> Iterator[Batch]:
+    """JSON lines, one record each; a record's index is its line number. A line too large to parse
+    (``limits.py``) is quarantined with the reason; batches are handed on every ``CHUNK_EVENTS`` events or
+    ``CHUNK_BYTES`` bytes of lines."""
+    limits = limits or record_limits()
     batch = Batch(drop_id)
     for i, line in numbered_lines:
+        if isinstance(line, Oversized):
+            batch.read["unknown"] += 1
+            batch.quarantine(source_file, i, "unknown", limits.too_many_bytes(line.size), line.text())
+            continue
         if not line.strip():
             continue
+        too_large = limits.why_too_large(line)
+        if too_large:
+            batch.read["unknown"] += 1
+            batch.quarantine(source_file, i, "unknown", too_large, excerpt_text(line))
+            continue
+        batch.held_bytes += len(line)
         try:
             obj = parse_json(line)
         except orjson.JSONDecodeError as error:
@@ -143,7 +220,7 @@ def read_record_lines(drop_id: str, numbered_lines: Iterable[tuple[int, bytes]],
             batch.quarantine(source_file, i, "unknown", why_unparseable(line, error), line.decode("utf-8", "replace"))
             continue
         add_record(batch, source_file, i, obj, line)
-        if batch.count(tables.EVENTS) >= CHUNK_EVENTS:
+        if batch.count(tables.EVENTS) >= CHUNK_EVENTS or batch.held_bytes >= CHUNK_BYTES:
             yield batch
             batch = Batch(drop_id)
     yield batch

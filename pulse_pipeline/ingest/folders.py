@@ -55,6 +55,7 @@ from .adapter import add_session
 from .batch import Batch
 from .events import NotAnId, as_id, as_int, llm_usage, parse_json, read_id
 from .files import why_unparseable
+from .limits import EXCERPT_BYTES, record_limits
 from .records import adapter_for, with_location
 
 SDK_EVENT_NAME = re.compile(r"^event-(?P<idx>\d{5,})-(?P<event_id>[0-9a-fA-F-]{8,})\.json$")
@@ -138,14 +139,23 @@ def read_session_folder(
 
 
 def _load_events(batch: Batch, source_file: str, numbered: list[tuple[int, Path]], prefix: str = "") -> list:
-    """``(value, path)`` of every event file that holds a JSON object; the others are quarantined by number."""
+    """``(value, path)`` of every event file that holds a JSON object; the others are quarantined by number (one
+    too large to read, ``limits.py``, with its first bytes only)."""
     events: list[tuple[dict[str, Any], Path]] = []
+    limits = record_limits()
     for number, path in numbered:
-        data = path.read_bytes()
+        size = path.stat().st_size
+        with path.open("rb") as f:
+            data = f.read(EXCERPT_BYTES if size > limits.max_bytes else -1)
+        too_large = limits.too_many_bytes(size, "event file") if size > limits.max_bytes else None
+        too_large = too_large or limits.why_too_large(data)
         try:
+            if too_large:
+                data = data[:EXCERPT_BYTES]
+                raise orjson.JSONDecodeError(too_large, "", 0)
             value = parse_json(data)
         except orjson.JSONDecodeError as error:
-            reason = "empty file" if not data.strip() else why_unparseable(data, error)
+            reason = too_large or ("empty file" if not data.strip() else why_unparseable(data, error))
         else:
             if isinstance(value, dict):
                 events.append((value, path))

@@ -24,7 +24,7 @@ from ..settings import ingest_settings
 from ..warehouse import Warehouse, restore_memory_limit
 from .batch import ArrowBatch, Batch
 from .drop import DropTally, Piece, drop_row, drop_units, plan_reads, read_piece, unit_bytes
-from .files import CHUNK_EVENTS
+from .files import CHUNK_BYTES, CHUNK_EVENTS
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +32,12 @@ Progress = Callable[[str], None]
 Advance = Callable[[int, int], None]  # (bytes just read, bytes of the drop): a progress bar (progress.py)
 
 COMMIT_ROWS = 500_000  # rows (of every table) per transaction while loading
+COMMIT_BYTES = 256 << 20  # ... or this many bytes of Arrow data, whichever comes first
 PARALLEL_BYTES = 32 << 20  # drops smaller than this are read in this process (starting workers costs ~1 s)
 LOAD_MEMORY_MIB = 256  # DuckDB's memory limit while a drop is loaded, unless PULSE_DUCKDB_MEMORY is lower
+# ... raised to BATCH_MEMORY_MIB + BATCH_MEMORY_FACTOR x a batch's Arrow bytes while a larger batch is inserted
+BATCH_MEMORY_MIB = 128
+BATCH_MEMORY_FACTOR = 3
 _UNITS = {"bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 
 
@@ -46,7 +50,8 @@ def reader_processes(total_bytes: int) -> int:
 
 
 def read_pieces(drop_id: str, pieces: list[Piece]) -> Iterator[Batch]:
-    """The rows of one read, its pieces one after another, merged into batches of about ``CHUNK_EVENTS`` events.
+    """The rows of one read, its pieces one after another, merged into batches of about ``CHUNK_EVENTS`` events
+    (or ``CHUNK_BYTES`` bytes of records, so a batch with a large record holds few others).
     Each piece's bytes are counted in the batch its reading finished with, so the last one may hold no rows.
 
     Why: each INSERT of an open transaction holds DuckDB memory (measured: 3 000 inserts of 85 rows held 400 MiB,
@@ -56,7 +61,7 @@ def read_pieces(drop_id: str, pieces: list[Piece]) -> Iterator[Batch]:
     for piece in pieces:
         for batch in read_piece(drop_id, piece):
             merged.absorb(batch)
-            if merged.count(tables.EVENTS) >= CHUNK_EVENTS:
+            if merged.count(tables.EVENTS) >= CHUNK_EVENTS or merged.held_bytes >= CHUNK_BYTES:
                 yield merged
                 merged = Batch(drop_id)
         merged.bytes_read += piece_bytes(piece)
@@ -87,9 +92,42 @@ def _read_parallel(drop_id: str, reads: list[list[Piece]], workers: int) -> Iter
         yield from batches
 
 
+def memory_for_batch(batch_bytes: int, base_bytes: int) -> int:
+    """The memory limit (bytes) DuckDB inserts a batch of ``batch_bytes`` Arrow bytes with: the loading limit
+    ``base_bytes``, or ``BATCH_MEMORY_MIB`` MiB plus ``BATCH_MEMORY_FACTOR`` times the batch when that is more than
+    ``LOAD_MEMORY_MIB`` (a batch of ordinary records keeps the limit, even a lower ``PULSE_DUCKDB_MEMORY``).
+
+    Why (issue 34): appending to a DuckLake writes Parquet, and a value is held a few times over while its row
+    group is written (the Arrow column, the column being written, its compressed page), so a fixed limit fails
+    on one large value: a session with a 50 MB message (one batch of 100 MB: the text and the event's
+    ``raw_json``) failed at 256 MiB ("failed to allocate 55.6 MiB (216.0/256.0 MiB used)") and loaded at 512 MiB.
+    The batch's size is bounded by the largest record (``PULSE_MAX_RECORD_MB``, ``limits.py``) plus
+    ``files.CHUNK_BYTES``, and so is the limit."""
+    needed = (BATCH_MEMORY_MIB << 20) + BATCH_MEMORY_FACTOR * batch_bytes
+    return base_bytes if needed <= LOAD_MEMORY_MIB << 20 else max(base_bytes, needed)
+
+
+class BatchMemory:
+    """Sets DuckDB's memory limit for each batch (``memory_for_batch``), only when it changes."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, base_bytes: int) -> None:
+        self.con, self.base, self.current = con, base_bytes, base_bytes
+
+    def fit(self, batch_bytes: int) -> None:
+        wanted = memory_for_batch(batch_bytes, self.base)
+        if wanted == self.current:
+            return
+        try:
+            self.con.execute(f"SET memory_limit = '{wanted >> 20}MiB'")
+            self.current = wanted
+        except duckdb.Error:  # lowering it while blocks are still pinned: kept higher until the next batch
+            pass
+
+
 @contextmanager
-def loading_memory(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
-    """DuckDB's memory limit lowered to ``LOAD_MEMORY_MIB`` (never raised) while a drop loads.
+def loading_memory(con: duckdb.DuckDBPyConnection) -> Iterator[BatchMemory]:
+    """DuckDB's memory limit lowered to ``LOAD_MEMORY_MIB`` while a drop loads, raised for a large batch only
+    (``BatchMemory``, ``memory_for_batch``).
 
     Why: loading only appends, and DuckDB writes the appended row groups to disk as they fill, so memory beyond a
     few hundred MiB only caches blocks already written; DuckDB keeps them up to its limit, which made its cache
@@ -99,12 +137,11 @@ def loading_memory(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
     so it cannot be read back exactly).
     """
     number, unit = con.execute("SELECT current_setting('memory_limit')").fetchone()[0].split()  # e.g. 953.6 MiB
-    if float(number) * _UNITS[unit] <= LOAD_MEMORY_MIB << 20:
-        yield
-        return
-    con.execute(f"SET memory_limit = '{LOAD_MEMORY_MIB}MiB'")
+    configured = int(float(number) * _UNITS[unit])
+    if configured > LOAD_MEMORY_MIB << 20:
+        con.execute(f"SET memory_limit = '{LOAD_MEMORY_MIB}MiB'")
     try:
-        yield
+        yield BatchMemory(con, min(configured, LOAD_MEMORY_MIB << 20))
     finally:
         restore_memory_limit(con)
 
@@ -134,8 +171,9 @@ def load_drop(
     last, so a load that dies leaves either the drop as it was or rows without a ``raw.drops`` row, and a drop of
     fewer rows is replaced in one transaction. Until the ``raw.drops`` row exists, staging ignores the drop (every
     staging query joins ``raw.drops``), nothing is published (``unfinished_drops``), and the next load of the drop
-    deletes what the failed one left. DuckDB runs with at most ``LOAD_MEMORY_MIB`` meanwhile (``loading_memory``), and
-    on one thread while reader processes run (``one_thread``).
+    deletes what the failed one left. DuckDB runs with at most ``LOAD_MEMORY_MIB`` meanwhile, more only while a
+    large batch is inserted (``loading_memory``, ``memory_for_batch``), and on one thread while reader processes
+    run (``one_thread``). Rows are also committed every ``COMMIT_BYTES`` of Arrow data.
 
     ``progress`` gets a line every 20 batches (a log); ``advance(bytes, total)`` is called as rows are inserted,
     with the bytes read for them and the drop's (a progress bar). Bytes, not files: a drop may be one large file.
@@ -148,8 +186,8 @@ def load_drop(
     workers = reader_processes(total_bytes)
     batches = _read_serial(drop_id, reads) if workers == 1 else _read_parallel(drop_id, reads, workers)
     counted = batches if advance is None else _advancing(batches, advance, total_bytes)
-    with loading_memory(wh.con), one_thread(wh.con) if workers > 1 else nullcontext():
-        return _replace_rows(wh, drop_id, path, counted, progress)
+    with loading_memory(wh.con) as memory, one_thread(wh.con) if workers > 1 else nullcontext():
+        return _replace_rows(wh, drop_id, path, counted, progress, memory)
 
 
 def _advancing(batches: Iterator[ArrowBatch], advance: Advance, total_bytes: int) -> Iterator[ArrowBatch]:
@@ -161,23 +199,31 @@ def _advancing(batches: Iterator[ArrowBatch], advance: Advance, total_bytes: int
 
 
 def _replace_rows(
-    wh: Warehouse, drop_id: str, path: Path, batches: Iterator[ArrowBatch], progress: Progress | None
+    wh: Warehouse,
+    drop_id: str,
+    path: Path,
+    batches: Iterator[ArrowBatch],
+    progress: Progress | None,
+    memory: BatchMemory | None = None,
 ) -> DropTally:
     tally = DropTally()
     wh.con.begin()
     try:
         wh.delete_drop(drop_id)
-        uncommitted = 0
+        uncommitted = uncommitted_bytes = 0
         for n, batch in enumerate(batches, start=1):
+            if memory is not None:
+                memory.fit(batch.nbytes())
             for t in tables.RAW_TABLES:
                 if batch.count(t):
                     wh.insert(t, batch.tables[t.qualified])
             tally.add(batch)
             uncommitted += batch.rows()
-            if uncommitted >= COMMIT_ROWS:
+            uncommitted_bytes += batch.nbytes()
+            if uncommitted >= COMMIT_ROWS or uncommitted_bytes >= COMMIT_BYTES:
                 wh.con.commit()
                 wh.con.begin()
-                uncommitted = 0
+                uncommitted = uncommitted_bytes = 0
             if progress and n % 20 == 0:
                 progress(f"{drop_id}: {tally.records_read} records, {tally.events_read} events read")
         drops = Batch(drop_id)
