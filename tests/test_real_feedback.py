@@ -344,3 +344,24 @@ def test_a_warehouse_of_an_older_pulse_gets_the_scale_columns_and_its_labels_bac
     rebuild_staging(wh)
     assert rows(wh, "SELECT * FROM staging.session_labels ORDER BY 1") == [(*r, "stars_1_5") for r in before]
     con.close()
+
+
+def test_the_ask_policy_learns_its_error_model_from_star_labels_only(tmp_path):
+    """The policy's error model is |label - prediction| of the model, which predicts stars: the same 60 rated
+    sessions fit it on stars, and fit nothing when their labels are thumbs."""
+    import duckdb
+
+    from pulse_pipeline.estimates.ask_policy import policy_from_warehouse
+
+    from .test_ask_policy import _warehouse_with_sessions
+
+    path = tmp_path / "w.duckdb"
+    _warehouse_with_sessions(path)
+    with duckdb.connect(str(path), read_only=True) as con:
+        policy, _ = policy_from_warehouse(con)
+    assert policy.fitted_on_ratings == 60
+    with duckdb.connect(str(path)) as con:
+        con.execute("UPDATE staging.session_labels SET scale = 'thumbs', label = round(label)")
+    with duckdb.connect(str(path), read_only=True) as con:
+        policy, _ = policy_from_warehouse(con)
+    assert policy.fitted_on_ratings == 0

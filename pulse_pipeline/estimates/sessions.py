@@ -67,7 +67,9 @@ def one_scale_per_experiment(frame: pl.DataFrame) -> pl.DataFrame:
     different things, so their mean, or a difference of arms with different mixes of them, means nothing; and one
     scale per experiment, not per comparison, keeps the control arm the same in every comparison. ``scale`` is
     null for an experiment with no rated session. A frame without ``label_scale`` (rows made by hand) is returned
-    with every label on stars."""
+    with every label on stars; one without ``labeled`` (no labels at all), as it is."""
+    if "labeled" not in frame.columns:
+        return frame
     if "label_scale" not in frame.columns:
         return frame.with_columns(
             pl.when(pl.col("labeled")).then(pl.lit(SCALES[0])).otherwise(None).alias("label_scale"),
