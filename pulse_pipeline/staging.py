@@ -30,8 +30,9 @@ Rules, each in one query below:
   segment does: OpenHands shows the thumbs below the conversation's last agent turn, and the record is posted
   with the trajectory as it stood then, so what the user judged is the work they had just seen (it is also the
   closest a per-conversation rating comes to the per-segment unit the stars use). Its ``created_at`` is the
-  record's ``timestamp``. A ``feedback`` that is no thumb, and a thumb on a session with no work segment, go to
-  ``raw.quarantine`` (stage ``staging``, record type ``rating``) with the reason. Star ratings are on the scale
+  record's ``timestamp`` (in UTC, as every timestamp: a zone-less one is UTC). A ``feedback`` that is no thumb,
+  and a thumb on a session with no work segment, go to ``raw.quarantine`` (stage ``staging``, record type
+  ``rating``) with the reason. Star ratings are on the scale
   ``stars_1_5``; ``staging.segment_ratings`` keeps one rating per segment *and scale*.
 - **Labels**: a session's label is the mean of its segment ratings on one scale: with stars, ``label = (mean -
   1) / 4`` in [0, 1] (``label_stars`` the mean); with thumbs only, the thumb (``label_stars`` NULL). A session
@@ -162,7 +163,8 @@ resolve reads the events of every record a rating names an event of)."""
 THUMBS_SQL = f"""
 SELECT session_id, n_segments, drop_id, source_file, record_index, feedback,
        {thumb_label_sql("feedback")} AS thumb,
-       TRY_CAST(json_extract_string(metadata_json, '$.timestamp') AS TIMESTAMP) AS created_at,
+       TRY_CAST(TRY_CAST(json_extract_string(metadata_json, '$.timestamp') AS TIMESTAMPTZ) AT TIME ZONE 'UTC'
+                AS TIMESTAMP) AS created_at,
        CASE WHEN {thumb_label_sql("feedback")} IS NULL
                  THEN 'feedback ' || to_json(feedback) || ' of session ' || session_id
                       || ' is not a thumb: expected positive or negative'

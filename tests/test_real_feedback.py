@@ -5,8 +5,8 @@ Every count below was worked out by reading the fixtures (written from the field
 
 - thumbs/feedback_rows.json, a JSON array of four feedback rows ``{version, feedback, permissions, timestamp,
   trajectory, id}``:
-  fb-a (positive, 2025-04-01T09:30:00): user message 0, running 1, ``ls`` 2, its observation 3, finish 4,
-  finished 5: 6 events, one segment (0..5).
+  fb-a (positive, 2025-04-01T11:30:00+02:00, so 09:30 UTC): user message 0, running 1, ``ls`` 2, its observation
+  3, finish 4, finished 5: 6 events, one segment (0..5).
   fb-b (negative, 2025-04-02T11:00:00): user message 0, running 1, an agent question 2, awaiting_user_input 3,
   user message 4, running 5, ``pytest -q`` 6, observation 7, finish 8, finished 9: 10 events, two segments
   (0..3, 4..9); its thumb rates segment 1.
