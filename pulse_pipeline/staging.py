@@ -24,7 +24,21 @@ Rules, each in one query below:
   by the same rules as ratings, and are quarantined for the same reasons (worded "ask names ..." when unanswered).
   An answered ask is a rating like any other. ``staging.session_asks`` has one row per asked session: its asks,
   how many were answered, and its first ask's probability (the policy decides once per session).
-- **Labels**: a session's label is the mean of its segment ratings, ``label = (mean - 1) / 4`` in [0, 1].
+- **Thumbs** (``label_scales.py``): a feedback-dataset record's ``feedback`` (or ``polarity``), kept in
+  ``staging.sessions.feedback``, is a rating on the scale ``thumbs``: ``positive`` 1, ``negative`` 0 (case and
+  surrounding blanks ignored). It rates the session's last work segment, as a star rating that names no event or
+  segment does: OpenHands shows the thumbs below the conversation's last agent turn, and the record is posted
+  with the trajectory as it stood then, so what the user judged is the work they had just seen (it is also the
+  closest a per-conversation rating comes to the per-segment unit the stars use). Its ``created_at`` is the
+  record's ``timestamp`` (in UTC, as every timestamp: a zone-less one is UTC). A ``feedback`` that is no thumb,
+  and a thumb on a session with no work segment, go to ``raw.quarantine`` (stage ``staging``, record type
+  ``rating``) with the reason. Star ratings are on the scale
+  ``stars_1_5``; ``staging.segment_ratings`` keeps one rating per segment *and scale*.
+- **Labels**: a session's label is the mean of its segment ratings on one scale: with stars, ``label = (mean -
+  1) / 4`` in [0, 1] (``label_stars`` the mean); with thumbs only, the thumb (``label_stars`` NULL). A session
+  rated both ways is labelled by its stars and its thumb is left out of its label (it stays in
+  ``staging.segment_ratings``): stars are asked per segment and are the finer measurement, and a label that
+  averaged a thumb with stars would be on neither scale. ``scale`` says which one a label is on.
 - **Assignments**: an assignments file row beats the session's own metadata from the same drop; otherwise the
   latest drop wins. Assignments for sessions PULSE has not seen are quarantined (stage ``staging``).
 """
@@ -33,6 +47,7 @@ from __future__ import annotations
 
 from . import tables
 from .incremental import Refreshed, code_digest, refreshing
+from .label_scales import STARS, THUMBS, thumb_label_sql
 from .stars import stars_to_label_sql
 from .warehouse import Warehouse
 
@@ -145,17 +160,36 @@ RESOLVED_RATINGS = "_pulse_resolved_ratings"
 """Temporary table of one ``build_segment_ratings``: ``resolved_sql()`` made once for its two queries (each
 resolve reads the events of every record a rating names an event of)."""
 
-SEGMENT_RATINGS_SQL = f"""
-SELECT session_id, seg, rating, reason, created_at, rating_id,
-       CASE WHEN event_id IS NOT NULL THEN 'event_id' WHEN segment_index IS NOT NULL THEN 'segment_index'
-            ELSE 'last_segment' END,
-       drop_id, source_file, record_index
-FROM {RESOLVED_RATINGS} WHERE problem IS NULL AND rating IS NOT NULL
-QUALIFY row_number() OVER (PARTITION BY session_id, seg
-    ORDER BY created_at DESC NULLS LAST, drop_mtime DESC, drop_id DESC, source_file DESC, record_index DESC,
-             item_index DESC) = 1
-ORDER BY session_id, seg
+THUMBS_SQL = f"""
+SELECT session_id, n_segments, drop_id, source_file, record_index, feedback,
+       {thumb_label_sql("feedback")} AS thumb,
+       TRY_CAST(TRY_CAST(json_extract_string(metadata_json, '$.timestamp') AS TIMESTAMPTZ) AT TIME ZONE 'UTC'
+                AS TIMESTAMP) AS created_at,
+       CASE WHEN {thumb_label_sql("feedback")} IS NULL
+                 THEN 'feedback ' || to_json(feedback) || ' of session ' || session_id
+                      || ' is not a thumb: expected positive or negative'
+            WHEN n_segments = 0 THEN 'session ' || session_id || ' has no work segment for its thumb to rate'
+       END AS problem
+FROM staging.sessions WHERE feedback IS NOT NULL
 """
+"""Each staged session's thumb (``feedback``): its label, or the ``problem`` that keeps it from being one."""
+
+SEGMENT_RATINGS_SQL = f"""
+(SELECT session_id, seg, rating, reason, created_at, rating_id,
+        CASE WHEN event_id IS NOT NULL THEN 'event_id' WHEN segment_index IS NOT NULL THEN 'segment_index'
+             ELSE 'last_segment' END,
+        drop_id, source_file, record_index, '{STARS}'
+ FROM {RESOLVED_RATINGS} WHERE problem IS NULL AND rating IS NOT NULL
+ QUALIFY row_number() OVER (PARTITION BY session_id, seg
+     ORDER BY created_at DESC NULLS LAST, drop_mtime DESC, drop_id DESC, source_file DESC, record_index DESC,
+              item_index DESC) = 1)
+UNION ALL
+(SELECT session_id, n_segments - 1, thumb, NULL, created_at, NULL, 'last_segment', drop_id, source_file,
+        record_index, '{THUMBS}'
+ FROM ({THUMBS_SQL}) WHERE problem IS NULL)
+ORDER BY 1, 2, 11
+"""
+"""One star rating per rated segment (the latest), and each session's thumb on its last segment."""
 
 RATING_QUARANTINE_SQL = f"""
 SELECT drop_id, 'staging', source_file, record_index, item_index, 'rating', problem,
@@ -167,6 +201,10 @@ SELECT drop_id, 'staging', source_file, record_index, item_index, 'rating', prob
                           'segment_index': segment_index, 'rating': rating, 'reason': reason,
                           'created_at': created_at, 'ask_probability': ask_probability}}) END::VARCHAR
 FROM {RESOLVED_RATINGS} WHERE problem IS NOT NULL
+UNION ALL
+SELECT drop_id, 'staging', source_file, record_index, NULL, 'rating', problem,
+       to_json({{'session_id': session_id, 'feedback': feedback}})::VARCHAR
+FROM ({THUMBS_SQL}) WHERE problem IS NOT NULL
 """
 
 SESSION_ASKS_SQL = f"""
@@ -179,9 +217,15 @@ GROUP BY session_id ORDER BY session_id
 """
 
 SESSION_LABELS_SQL = f"""
-SELECT session_id, count(*)::INTEGER, avg(rating), {stars_to_label_sql("avg(rating)")}
-FROM staging.segment_ratings GROUP BY session_id ORDER BY session_id
+SELECT session_id, count(*)::INTEGER,
+       CASE WHEN scale = '{STARS}' THEN avg(rating) END,
+       CASE WHEN scale = '{STARS}' THEN {stars_to_label_sql("avg(rating)")} ELSE avg(rating) END,
+       scale
+FROM staging.segment_ratings GROUP BY session_id, scale
+QUALIFY row_number() OVER (PARTITION BY session_id ORDER BY scale = '{STARS}' DESC) = 1
+ORDER BY session_id
 """
+"""One label per rated session, on one scale: its stars when it has any, else its thumb (module docstring)."""
 
 _CANDIDATE_ASSIGNMENTS = """
 WITH candidates AS (

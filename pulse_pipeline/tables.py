@@ -193,7 +193,9 @@ WORK_SEGMENTS = _t(
 
 SEGMENT_RATINGS = _t(
     "staging.segment_ratings",
-    "One row per rated work segment (the latest rating when a segment was rated more than once).",
+    "One row per rated work segment and rating scale (the latest rating when a segment was rated more than once on"
+    " a scale): scale 'stars_1_5' holds 1-5 stars; scale 'thumbs' holds a conversation's thumb, 1 up and 0 down,"
+    " on its last segment.",
     ("session_id", VARCHAR),
     ("segment_index", INTEGER),
     ("rating", DOUBLE),
@@ -204,15 +206,19 @@ SEGMENT_RATINGS = _t(
     ("drop_id", VARCHAR),
     ("source_file", VARCHAR),
     ("record_index", INTEGER),
+    ("scale", VARCHAR),
 )
 
 SESSION_LABELS = _t(
     "staging.session_labels",
-    "One row per rated session: the mean of its segment ratings, and that mean normalized to [0, 1].",
+    "One row per rated session, on one scale (its stars when it has any, else its thumb): with stars, the mean of"
+    " its segment ratings (label_stars) and that mean normalized to [0, 1]; with a thumb, label 1 (up) or 0 (down)"
+    " and label_stars NULL.",
     ("session_id", VARCHAR),
     ("n_rated_segments", INTEGER),
     ("label_stars", DOUBLE),
     ("label", DOUBLE),
+    ("scale", VARCHAR),
 )
 
 SESSION_ASKS = _t(
@@ -417,7 +423,8 @@ EXPERIMENT_EFFECTS = _t(
     "estimates.experiment_effects",
     "One row per experiment, treatment-vs-control comparison and method: the effect on the normalized label"
     " (and in stars), its interval, p-value, the data behind it and the honesty diagnostics; the randomization"
-    " unit (session or user: intervals clustered by user), where it came from, and the sessions it left out.",
+    " unit (session or user: intervals clustered by user), where it came from, and the sessions it left out; the"
+    " rating scale its labels are on (stars_1_5 or thumbs: the *_stars columns are NULL for thumbs).",
     ("experiment", VARCHAR),
     ("treatment", VARCHAR),
     ("control", VARCHAR),
@@ -447,6 +454,7 @@ EXPERIMENT_EFFECTS = _t(
     ("unit", VARCHAR),
     ("unit_source", VARCHAR),
     ("sessions_excluded", INTEGER),
+    ("scale", VARCHAR),
 )
 
 RAW_TABLES = (DROPS, SESSIONS, EVENTS, RATINGS, ASKS, ASSIGNMENTS, QUARANTINE)

@@ -46,8 +46,13 @@ from .settings import ingest_settings, lake_settings
 from .tables import Table
 
 DERIVED_SCHEMAS = ("modeling", "estimates")  # rebuilt whole by every materialization
-RECOMPUTED_TABLES = ("features.event_features", "staging.computed_versions")
-"""Tables outside ``DERIVED_SCHEMAS`` that are also recomputed from the raw events, at no cost but time: one of
+RECOMPUTED_TABLES = (
+    "features.event_features",
+    "staging.computed_versions",
+    "staging.segment_ratings",
+    "staging.session_labels",
+)
+"""Tables outside ``DERIVED_SCHEMAS`` that are also recomputed from the raw rows, at no cost but time: one of
 an older shape is recreated like a derived table, and its bookkeeping forgotten (``_forget_computed``), so its
 next refresh is whole; a recreated bookkeeping table makes every refresh whole. (Annotations are not recreated:
 LLM answers are paid for.)"""

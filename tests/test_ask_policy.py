@@ -166,7 +166,9 @@ def _warehouse_with_sessions(path, asks: int = 0) -> None:
             {"session_id": frame["session_id"][:60], "label": label[:60], "prediction": label[:60] + error[:60]}
         )
         con.register("r", rated.to_arrow())
-        con.execute("INSERT INTO staging.session_labels (session_id, label) SELECT session_id, label FROM r")
+        con.execute(
+            "INSERT INTO staging.session_labels (session_id, label, scale) SELECT session_id, label, 'stars_1_5' FROM r"
+        )
         con.execute("INSERT INTO modeling.predictions (session_id, prediction) SELECT session_id, prediction FROM r")
         if asks:
             con.execute(

@@ -322,8 +322,8 @@ def test_ratings_files_join_segments_by_event_and_by_index(wh):
     ]
     # conv-a: (5 + 2) / 2 = 3.5 stars, label (3.5 - 1) / 4 = 0.625; conv-b: (4 + 2) / 2 = 3, label 0.5
     assert rows(wh, "SELECT * FROM staging.session_labels ORDER BY 1") == [
-        ("conv-a", 2, 3.5, 0.625),
-        ("conv-b", 2, 3.0, 0.5),
+        ("conv-a", 2, 3.5, 0.625, "stars_1_5"),
+        ("conv-b", 2, 3.0, 0.5, "stars_1_5"),
     ]
 
 

@@ -256,17 +256,34 @@ def test_rows_by_name_are_checked_against_the_contract(wh):
         n_rated_segments: int
         label_stars: float
         label: float
+        scale: str = "stars_1_5"
 
     assert wh.append(tables.SESSION_LABELS, [Label("a", 1, 5.0, 1.0), Label("b", 2, 3.0, 0.5)]) == 2
     with pytest.raises(ContractError, match=r"missing column\(s\) label; extra column\(s\) lbl"):
         wh.replace(
             tables.SESSION_LABELS,
-            pl.DataFrame({"session_id": ["c"], "n_rated_segments": [1], "label_stars": [4.0], "lbl": [0.75]}),
+            pl.DataFrame(
+                {
+                    "session_id": ["c"],
+                    "n_rated_segments": [1],
+                    "label_stars": [4.0],
+                    "lbl": [0.75],
+                    "scale": ["stars_1_5"],
+                }
+            ),
         )
     with pytest.raises(ContractError, match="column label_stars is String, the contract says DOUBLE"):
         wh.replace(
             tables.SESSION_LABELS,
-            pl.DataFrame({"session_id": ["c"], "n_rated_segments": [1], "label_stars": ["four"], "label": [0.75]}),
+            pl.DataFrame(
+                {
+                    "session_id": ["c"],
+                    "n_rated_segments": [1],
+                    "label_stars": ["four"],
+                    "label": [0.75],
+                    "scale": ["stars_1_5"],
+                }
+            ),
         )
     with pytest.raises(ContractError, match="n_rated_segments"):
         wh.append(tables.SESSION_LABELS, [Label("c", 1.5, 4.0, 0.75)])

@@ -77,7 +77,7 @@ def add_session(wh: Warehouse, sid: str, features: tuple[float, ...], messages: 
 
 def rate(wh: Warehouse, sid: str, stars: float) -> None:
     wh.con.execute("DELETE FROM staging.session_labels WHERE session_id = ?", [sid])
-    wh.con.execute("INSERT INTO staging.session_labels VALUES (?, 1, ?, ?)", [sid, stars, (stars - 1) / 4])
+    wh.con.execute("INSERT INTO staging.session_labels VALUES (?, 1, ?, ?, 'stars_1_5')", [sid, stars, (stars - 1) / 4])
 
 
 def corpus(n: int = 200, n_rated: int = 120) -> dict[str, tuple]:

@@ -38,6 +38,8 @@ import numpy as np
 import polars as pl
 from sklearn.linear_model import PoissonRegressor
 
+from ..label_scales import STARS
+
 POLICY_FEATURES: tuple[str, ...] = (
     "user_message_count",
     "n_segments",
@@ -235,7 +237,8 @@ def policy_inputs(
 ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, float, float | None]:
     """(features, rated, abs_error, days, asks_per_day) from a warehouse connection (read-only will do).
 
-    Every session with event features; rated = it has a label and an out-of-fold prediction; days = distinct
+    Every session with event features; rated = it has a label on stars (the widget the policy asks with; the
+    model predicts stars, so a thumb's error would be another quantity) and an out-of-fold prediction; days = distinct
     calendar days of session starts (at least 1); asks_per_day = asked sessions per day when asks are logged
     (``staging.session_asks``), else None.
     """
@@ -243,7 +246,7 @@ def policy_inputs(
     frame = con.execute(f"""
         SELECT {cols}, s.started_at, l.label, p.prediction
         FROM features.event_features e JOIN staging.sessions s USING (session_id)
-        LEFT JOIN staging.session_labels l USING (session_id)
+        LEFT JOIN (SELECT * FROM staging.session_labels WHERE scale = '{STARS}') l USING (session_id)
         LEFT JOIN modeling.predictions p USING (session_id)
         ORDER BY e.session_id""").pl()
     features = {c: frame[c].cast(float).fill_null(float("nan")).to_numpy() for c in POLICY_FEATURES}

@@ -10,6 +10,11 @@ Every row records the experiment's randomization unit (``experiments.resolve_uni
 ``experiments.toml`` or detected from all its assignments) and its source. When the unit is ``user`` the arms'
 sessions carry their user codes, so every interval is clustered by user, and the sessions of users seen in
 several arms are left out (``sessions_excluded`` and the note say how many).
+
+Every row records the rating scale its labels are on (``scale``: ``stars_1_5`` or ``thumbs``, chosen per
+experiment by ``sessions.one_scale_per_experiment``). Scales are never mixed in one comparison: the sessions of a
+comparison rated on the other scale count as unrated there, and the note says how many. The ``*_stars`` columns
+are the effect in stars, so they are NULL on thumbs.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import numpy as np
 import polars as pl
 from sklearn.linear_model import Ridge
 
+from ..label_scales import STARS
 from ..modeling.crossfit import TEXT_FAMILY, CrossFit, insample_predict
 from ..modeling.data import ModelingData
 from ..modeling.text import TextFeature, fit_text_regression
@@ -29,7 +35,7 @@ from ..stars import label_difference_in_stars, stars_to_label
 from ..stats.multitest import holm
 from .effects import ArmData, MethodEstimate, Settings, arm_data, compare
 from .experiments import Experiment, Unit, experiments_of, for_unit, units_of
-from .sessions import feature_names
+from .sessions import feature_names, left_out_by_scale, one_scale_per_experiment
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,6 +74,7 @@ class EffectRow:
     unit: str = "session"  # the randomization unit: "session" or "user" (intervals clustered by user)
     unit_source: str | None = None  # "configured", or "detected: <evidence>"
     sessions_excluded: int = 0  # sessions of users seen in several arms, left out under unit = "user"
+    scale: str | None = None  # the rating scale of the labels (label_scales.SCALES); None: no rated session
 
 
 def insample_predictions(
@@ -117,10 +124,15 @@ def comparison_rows(
     estimates: Sequence[MethodEstimate],
     diagnostics: Mapping[str, float],
     unit: Unit | None = None,
+    scale: str | None = STARS,
+    scale_note: str | None = None,
 ) -> list[EffectRow]:
     """The rows of one comparison: one per method of ``effects.compare`` (``estimates``, ``diagnostics``);
-    ``unit``: the experiment's randomization unit (None: sessions, source not recorded)."""
+    ``unit``: the experiment's randomization unit (None: sessions, source not recorded); ``scale``: the rating
+    scale of its labels (the ``*_stars`` columns only on stars); ``scale_note``: the sessions it left out for
+    being rated on another scale (``scale_left_out_note``)."""
     unit = unit or Unit("session", "not given")
+    in_stars = label_difference_in_stars if scale == STARS else _no_stars
     return [
         EffectRow(
             experiment=exp.name,
@@ -132,9 +144,9 @@ def comparison_rows(
             ci_low=e.ci_low,
             ci_high=e.ci_high,
             p_value=e.p_value,
-            effect_stars=label_difference_in_stars(e.effect),
-            ci_low_stars=label_difference_in_stars(e.ci_low),
-            ci_high_stars=label_difference_in_stars(e.ci_high),
+            effect_stars=in_stars(e.effect),
+            ci_low_stars=in_stars(e.ci_low),
+            ci_high_stars=in_stars(e.ci_high),
             n_labeled_treatment=len(treat.y),
             n_labeled_control=len(control.y),
             N_unlabeled_treatment=len(treat.f_unlabeled),
@@ -147,13 +159,31 @@ def comparison_rows(
             best_width_theory=diagnostics["best_width_theory"],
             valid=e.valid,
             flags=e.flags,
-            note="; ".join(x for x in (exp.note, unit.note, e.note) if x) or None,
+            note="; ".join(x for x in (exp.note, unit.note, scale_note, e.note) if x) or None,
             unit=unit.unit,
             unit_source=unit.source,
             sessions_excluded=unit.excluded_sessions,
+            scale=scale,
         )
         for e in estimates
     ]
+
+
+def _no_stars(_: float | None) -> None:
+    """A difference of thumbs labels has no value in stars."""
+    return None
+
+
+def scale_left_out_note(rows: pl.DataFrame, scale: str | None) -> str | None:
+    """The note for a comparison whose sessions (``rows``) include some rated on another scale than ``scale``."""
+    n = left_out_by_scale(rows)
+    if not n:
+        return None
+    others = ", ".join(sorted(set(rows["label_scale"].drop_nulls().to_list()) - {scale}))
+    return (
+        f"{n} sessions rated on {others} left out of the labels (counted as unrated): this experiment is estimated"
+        f" on {scale}, the scale most of its rated sessions carry; scales are never mixed"
+    )
 
 
 def with_holm(rows: Sequence[EffectRow]) -> list[EffectRow]:
@@ -188,6 +218,8 @@ def experiment_effect_rows(
     (``experiments.read_units``; absent: detected from ``sessions``' ``user_id``; a frame without that column
     counts every session as its own user, so the unit is detected as session).
     """
+    if "scale" not in sessions.columns:  # a frame made by hand: its labels on one scale per experiment
+        sessions = one_scale_per_experiment(sessions)
     predicted = sessions.filter(pl.col("prediction").is_not_null())
     if predicted.is_empty():
         return []
@@ -201,6 +233,7 @@ def experiment_effect_rows(
         unit = unit_of[exp.name]
         in_experiment = for_unit(predicted.filter(pl.col("experiment") == exp.name), unit)
         by_user = unit.unit == "user"
+        scale = next(iter(in_experiment["scale"].drop_nulls()), None)
         if not exp.treatments:
             rows.append(
                 EffectRow(
@@ -213,6 +246,7 @@ def experiment_effect_rows(
                     unit=unit.unit,
                     unit_source=unit.source,
                     sessions_excluded=unit.excluded_sessions,
+                    scale=scale,
                 )
             )
             continue
@@ -230,5 +264,7 @@ def experiment_effect_rows(
             arm = in_experiment.filter(pl.col("variant") == treatment)
             treat = arm_data(treatment, arm, features, insample, by_user=by_user, kept_as=f"{exp.name}/{treatment}")
             estimates, diagnostics = compare(treat, control, settings)
-            rows.extend(comparison_rows(exp, treat, control, estimates, diagnostics, unit))
+            both = in_experiment.filter(pl.col("variant").is_in([treatment, exp.control]))
+            note = scale_left_out_note(both, scale)
+            rows.extend(comparison_rows(exp, treat, control, estimates, diagnostics, unit, scale, note))
     return with_holm(rows)

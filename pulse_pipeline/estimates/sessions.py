@@ -6,9 +6,21 @@ from __future__ import annotations
 
 import polars as pl
 
+from ..label_scales import SCALES
 from ..warehouse import Warehouse
 
-KEYS = ("session_id", "experiment", "variant", "user_id", "labeled", "label", "prediction", "ask_probability")
+KEYS = (
+    "session_id",
+    "experiment",
+    "variant",
+    "user_id",
+    "labeled",
+    "label",
+    "prediction",
+    "ask_probability",
+    "label_scale",
+    "scale",
+)
 
 
 def assigned_sessions(wh: Warehouse, with_features: bool = True) -> pl.DataFrame:
@@ -19,6 +31,10 @@ def assigned_sessions(wh: Warehouse, with_features: bool = True) -> pl.DataFrame
     (``staging.session_asks``; null when no ask was logged). Features are null for a session the feature stage
     has not seen. ``with_features`` False: ``KEYS`` only, for a reader that needs no feature (at ten times the
     paper's scale the ~70 feature columns are most of the 0.7 s the frame takes).
+
+    Labels are on one scale per experiment (``one_scale_per_experiment``): ``label_scale`` is the scale of the
+    session's own label (``staging.session_labels.scale``), ``scale`` the experiment's; a session whose label is on
+    another scale than its experiment's counts as unrated here (``labeled`` false, ``label`` null).
     """
     has_features = (
         with_features
@@ -31,14 +47,59 @@ def assigned_sessions(wh: Warehouse, with_features: bool = True) -> pl.DataFrame
     join = "LEFT JOIN features.session_features f USING (session_id)" if has_features else ""
     return wh.frame(f"""
         SELECT a.session_id, a.experiment, a.variant, a.user_id, l.label IS NOT NULL AS labeled, l.label, p.prediction,
-               k.ask_probability
+               k.ask_probability, l.scale AS label_scale
                {features}
         FROM staging.assignments a
         LEFT JOIN staging.session_labels l USING (session_id)
         LEFT JOIN modeling.predictions p USING (session_id)
         LEFT JOIN staging.session_asks k USING (session_id)
         {join}
-        ORDER BY a.session_id""")
+        ORDER BY a.session_id""").pipe(one_scale_per_experiment)
+
+
+def one_scale_per_experiment(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with each experiment's labels on one rating scale, and the column ``scale`` saying which.
+
+    The rule: an experiment is estimated on the scale most of its rated sessions carry (``label_scale``); on a tie,
+    the first of ``label_scales.SCALES`` (stars). A session rated on another scale counts as unrated in this frame
+    (``labeled`` false, ``label`` null; ``label_scale`` keeps its own scale, so the sessions left out can be counted:
+    ``left_out_by_scale``). Why not both: a thumbs-up share and a mean star label are both in [0, 1] but measure
+    different things, so their mean, or a difference of arms with different mixes of them, means nothing; and one
+    scale per experiment, not per comparison, keeps the control arm the same in every comparison. ``scale`` is
+    null for an experiment with no rated session. A frame without ``label_scale`` (rows made by hand) is returned
+    with every label on stars; one without ``labeled`` (no labels at all), as it is."""
+    if "labeled" not in frame.columns:
+        return frame
+    if "label_scale" not in frame.columns:
+        return frame.with_columns(
+            pl.when(pl.col("labeled")).then(pl.lit(SCALES[0])).otherwise(None).alias("label_scale"),
+            pl.lit(SCALES[0] if frame["labeled"].any() else None, pl.Utf8).alias("scale"),
+        )
+    counts = (
+        frame.filter(pl.col("labeled") & pl.col("label_scale").is_not_null())
+        .group_by("experiment", "label_scale")
+        .len()
+        .rows()
+    )
+    best: dict[str, tuple[int, int, str]] = {}
+    for experiment, scale, n in counts:
+        rank = (n, -SCALES.index(scale) if scale in SCALES else -len(SCALES), scale)
+        best[experiment] = max(best.get(experiment, rank), rank)
+    chosen = {experiment: rank[2] for experiment, rank in best.items()}
+    scale = pl.col("experiment").replace_strict(chosen, default=None, return_dtype=pl.Utf8)
+    frame = frame.with_columns(scale.alias("scale"))
+    off = (pl.col("labeled") & (pl.col("label_scale") != pl.col("scale"))).fill_null(False)
+    return frame.with_columns(
+        pl.when(off).then(None).otherwise(pl.col("label")).alias("label"),
+        (pl.col("labeled") & ~off).alias("labeled"),
+    )
+
+
+def left_out_by_scale(frame: pl.DataFrame) -> int:
+    """Sessions of ``frame`` (a ``one_scale_per_experiment`` frame) rated on another scale than their experiment's."""
+    if "label_scale" not in frame.columns or "scale" not in frame.columns:
+        return 0
+    return frame.filter(pl.col("label_scale").is_not_null() & (pl.col("label_scale") != pl.col("scale"))).height
 
 
 def feature_names(frame: pl.DataFrame) -> list[str]:

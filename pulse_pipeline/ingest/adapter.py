@@ -159,6 +159,15 @@ def _raw_id(raw: dict[str, Any]) -> str | None:
     return read_id(value, "event id")
 
 
+def task_event(task: str) -> Event:
+    """The user's request given beside the events (an evaluation output's ``instruction``) as a user message."""
+    fields = (TASK_EVENT_ID, None, "user", "action", "message", None, task, None, None, None, None, None)
+    return Event(*fields, dump({"instruction": task}))
+
+
+TASK_EVENT_ID = "instruction"
+
+
 def _meta(info: dict[str, Any], key: str) -> str | None:
     """A session attribute from the record itself, else from its ``metadata`` object (``NotAnId`` when it is no
     id: a boolean user, an object experiment)."""
@@ -177,6 +186,7 @@ def add_session(
     adapter: Adapter,
     raw_events: Iterable[Any],
     info: dict[str, Any],
+    task: Any = None,
 ) -> int:
     """Read one session's events with ``adapter`` and write its rows; returns how many events were accepted
     (0: the session went to quarantine, because it had no readable event, or because its user, experiment or
@@ -186,6 +196,12 @@ def add_session(
     themselves name (``adapter.session_id()``) wins over it. ``info`` is the record the events came from (empty for
     a file of bare events): its user, experiment, variant and feedback fill the session row, and its other keys,
     with ``adapter.session_info()``, are kept as the session's metadata JSON.
+
+    ``task``: the user's request as the record states it apart from its events (an evaluation output's
+    ``instruction``). When it is text and no readable event is a user message, it becomes the session's first
+    event: a user ``message`` with event id ``instruction`` whose original JSON is ``{"instruction": task}``, so
+    the session has its user message and its work segment. When the events hold a user message (newer outputs
+    log the task as one) nothing is added: the request is not counted twice.
     """
     batch.read["session"] += 1
     try:
@@ -195,6 +211,8 @@ def add_session(
         batch.quarantine(source_file, record_index, "session", f"session {error}", dump(info))
         return 0
     events, bad = read_events(adapter, raw_events)
+    if isinstance(task, str) and task.strip() and events and not any(is_user_message(e) for e in events):
+        events.insert(0, task_event(task))
     session_id = adapter.session_id() or session_id
     batch.read["event"] += len(events) + len(bad)
     for b in bad:
@@ -218,7 +236,7 @@ def add_session(
         },
     )
     stamps = [e.timestamp for e in events if e.timestamp]
-    metadata = {k: v for k, v in info.items() if k not in ("history", "trajectory", "events", "ratings")}
+    metadata = {k: v for k, v in info.items() if k not in ("history", "trajectory", "events", "ratings", "messages")}
     metadata.update(adapter.session_info())
     batch.add(
         tables.SESSIONS,

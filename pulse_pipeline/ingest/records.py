@@ -6,7 +6,9 @@ Which kind of record an object is, is read from its keys, never from its file's 
 ``trajectory`` list        OpenHands feedback-dataset record (``{feedback, trajectory, version, ...}``), or, with
                            none of ``feedback``, ``polarity``, ``version``, ``permissions``, OpenHands' trajectory
                            download (``{"trajectory": [...]}``, the "download trajectory" button)
-``history`` list           OpenHands evaluation output line (``{instance_id, history, ...}``)
+``history`` list           OpenHands evaluation output line (``{instance_id, instruction, history, ...}``)
+``messages`` list          chat-completions messages, the first with a ``role``: a SWE-Gym OpenHands trajectory
+                           (``{instance_id, run_id, resolved, messages, tools, test_result}``, ``chat_messages.py``)
 ``events`` list            PULSE canonical session (see ``canonical.py``)
 ``rating``                 a star rating row (OpenHands ``conversation_feedback`` shape)
 ``variant``/``experiment`` an assignment row
@@ -16,7 +18,8 @@ an event of a known format a bare event (``EVENT_ADAPTERS``): a file of them is 
 **A session's id**, first that applies:
 
 1. *Content*: the record's ``session_id``, ``conversation_id``, ``instance_id``, ``sid`` or ``id``; for an SDK
-   conversation folder, the ``id`` in its ``base_state.json``; an id the events themselves carry (an adapter's
+   conversation folder, the ``id`` in its ``base_state.json``; for a chat-message row with a ``run_id`` (SWE-Gym
+   samples each task in several runs), ``<instance_id>@<run_id>``; an id the events themselves carry (an adapter's
    ``session_id()``, e.g. Claude Code's ``sessionId``; ``adapter.add_session`` applies it). Content wins when the
    location says otherwise (for the record and ``base_state.json`` ids, the location's id is then kept in the
    session's metadata as ``id_from_location``, so a rating keyed by the file name can be traced): the content is
@@ -55,6 +58,7 @@ from .. import tables
 from .adapter import Adapter, add_session
 from .batch import Batch
 from .canonical import Canonical
+from .chat_messages import ChatMessages, is_chat_message
 from .claude_code import ClaudeCode
 from .codex import Codex
 from .events import INT32, NotAnId, as_int, as_text, dump, read_id
@@ -89,6 +93,8 @@ def classify(obj: Any) -> str | None:
         return "eval"
     if isinstance(obj.get("events"), list):
         return "canonical"
+    if isinstance(obj.get("messages"), list) and is_chat_message(next(iter(obj["messages"]), None)):
+        return "chat"
     if "rating" in obj or "ask_probability" in obj:
         return "rating"
     if "variant" in obj or "experiment" in obj:
@@ -115,8 +121,13 @@ def content_session_id(obj: dict[str, Any]) -> str | None:
 
 def record_session_id(obj: dict[str, Any], name_id: str | None = None) -> str:
     """Content, else the location's ``name_id`` (None when the record shares its file), else the content hash;
-    ``NotAnId`` when the content's id is no id."""
-    return content_session_id(obj) or name_id or content_id(obj)
+    ``NotAnId`` when the content's id is no id. A chat-message row's ``run_id`` is added to its id
+    (``<instance_id>@<run_id>``): one SWE-Gym task is sampled in several runs, each a session of its own."""
+    session_id = content_session_id(obj)
+    if session_id is not None and classify(obj) == "chat":
+        run_id = read_id(obj.get("run_id"), "run id")
+        return session_id if run_id is None else f"{session_id}@{run_id}"
+    return session_id or name_id or content_id(obj)
 
 
 def file_name_id(relative_path: str) -> str:
@@ -143,7 +154,7 @@ def add_record(
 
     ``name_id`` is the id the record's location gives, passed only when the record is alone in its file."""
     kind = classify(obj)
-    if kind in ("feedback", "download", "eval", "canonical"):
+    if kind in ("feedback", "download", "eval", "canonical", "chat"):
         try:
             session_id = record_session_id(obj, name_id)
         except NotAnId as error:
@@ -155,7 +166,12 @@ def add_record(
         adapter = adapter_for(raw_events)
         source_format = f"{adapter.format}_{kind}"  # e.g. openhands_v0_feedback, openhands_v0_download
         info = with_location(obj, session_id, name_id)
-        add_session(batch, source_file, record_index, session_id, source_format, adapter, raw_events, info)
+        task = obj.get("instruction") if kind == "eval" else None
+        add_session(batch, source_file, record_index, session_id, source_format, adapter, raw_events, info, task=task)
+    elif kind == "chat":
+        info = with_location(obj, session_id, name_id)
+        adapter = ChatMessages()
+        add_session(batch, source_file, record_index, session_id, adapter.format, adapter, obj["messages"], info)
     elif kind == "canonical":
         adapter = Canonical()
         info = with_location(obj, session_id, name_id)

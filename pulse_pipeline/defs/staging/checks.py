@@ -27,18 +27,22 @@ RULES: list[tuple[tables.Table, str, str, str]] = [
     (
         tables.SEGMENT_RATINGS,
         "ratings_join_segments",
-        "Every kept rating is from 1 to 5 and names an existing work segment.",
+        "Every kept rating is 1 to 5 stars or a thumb (1 or 0), and names an existing work segment.",
         """SELECT count(*) FROM staging.segment_ratings r
         LEFT JOIN staging.work_segments w USING (session_id, segment_index)
-        WHERE w.session_id IS NULL OR r.rating NOT BETWEEN 1 AND 5""",
+        WHERE w.session_id IS NULL OR r.scale IS DISTINCT FROM 'stars_1_5' AND r.scale IS DISTINCT FROM 'thumbs'
+           OR r.scale = 'stars_1_5' AND r.rating NOT BETWEEN 1 AND 5
+           OR r.scale = 'thumbs' AND r.rating NOT IN (0, 1)""",
     ),
     (
         tables.SESSION_LABELS,
         "labels_in_range",
-        "Labels are means of 1-5 stars and label = (stars - 1) / 4 lies in [0, 1].",
+        "Labels on stars are means of 1-5 stars with label = (stars - 1) / 4 in [0, 1]; labels on thumbs are 1 or 0.",
         f"""SELECT count(*) FROM staging.session_labels
-        WHERE label_stars NOT BETWEEN 1 AND 5 OR abs(label - {stars_to_label_sql("label_stars")}) > 1e-12
-           OR n_rated_segments < 1""",
+        WHERE scale = 'stars_1_5' AND (label_stars NOT BETWEEN 1 AND 5 OR label_stars IS NULL
+                                       OR abs(label - {stars_to_label_sql("label_stars")}) > 1e-12)
+           OR scale = 'thumbs' AND (label NOT IN (0, 1) OR label_stars IS NOT NULL)
+           OR scale IS NULL OR scale NOT IN ('stars_1_5', 'thumbs') OR n_rated_segments < 1""",
     ),
     (
         tables.STAGING_ASSIGNMENTS,
