@@ -148,13 +148,15 @@ def test_the_sensor_leaves_an_empty_folder_alone_until_it_holds_data(pulse_home)
     instance = dg.DagsterInstance.ephemeral()
     resources = {"warehouse": warehouse_resource(pulse_home)}
 
-    result = drop_sensor(dg.build_sensor_context(instance=instance, resources=resources))
+    with dg.build_sensor_context(instance=instance, resources=resources) as context:  # the resource opens and closes
+        result = drop_sensor(context)
     assert [r.partition_key for r in result.run_requests] == ["real"]
     assert [req.partition_keys for req in result.dynamic_partitions_requests] == [["real"]]
     assert list(list_drops(pulse_home.drops)) == ["real"]
 
     (waiting / "s.jsonl").write_text('{"session_id": "s2", "events": [{"source": "user", "type": "message"}]}\n')
-    result = drop_sensor(dg.build_sensor_context(instance=instance, resources=resources))
+    with dg.build_sensor_context(instance=instance, resources=resources) as context:
+        result = drop_sensor(context)
     assert sorted(r.partition_key for r in result.run_requests) == ["real", "waiting"]
 
 
