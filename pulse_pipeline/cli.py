@@ -678,6 +678,13 @@ def _check_arguments(args: argparse.Namespace) -> None:
     command = args.command
     if command == "ingest" and not os.path.lexists(args.path):
         raise UsageError(f"{args.path} does not exist (give a file or folder of trajectories)")
+    if command == "ingest":  # before anything is copied: the name is one entry of the drop folder
+        from .ingest.drop_names import DEFAULT_NAME, why_bad_drop_name
+
+        named = args.name is not None
+        name = args.name if named else Path(args.path).resolve().name
+        if problem := why_bad_drop_name(name, "--name" if named else DEFAULT_NAME):
+            raise UsageError(problem)
     if command == "diff":
         for path in (args.first, args.second):
             if not Path(path).is_file():
@@ -728,6 +735,33 @@ def preflight(args: argparse.Namespace) -> None:
         check_settings(PulseHome.from_env())
 
 
+DISK_FULL = "No space left on device"
+FREE_SPACE = "free space there, or point PULSE_HOME (or the command's output) at another disk"
+
+
+def _os_error_line(exc: OSError) -> str | None:
+    """One line for an error of the operating system that names its path (None when it names none): the path,
+    what went wrong and, for a full disk or quota, what to free. ``shutil.Error`` (a ``copytree`` that failed)
+    holds ``(source, target, why)`` triples and no path of its own: its first is said."""
+    import errno
+    import shutil
+
+    if isinstance(exc, shutil.Error) and exc.args and isinstance(exc.args[0], list) and exc.args[0]:
+        source, target, why = (list(exc.args[0][0]) + ["", "", ""])[:3]
+        more = len(exc.args[0]) - 1
+        line = f"{target}: copying {source} failed ({why})" + (f", and {more} more files" if more > 0 else "")
+        if DISK_FULL in str(why) or "[Errno 28]" in str(why):
+            line += f": the disk holding {target} is full: {FREE_SPACE}"
+        return line
+    if exc.filename is None or not exc.strerror:
+        return None
+    line = f"{exc.filename}: {exc.strerror}"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        what = "is full" if exc.errno == errno.ENOSPC else "is over this user's quota"
+        line += f": the disk holding {exc.filename} {what}: {FREE_SPACE}"
+    return line
+
+
 def _error_kind(exc: BaseException) -> str | None:
     """One line for an error PULSE knows to be about the input or the environment, else None (a bug).
 
@@ -735,8 +769,8 @@ def _error_kind(exc: BaseException) -> str | None:
     ``RubricError``, a selection, a TOML error; ``LookupError`` of a missing table), files and folders
     (``OSError``, said with its path), a run that failed (``RuntimeError`` from ``runs``), DuckDB's errors (a
     locked, corrupt or foreign database) and Dagster's invalid config. Each keeps its own first line."""
-    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
-        return f"{exc.filename}: {exc.strerror}"
+    if isinstance(exc, OSError) and (line := _os_error_line(exc)):
+        return line
     known: tuple[type[BaseException], ...] = (ValueError, OSError, RuntimeError, LookupError)
     duckdb = sys.modules.get("duckdb")
     if duckdb is not None:
@@ -745,7 +779,10 @@ def _error_kind(exc: BaseException) -> str | None:
     if dagster is not None:
         known += (dagster.DagsterInvalidConfigError,)  # op config given on the command line
     if isinstance(exc, known):
-        return str(exc).strip() or type(exc).__name__
+        text = str(exc).strip() or type(exc).__name__
+        if DISK_FULL in text and FREE_SPACE not in text:  # DuckDB's or a run's write to a full disk
+            text += f" (a disk is full: {FREE_SPACE})"
+        return text
     return None
 
 

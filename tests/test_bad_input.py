@@ -113,7 +113,7 @@ def test_malformed_line_in_a_v1_conversation_is_a_bad_event(wh, tmp_path):
         "s2",
     ]
     (q,) = quarantine(wh)
-    assert (q["record_index"], q["event_index"], q["record_type"]) == (0, 2, "event")
+    assert (q["record_index"], q["event_index"], q["record_type"]) == (2, 2, "event")  # its line, 0-based
     assert q["reason"].startswith("not valid JSON") and q["raw_text"] == lines[2]
     assert wh.con.execute("SELECT events_read, events_accepted, events_quarantined FROM raw.drops").fetchone() == (
         4,

@@ -1,7 +1,10 @@
 """A drop: one file, or one folder of files, delivered to the drop folder. Each is read file by file.
 
-In a folder, files and folders whose names start with ``_`` or ``.`` are sidecars (a generator's ground truth,
-notes) and are not read. A folder that holds one session, one event per file, is read as one unit: OpenHands V0's
+In a folder, files and folders whose names start with ``_`` are sidecars (a generator's ground truth, notes), and
+those whose names start with ``.`` are hidden (locks, partial copies, ``.DS_Store``): neither is read nor counted
+(:func:`is_sidecar`). A hidden file named like data (``.json``, ``.jsonl``, ``.ndjson``, ``.csv``, as
+``..dotdot..json``) is the exception: it is not read either, but becomes a quarantine row saying why, so it is
+never skipped silently. A folder that holds one session, one event per file, is read as one unit: OpenHands V0's
 ``sessions/<sid>/events/<n>.json``, an OpenHands SDK conversation folder (``base_state.json`` +
 ``events/event-<idx>-<id>.json``) and the OpenHands app server's event folder (``folders.py`` has the layouts).
 
@@ -73,6 +76,22 @@ def skip_reason(path: Path, mode: int) -> str | None:
     return "device skipped: a device file is not data and is never opened; remove it from the drop"
 
 
+DATA_SUFFIXES = (".json", ".jsonl", ".ndjson", ".csv")
+HIDDEN_DATA = (
+    "hidden file not read: its name starts with '.', which marks a hidden or partial file, yet it is named like"
+    " data; rename it without the leading '.' (then deliver the drop again under another name) if it holds sessions"
+    " or ratings"
+)
+
+
+def is_sidecar(name: str) -> bool:
+    """Whether an entry of a drop is not part of it, and left out without a quarantine row: a sidecar (``_``: a
+    generator's ground truth, notes) or a hidden entry (``.``: a lock, a partial copy, ``.DS_Store``, ``.git``)
+    that is not named like data. A hidden file named like data (``..dotdot..json``) is no sidecar: it becomes a
+    quarantine row (``HIDDEN_DATA``), so no file that looks like data leaves a drop unaccounted for."""
+    return name.startswith("_") or (name.startswith(".") and not name.lower().endswith(DATA_SUFFIXES))
+
+
 def _file_holds_data(path: Path, block: int = 1 << 16) -> bool:
     """Whether a regular file holds more than white space (a UTF-8 byte order mark aside), read until it does."""
     with path.open("rb") as f:
@@ -91,8 +110,10 @@ def _holds_data(folder: Path) -> bool:
     while pending:
         with os.scandir(pending.pop()) as scan:
             for entry in scan:
-                if entry.name.startswith(("_", ".")):
+                if is_sidecar(entry.name):
                     continue
+                if entry.name.startswith("."):  # a hidden file named like data: a quarantine row
+                    return True
                 if entry.is_dir(follow_symlinks=False):
                     pending.append(Path(entry.path))
                 elif not entry.is_file(follow_symlinks=False) or _file_holds_data(Path(entry.path)):
@@ -128,24 +149,27 @@ class DropUnit:
     skipped: str | None = None
 
 
-def _entries(folder: Path) -> tuple[list[str], list[str], list[str]]:
-    """The folders, regular files and other entries (links, FIFOs, sockets, devices) directly in ``folder``, each
-    sorted, without sidecars (names starting with ``_`` or ``.``). Never follows a link: a link to a folder is
-    an other entry, not a folder."""
+def _entries(folder: Path) -> tuple[list[str], list[str], list[str], list[str]]:
+    """The folders, regular files, other entries (links, FIFOs, sockets, devices) and hidden entries named like
+    data directly in ``folder``, each sorted, without sidecars (:func:`is_sidecar`). Never follows a link: a link
+    to a folder is an other entry, not a folder."""
     folders: list[str] = []
     files: list[str] = []
     others: list[str] = []
+    hidden: list[str] = []
     with os.scandir(folder) as scan:
         for entry in scan:
-            if entry.name.startswith(("_", ".")):
+            if is_sidecar(entry.name):
                 continue
-            if entry.is_dir(follow_symlinks=False):
+            if entry.name.startswith("."):
+                hidden.append(entry.name)
+            elif entry.is_dir(follow_symlinks=False):
                 folders.append(entry.name)
             elif entry.is_file(follow_symlinks=False):
                 files.append(entry.name)
             else:
                 others.append(entry.name)
-    return sorted(folders), sorted(files), sorted(others)
+    return sorted(folders), sorted(files), sorted(others), sorted(hidden)
 
 
 def drop_units(path: Path) -> list[DropUnit]:
@@ -158,11 +182,12 @@ def drop_units(path: Path) -> list[DropUnit]:
     folders: list[DropUnit] = []
     files: list[Path] = []
     others: list[Path] = []
+    hidden: list[Path] = []
     claimed: set[Path] = set()
     pending = [path]
     while pending:  # depth first, each folder's sub-folders in name order
         folder = pending.pop()
-        subfolders, names, other_names = _entries(folder)
+        subfolders, names, other_names, hidden_names = _entries(folder)
         layout = folder_layout(folder, names, is_root=folder == path)
         if layout is not None:
             claimed.update(session_files(folder, layout))
@@ -170,6 +195,7 @@ def drop_units(path: Path) -> list[DropUnit]:
             folders.append(DropUnit(folder, source_file, True, layout, folder_name_id(folder, layout)))
         files.extend(folder / n for n in names)
         others.extend(folder / n for n in other_names)
+        hidden.extend(folder / n for n in hidden_names)
         pending.extend(folder / d for d in reversed(subfolders))
     units = folders + [
         DropUnit(f, f.relative_to(path).as_posix(), False, name_id=file_name_id(f.relative_to(path).as_posix()))
@@ -177,9 +203,11 @@ def drop_units(path: Path) -> list[DropUnit]:
         if f not in claimed
     ]
     repeated = {n for n, count in Counter(u.name_id for u in units).items() if count > 1}
+    sessions = [u.path for u in folders]  # a session folder's hidden files are its format's own (the SDK's lock)
+    hidden = [p for p in hidden if not any(s == p.parent or s in p.parents for s in sessions)]
     skipped = [
-        DropUnit(p, p.relative_to(path).as_posix(), False, skipped=skip_reason(p, p.lstat().st_mode))
-        for p in sorted(others)
+        DropUnit(p, p.relative_to(path).as_posix(), False, skipped=skip_reason(p, p.lstat().st_mode) or HIDDEN_DATA)
+        for p in sorted(others + hidden)
     ]
     return [replace(u, name_id=u.source_file) if u.name_id in repeated else u for u in units] + skipped
 

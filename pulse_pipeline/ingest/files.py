@@ -227,7 +227,10 @@ def read_record_lines(
 
 
 def _read_event_lines(batch: Batch, lines: list[bytes], source_file: str, name_id: str | None) -> None:
-    """One conversation, one event per line (V1 JSONL); unreadable lines are quarantined as events."""
+    """One conversation, one event per line (V1 JSONL, Claude Code, Codex); an unreadable line is quarantined as an
+    event whose ``record_index`` and ``event_index`` are both its line number (0-based, as every JSON-lines
+    record's: the file's 13th line is 12). Why: the session is record 0 of the file, and every bad line reported
+    as "record 0" said nothing of where it was (issue 34, item 9)."""
     events: list[Any] = []
     for i, line in enumerate(lines):
         if not line.strip():
@@ -237,7 +240,7 @@ def _read_event_lines(batch: Batch, lines: list[bytes], source_file: str, name_i
         except orjson.JSONDecodeError as error:
             batch.read["event"] += 1
             batch.quarantine(
-                source_file, 0, "event", why_unparseable(line, error), line.decode("utf-8", "replace"), event_index=i
+                source_file, i, "event", why_unparseable(line, error), line.decode("utf-8", "replace"), event_index=i
             )
     _add_event_stream(batch, source_file, events, name_id)
 

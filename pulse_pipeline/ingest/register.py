@@ -18,6 +18,7 @@ copies what the link points to.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import filecmp
 import logging
@@ -30,6 +31,7 @@ from pathlib import Path
 
 from ..paths import PulseHome
 from .drop import drop_key, skip_reason, why_empty
+from .drop_names import DEFAULT_NAME, why_bad_drop_name
 
 log = logging.getLogger(__name__)
 
@@ -75,12 +77,52 @@ def _same_content(a: Path, b: Path) -> bool:
     return True  # a FIFO or socket: nothing in it to compare
 
 
+class _CopyFailed(Exception):
+    """A file's copy failed with ``error``. Not an ``OSError`` on purpose: ``copytree`` catches those, goes on
+    with every other file (on a full disk, each failing again) and raises ``shutil.Error`` with the errors as text,
+    their errno lost; this one stops the copy at once."""
+
+    def __init__(self, source: str, error: OSError) -> None:
+        super().__init__(source, error)
+        self.source, self.error = source, error
+
+
+def _copy_file(source: str | Path, target: str | Path) -> None:
+    try:
+        shutil.copy2(source, target)
+    except OSError as error:
+        raise _CopyFailed(str(source), error) from error
+
+
+FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def _copy_error(error: BaseException, path: Path, drops: Path) -> OSError | None:
+    """The one-line error for a copy into ``drops`` that failed with ``error`` (None: not a copy's error).
+
+    A full disk (or quota) is said of the drop folder, whatever file was being written (``shutil`` names the
+    source file in a failed ``sendfile``, which is not the disk that filled)."""
+    source = str(path)
+    if isinstance(error, _CopyFailed):
+        source, error = error.source, error.error
+    if isinstance(error, shutil.Error):  # copystat of a folder, collected by copytree: (source, target, why)
+        first = error.args[0][0] if error.args and error.args[0] else (source, str(drops), str(error))
+        return OSError(errno.EIO, f"copying {first[0]} into the drop folder failed ({first[2]})", str(drops))
+    if not isinstance(error, OSError):
+        return None
+    code = error.errno or errno.EIO
+    strerror = error.strerror or str(error)
+    if code in FULL:
+        return OSError(code, f"{strerror}, copying {source} into the drop folder; nothing was registered", str(drops))
+    return OSError(code, f"{strerror} (copying {source} into the drop folder; nothing was registered)", error.filename)
+
+
 def _copy_entry(source: str, target: str) -> None:
     """``copytree``'s copy of an entry that is neither a folder nor a link, never opening one that is not a
     regular file: a FIFO or socket is made anew (empty), a device is left out with a warning."""
     mode = os.lstat(source).st_mode
     if stat.S_ISREG(mode):
-        shutil.copy2(source, target)
+        _copy_file(source, target)
         return
     if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
         try:
@@ -98,9 +140,9 @@ def _copy(path: Path, staging: Path, wrapped: bool) -> None:
         shutil.copytree(path, staging, symlinks=True, copy_function=_copy_entry)
     elif wrapped:
         staging.mkdir()
-        shutil.copy2(path, staging / path.name)
+        _copy_file(path, staging / path.name)
     else:
-        shutil.copy2(path, staging)
+        _copy_file(path, staging)
 
 
 def register_drop(home: PulseHome, path: Path, name: str | None = None) -> tuple[str, Path]:
@@ -111,12 +153,14 @@ def register_drop(home: PulseHome, path: Path, name: str | None = None) -> tuple
     may come from its file name (``trajectory-<id>.json``, see ``ingest/records.py``), and renaming the file would
     change it. The copy appears under its name whole or not at all (module docstring).
     """
-    path = path.resolve()
+    path = path.resolve()  # a name is checked first (``drop_names``): the copy goes nowhere but the drop folder
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist")
     mode = path.stat().st_mode
     if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
         raise ValueError(f"{path} is not a file or folder, so it cannot be a drop ({skip_reason(path, mode)})")
+    if problem := why_bad_drop_name(path.name if name is None else name, DEFAULT_NAME if name is None else "--name"):
+        raise ValueError(f"refused: {problem}")  # a name that would put the copy outside the drop folder, or unread
     if empty := why_empty(path):  # refused before anything is made: no copy, no partition, no raw.drops row
         raise ValueError(f"refused: {empty}")
     home.ensure()
@@ -143,9 +187,12 @@ def register_drop(home: PulseHome, path: Path, name: str | None = None) -> tuple
         try:
             _copy(path, staging, wrapped)
             os.rename(staging, target)
-        except BaseException:
-            _remove(staging)
-            raise
+        except BaseException as error:
+            _remove(staging)  # a failed copy leaves nothing under the drop's name, nor its staging copy
+            said = _copy_error(error, path, home.drops)
+            if said is None:
+                raise
+            raise said from error
     return drop_key(target.name), target
 
 
