@@ -19,25 +19,25 @@ def _say(message: str) -> None:
 
 def _published_here(home: PulseHome) -> None:
     """Make sure the analysts' file is what PULSE published for this home, before PULSE reads it: publish it again
-    if a connection wrote to it since (``warehouse.written_since_published``: a WAL beside it, or its size or time
-    changed) or if it reads the files of a home this one was moved or copied from (``lake.reads_elsewhere``); if
-    it cannot, a RuntimeError says why and what to run (``main`` prints it in one line). The checks are a ``stat``
-    and opening the file: Dagster is loaded when it must publish."""
+    if it reads the files of a home this one was moved or copied from (``lake.reads_elsewhere``, asked first: its
+    line says more), or if a connection wrote to it since it was published (``warehouse.written_since_published``:
+    a WAL beside it, or its size or time changed); if it cannot, a RuntimeError says why and what to run (``main``
+    prints it in one line). The checks open the file read-only and ``stat`` it: Dagster is loaded when it must
+    publish."""
     from .lake import reads_elsewhere
     from .warehouse import written_since_published
 
+    old = reads_elsewhere(home.warehouse) if home.warehouse.is_file() else None
+    if old is not None:
+        from .runs import publish_again_here
+
+        reason = publish_again_here(home, old, _say)
+        if reason:
+            raise RuntimeError(reason)
+        return
     why = written_since_published(home.warehouse) if home.warehouse.is_file() else None
     if why is not None:
         _publish_again(home, why)
-        return
-    old = reads_elsewhere(home.warehouse) if home.warehouse.is_file() else None
-    if old is None:
-        return
-    from .runs import publish_again_here
-
-    reason = publish_again_here(home, old, _say)
-    if reason:
-        raise RuntimeError(reason)
 
 
 def _publish_again(home: PulseHome, why: str) -> None:
