@@ -189,3 +189,19 @@ def test_a_publish_removes_the_tmp_wal_a_killed_publish_left(tmp_path, monkeypat
     assert sorted(p.name for p in tmp_path.glob(".pulse.duckdb*")) == [".pulse.duckdb.published"]
     with duckdb.connect(str(home.warehouse), read_only=True) as con:
         assert con.execute("SELECT sum(i) FROM raw.t").fetchone()[0] == 10
+
+
+def test_one_file_storage_discards_an_analyst_s_delete_too(tmp_path, monkeypatch, capfd):
+    """With ``PULSE_LAKE_CATALOG=none`` the published file is a copy of the tables, not views: an analyst's
+    checkpointed DELETE empties it for every reader, until PULSE's reader publishes it again."""
+    for name, value in {**FAST, "PULSE_HOME": str(tmp_path / "home"), LAKE_CATALOG: "none"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home" / "dagster"))
+    corpus = write_corpus(tmp_path / "corpus" / "a", 20, seed=2)
+    runs.ingest(PulseHome.from_env(), tmp_path / "corpus" / "a", say=lambda _: None)
+    published = tmp_path / "home" / "pulse.duckdb"
+    _analyst(published, "DELETE FROM raw.sessions; CHECKPOINT", "close")
+    with duckdb.connect(str(published), read_only=True) as con:
+        assert con.execute(SESSIONS).fetchone()[0] == 0
+    code, out, err = _sql(SESSIONS, capfd)
+    assert (code, out) == (0, ["count_star()", str(corpus.n_sessions)]), err
