@@ -18,20 +18,52 @@ def _say(message: str) -> None:
 
 
 def _published_here(home: PulseHome) -> None:
-    """Make sure the analysts' file reads this home: publish it again if it reads the files of a home this one was
-    moved or copied from (``lake.reads_elsewhere``, ``runs.publish_again_here``); if it cannot, a RuntimeError
-    says why and what to run (``main`` prints it in one line). The check opens the file only: Dagster is loaded
-    when it must publish."""
+    """Make sure the analysts' file is what PULSE published for this home, before PULSE reads it: publish it again
+    if it reads the files of a home this one was moved or copied from (``lake.reads_elsewhere``, asked first: its
+    line says more), or if a connection wrote to it since it was published (``warehouse.written_since_published``:
+    a WAL beside it, or its size or time changed); if it cannot, a RuntimeError says why and what to run (``main``
+    prints it in one line). The checks open the file read-only and ``stat`` it: Dagster is loaded when it must
+    publish."""
     from .lake import reads_elsewhere
+    from .warehouse import written_since_published
 
     old = reads_elsewhere(home.warehouse) if home.warehouse.is_file() else None
-    if old is None:
-        return
-    from .runs import publish_again_here
+    if old is not None:
+        from .runs import publish_again_here
 
-    reason = publish_again_here(home, old, _say)
+        reason = publish_again_here(home, old, _say)
+        if reason:
+            raise RuntimeError(reason)
+        return
+    why = written_since_published(home.warehouse) if home.warehouse.is_file() else None
+    if why is not None:
+        _publish_again(home, why)
+
+
+def _publish_again(home: PulseHome, why: str) -> None:
+    """Publish the analysts' file again because ``why`` (one line), or raise a RuntimeError saying why not."""
+    from .runs import publish_again
+
+    reason = publish_again(home, why, _say)
     if reason:
         raise RuntimeError(reason)
+
+
+def _open_published(home: PulseHome):
+    """The analysts' file opened read-only for PULSE's own readers, only once it is what PULSE published
+    (``_published_here``). An analyst's read-write connection open on it holds DuckDB's lock, and a read-only
+    open fails ("Could not set lock"): then it is published again (a new file renamed over it; the analyst keeps
+    the old one) and opened once more."""
+    import duckdb
+
+    _published_here(home)
+    try:
+        return duckdb.connect(str(home.warehouse), read_only=True)
+    except duckdb.IOException as error:
+        if "lock" not in str(error).lower():
+            raise
+    _publish_again(home, f"{home.warehouse} is held open for writing by another connection")
+    return duckdb.connect(str(home.warehouse), read_only=True)
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -74,7 +106,7 @@ def cmd_quarantine(args: argparse.Namespace) -> int:
     if not home.warehouse.exists():
         raise UsageError(f"no warehouse at {home.warehouse} yet: run `pulse ingest PATH` or `pulse demo` first")
     try:
-        with duckdb.connect(str(home.warehouse), read_only=True) as con:
+        with _open_published(home) as con:
             known = [d for (d,) in con.execute("SELECT drop_id FROM raw.drops ORDER BY 1").fetchall()]
             if args.drop is not None and args.drop not in known:
                 raise UsageError(f"no drop {args.drop!r} in {home.warehouse}; its drops: {', '.join(known) or 'none'}")
@@ -320,11 +352,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
         materialize(
             home, "key:estimates/coverage_validation", say=_say, op_config={"estimates__coverage_validation": config}
         )
-    import duckdb
 
     from .estimates.validation import check_targets
 
-    with duckdb.connect(str(home.warehouse), read_only=True) as con:
+    with _open_published(home) as con:
         coverage = con.sql("SELECT * FROM estimates.coverage_validation").pl()
     unmet = check_targets(coverage, scenarios)
     if args.json:
@@ -384,8 +415,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if not home.warehouse.is_file():
         _say(f"pulse ask: no published warehouse at {home.warehouse}: run pulse demo or pulse ingest first")
         return 1
-    _published_here(home)
-    with duckdb.connect(str(home.warehouse), read_only=True) as con:
+    with _open_published(home) as con:
         try:
             policy, why_not = policy_from_warehouse(con, args.budget, floor)
         except duckdb.CatalogException as error:
@@ -410,7 +440,7 @@ def _show(home: PulseHome, title: str, sql: str) -> None:
     """Print a small query result from the published warehouse, or nothing if the table is empty or absent."""
     import duckdb
 
-    with duckdb.connect(str(home.warehouse), read_only=True) as con:
+    with _open_published(home) as con:
         try:
             rel = con.sql(sql)
         except duckdb.Error:
@@ -426,8 +456,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
     home = PulseHome.from_env()
     if not home.warehouse.exists():
         raise UsageError(f"no warehouse at {home.warehouse} yet: run `pulse ingest PATH` or `pulse demo` first")
-    _published_here(home)
-    con = duckdb.connect(str(home.warehouse), read_only=True)
+    con = _open_published(home)
     try:
         rel = con.sql(args.query)
         if rel is not None:
@@ -447,8 +476,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from .report.build import report_from_warehouse
 
     home = PulseHome.from_env()
-    _published_here(home)
-    report = report_from_warehouse(home.warehouse, home.report)
+    report = report_from_warehouse(home.warehouse, home.report, opened=lambda: _open_published(home))
     print(report.path)
     return 0
 

@@ -157,6 +157,17 @@ def publish(home: PulseHome) -> str | None:
     return publish_if_whole(instance, _definitions(home).resolve_asset_graph(), home.work_db, home.warehouse)
 
 
+def publish_again(home: PulseHome, why: str, say: Say) -> str | None:
+    """Publish the analysts' file again because ``why`` (``warehouse.written_since_published``, or an analyst's
+    read-write connection holding it): PULSE's readers then read what the tables hold, never an analyst's writes.
+    Returns None once published, else why not, in one line with what to run."""
+    say(f"{why}: publishing it again from the warehouse's tables before reading it")
+    reason = publish(home)
+    if reason:
+        return f"{why}, and it was not published again: {reason}; run `PULSE_HOME={home.root} pulse publish` once it is"
+    return None
+
+
 def publish_again_here(home: PulseHome, old: str, say: Say) -> str | None:
     """Publish the analysts' file again when it reads the Parquet files of ``old``, another folder
     (``lake.reads_elsewhere``): a file published, by a PULSE before views found their own home, for a home since

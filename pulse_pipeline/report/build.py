@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,12 +46,16 @@ def write_report(con: duckdb.DuckDBPyConnection, folder: Path, source: str) -> R
     return Report(target, page.sections, page.figures, len(encoded))
 
 
-def report_from_warehouse(database: Path, folder: Path) -> Report:
+def report_from_warehouse(
+    database: Path, folder: Path, opened: Callable[[], duckdb.DuckDBPyConnection] | None = None
+) -> Report:
     """The report rebuilt from a warehouse file opened read-only (``pulse report`` on the published copy), so it
-    runs beside the pipeline and never changes the warehouse."""
+    runs beside the pipeline and never changes the warehouse. ``opened`` opens it instead of a plain read-only
+    connect: ``pulse report`` passes ``cli._open_published``, which publishes it again first if an analyst wrote
+    to it."""
     if not database.is_file():
         raise FileNotFoundError(f"no warehouse at {database} yet: run `pulse ingest PATH` or `pulse demo` first")
-    con = duckdb.connect(str(database), read_only=True)
+    con = opened() if opened is not None else duckdb.connect(str(database), read_only=True)
     try:
         return write_report(con, folder, source=str(database))
     finally:
