@@ -194,7 +194,9 @@ def main() -> None:
     corpus = args.workdir / f"corpus-{args.sessions}-seed{args.seed}"
     if not (corpus / "_truth.json").exists():
         started = time.perf_counter()
-        s = write_corpus(corpus, args.sessions, seed=args.seed, n_users=args.users)
+        # at least one sessions file per drop of --drops (an empty drop is refused, and would measure nothing)
+        per_file = min(2000, -(-args.sessions // max(args.drops, 1)))
+        s = write_corpus(corpus, args.sessions, seed=args.seed, n_users=args.users, sessions_per_file=per_file)
         print(
             f"generated {s.n_sessions} sessions ({s.n_events} events, {s.bytes_written / 1e6:.0f} MB) "
             f"in {time.perf_counter() - started:.1f} s"

@@ -47,7 +47,7 @@ def quick_models(monkeypatch):
 def test_ingest_bench_reads_and_rebuilds(tmp_path, quick_models):
     out = _run("bench/ingest.py", "--sessions", "300", "--drops", "2", "--workdir", str(tmp_path))
     assert "pulse ingest      :" in out and "then every derived table rebuilt" in out
-    assert "drop 2/2:" in out
+    assert "drop 1/2: 150 sessions" in out and "drop 2/2: 150 sessions" in out  # 300 sessions, a file per drop
 
 
 @pytest.mark.slow
