@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import dagster as dg
 import pytest
 
 from pulse_pipeline import runs
@@ -84,7 +85,10 @@ def test_two_ingests_at_once_on_an_empty_postgres_lake_equal_them_one_after_the_
             with server.cursor() as cur:
                 cur.execute(f"CREATE DATABASE lake{trial}")  # an empty catalog each trial
             catalog = f"postgres:dbname=lake{trial} host={socket_dir} user=pulse"
-            home = PulseHome(tmp_path / f"trial{trial}")
+            home = PulseHome(tmp_path / f"trial{trial}").ensure({})
+            # the Dagster instance made first, so that the lake is what both runs start at once on (the instance's
+            # own race is the embedded test's)
+            dg.DagsterInstance.from_config(str(home.dagster_home)).dispose()
             _ingest_at_once(home.root, {LAKE_CATALOG: catalog})
             assert diff_warehouses(expected, home.warehouse, digits=10) == [], f"trial {trial}"
         server.close()
