@@ -18,7 +18,7 @@ import pytest
 from pulse_pipeline import runs
 from pulse_pipeline.features.event_features import build_event_features
 from pulse_pipeline.paths import PulseHome
-from pulse_pipeline.settings import LAKE_CATALOG
+from pulse_pipeline.settings import LAKE_CATALOG, ONE_FILE
 from pulse_pipeline.warehouse import Warehouse, connect
 from pulse_pipeline.warehouse_diff import diff_warehouses
 
@@ -76,6 +76,8 @@ def test_two_ingests_at_once_on_an_empty_postgres_lake_equal_them_one_after_the_
 
     for name, value in FAST.items():
         monkeypatch.setenv(name, value)
+    # one DuckDB file: it has the LLM cache among its tables, as a PostgreSQL lake does (tests/test_lake.py)
+    monkeypatch.setenv(LAKE_CATALOG, ONE_FILE)
     expected = _sequential(tmp_path / "sequential", monkeypatch)
     with postgres_server() as url:
         socket_dir = url.split("host=", 1)[1]
