@@ -15,6 +15,10 @@ idempotent), and is incremental inside:
   of the changed sessions (``Refresh.delete``), computes and inserts the rows of those still staged (reading
   ``Refresh.sessions``: their ``staging.sessions`` rows), and the bookkeeping of the changed sessions is replaced.
   All of it inside the asset's one transaction, so a killed run leaves table and bookkeeping as they were.
+- A session recorded twice is changed too, so its rows are deleted and computed once: two runs that computed the
+  same new sessions at once (on a PostgreSQL catalog, from two machines; DuckLake sees no conflict where nothing
+  was deleted) each inserted them and recorded them, and without this every later run kept both copies and the
+  ``*_cover_sessions`` checks failed for good (issue 34; one machine's runs take ``home_lock.writer_lock``).
 - A session whose rows say they failed (an annotator's status ``failed``) is not recorded (``recompute_later``):
   the next refresh asks again, as a rebuild would have.
 - A key with nothing recorded (a new table, one ``ensure_tables`` recreated, a warehouse from before this module)
@@ -88,8 +92,10 @@ def refreshing(wh: Warehouse, key: str, versions_sql: str, depends_on: str = "")
         f"""CREATE OR REPLACE TEMP TABLE {CHANGED} AS
         SELECT session_id, now.version
         FROM (SELECT session_id, version || $depends AS version FROM ({versions_sql})) now
-        FULL JOIN ({recorded}) done USING (session_id)
-        WHERE now.version IS DISTINCT FROM done.version""",
+        FULL JOIN (
+            SELECT session_id, any_value(version) AS version, count(*) AS times FROM ({recorded}) GROUP BY session_id
+        ) done USING (session_id)
+        WHERE now.version IS DISTINCT FROM done.version OR done.times > 1""",
         {"key": key, "depends": depends_on},
     )
     if not whole:

@@ -14,6 +14,7 @@ import dagster as dg
 
 from . import progress, tables
 from .drops import DropState, RemovedRows, drop_states, remove_rows, resolve
+from .home_lock import writer_lock
 from .ingest.drop import list_drops
 from .ingest.register import register_drop
 from .paths import PulseHome
@@ -27,9 +28,16 @@ MATERIALIZE_JOB = "__ephemeral_asset_job__"  # the name dg.materialize gives its
 
 
 def instance_for(home: PulseHome) -> dg.DagsterInstance:
-    home.ensure()
-    os.environ["DAGSTER_HOME"] = str(home.dagster_home)
-    return dg.DagsterInstance.from_config(str(home.dagster_home))
+    """The home's Dagster instance, its storage created once: under a lock of its own (``INSTANCE_LOCK``, held for
+    a moment, so a reader never waits for a run), because two first runs creating the SQLite tables at once both
+    failed ("table runs already exists", issue 34)."""
+    with writer_lock(home.work_db.parent, name=INSTANCE_LOCK):
+        home.ensure()
+        os.environ["DAGSTER_HOME"] = str(home.dagster_home)
+        return dg.DagsterInstance.from_config(str(home.dagster_home))  # creates the SQLite storage's tables
+
+
+INSTANCE_LOCK = "instance.lock"
 
 
 def _definitions(home: PulseHome) -> dg.Definitions:
@@ -183,11 +191,16 @@ def publish_again_here(home: PulseHome, old: str, say: Say) -> str | None:
 
 
 def ingest(home: PulseHome, path: Path, name: str | None = None, say: Say = print) -> DropSummary:
+    defs = _definitions(home)  # first: it checks the settings files, so a broken one registers nothing
+    with writer_lock(home.work_db.parent, say):  # one writer per home at a time (home_lock.py)
+        return _ingest(home, defs, path, name, say)
+
+
+def _ingest(home: PulseHome, defs: dg.Definitions, path: Path, name: str | None, say: Say) -> DropSummary:
     from .definitions import DOWNSTREAM_JOB
     from .defs.ingest.partitions import drops_partitions
     from .defs.ingest.sensors import INGEST_JOB
 
-    defs = _definitions(home)  # first: it checks the settings files, so a broken one registers nothing
     key, target = register_drop(home, path, name)  # then: a drop it refuses leaves no trace
     instance = instance_for(home)
     if not instance.has_dynamic_partition(drops_partitions.name, key):
@@ -319,11 +332,18 @@ def materialize(
     "Every asset" leaves out the on-demand ones (coverage validation); select them by name. ``op_config`` maps an
     asset's op name to its config (e.g. the validation's replications). The selection is resolved before anything
     is written: a bad one creates no folder (:func:`select_assets`)."""
+    defs = _definitions(home)
+    keys = select_assets(defs, selection)
+    with writer_lock(home.work_db.parent, say):  # one writer per home at a time (home_lock.py)
+        return _materialize(home, defs, keys, say, op_config)
+
+
+def _materialize(
+    home: PulseHome, defs: dg.Definitions, keys: set[dg.AssetKey], say: Say, op_config: dict | None
+) -> Materialized:
     from .defs.ingest.partitions import drops_partitions
 
-    defs = _definitions(home)
     graph = defs.resolve_asset_graph()
-    keys = select_assets(defs, selection)
     instance = instance_for(home)
     partitioned = {k for k in keys if graph.get(k).partitions_def is not None}
     runs: list[tuple[str, set[dg.AssetKey], str | None]] = []  # (message, assets, partition)
@@ -386,12 +406,18 @@ def remove_drop(home: PulseHome, name: str, say: Say = print) -> RemovedRows:
     Why the partition goes too: the drop sensor requests runs only for drops in the drop folder, so with the folder
     gone nothing is ingested again, and its cursor (the drops it gave up on) forgets it at its next tick; without
     the partition the Dagster UI no longer lists the drop. ValueError, naming the known drops, for an unknown one."""
-    from .definitions import DOWNSTREAM_JOB
-    from .defs.ingest.partitions import drops_partitions
     from .warehouse import exists
 
     if not exists(home.work_db):
         raise ValueError(f"no drop {name!r}: nothing was ingested into {home.root} yet")
+    with writer_lock(home.work_db.parent, say):  # one writer per home at a time (home_lock.py)
+        return _remove_drop(home, name, say)
+
+
+def _remove_drop(home: PulseHome, name: str, say: Say) -> RemovedRows:
+    from .definitions import DOWNSTREAM_JOB
+    from .defs.ingest.partitions import drops_partitions
+
     instance = instance_for(home)
     defs = _definitions(home)
     with one_instance(home.work_db):
