@@ -97,6 +97,7 @@ def test_judge_rows_compare_likert_scores_with_ratings():
                 "n_rated_segments": 1,
                 "label_stars": [5.0, 3.0, 1.0],
                 "label": [1.0, 0.5, 0.0],
+                "scale": "stars_1_5",
             }
         ),
     )
