@@ -80,13 +80,21 @@ def run(args: argparse.Namespace):
     from .flow import Hook
 
     settings = hook_settings()
-    drops = None
-    if args.drop:
-        if settings.home is None:
-            raise _Refused("--drop needs PULSE_HOME set to the home `pulse serve` and the pipeline use")
-        drops = settings.home / "drops"
-    hook = Hook(Service.from_settings(settings.url, settings.token_file, settings.timeout), settings.state_dir, drops)
-    text = _read_input(args)
+    drops, unset = (settings.home / "drops" if settings.home else None), None
+    if args.drop and drops is None:  # the rest still runs: asking matters more than handing the log over
+        unset = "--drop needs PULSE_HOME set to the home the pipeline reads; the log was not handed over"
+    hook = Hook(
+        Service.from_settings(settings.url, settings.token_file, settings.timeout),
+        settings.state_dir,
+        drops if args.drop else None,
+    )
+    outcome = _answer(args, hook, _read_input(args))
+    if unset:
+        outcome.stderr = f"{outcome.stderr}; {unset}" if outcome.stderr else unset
+    return outcome
+
+
+def _answer(args: argparse.Namespace, hook, text: str):
     if args.agent == "openhands":
         from .openhands import bodies, forward
 
@@ -108,11 +116,12 @@ def main(argv: list[str]) -> int:
     agent = next((a for a in argv if a in AGENTS), "")
     label = f"pulse hook {agent}".rstrip()
     try:
-        args = build_parser().parse_args(argv)
+        # intermixed: Codex appends the JSON after the options (`notify = ["pulse", "hook", "codex", "--drop"]`)
+        args = build_parser().parse_intermixed_args(argv)
         outcome = run(args)
     except SystemExit:  # --help printed
         return 0
-    except Exception as error:  # noqa: BLE001: whatever it is, the agent must go on
+    except Exception as error:  # noqa: BLE001 (whatever it is, the agent must go on)
         line = (str(error).strip().splitlines() or [type(error).__name__])[0]
         if not isinstance(error, ValueError | OSError | RuntimeError):
             line = f"{type(error).__name__}: {line} (a bug in PULSE's hook; the agent goes on)"

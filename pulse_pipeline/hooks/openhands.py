@@ -34,6 +34,8 @@ from typing import Any
 from .client import ServiceError
 from .flow import Hook, Outcome
 
+FEEDBACK_PATH = "/feedback/conversation"
+"""Where OpenHands' frontend posts the stars (``examples/hooks/openhands-nginx.conf`` mirrors this path)."""
 FORWARDED_KEYS = ("conversation_id", "event_id", "rating", "reason", "metadata")
 """The keys of OpenHands' ``FeedbackRequest``: what is forwarded (a table row's ``id`` and ``created_at`` are not)."""
 
