@@ -203,3 +203,13 @@ def test_real_rollouts_give_the_segments_ingest_gives(name):
     assert progress.features["user_message_count"] == sessions["n_user_messages"][0]
     assert progress.segment_index == sessions["n_segments"][0] - 1
     assert progress.session_id == sessions["session_id"][0]
+
+
+def test_a_logged_rating_prompt_is_no_user_message_and_no_segment(hook_env):
+    """Should Codex log the ``rate 4`` its UserPromptSubmit hook blocked, between the turns: still 2 user messages
+    and 2 segments (3 and 3 before the rule in ``ingest/codex.py``)."""
+    lines = rollout_lines(THREAD)
+    typed = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "rate 4: fine"}]}
+    lines.insert(9, {"timestamp": "2025-09-01T12:00:45.000Z", "type": "response_item", "payload": typed})
+    progress = read_progress(write_jsonl(hook_env / "r.jsonl", lines), Codex())
+    assert (progress.segment_index, progress.features) == (1, EXPECTED)
