@@ -125,7 +125,7 @@ def show_link(url: str, text: str, how: str) -> str | None:
 
             return None if webbrowser.open(url) else f"no browser could open {url}"
         if sys.platform == "darwin" and shutil.which("osascript"):
-            script = f"display notification {json.dumps(text)} with title {json.dumps('PULSE')}"
+            script = f'display notification {json.dumps(text, ensure_ascii=False)} with title "PULSE"'
             subprocess.run(["osascript", "-e", script], check=False, timeout=5, capture_output=True)  # noqa: S603,S607
             return None
         if shutil.which("notify-send"):
