@@ -12,7 +12,7 @@ events read so far):
 - ``user_message_count``: user ``message`` actions; ``n_segments``: the segments; ``file_edits``: ``edit`` and
   ``write`` actions; ``failed_commands``: ``run`` observations with an exit code other than 0;
   ``test_runs``: ``run`` actions whose command ``features.shell.is_test_command`` accepts;
-  ``duration_seconds``: the last minus the first event timestamp (absent without two timestamps).
+  ``duration_seconds``: the last minus the first event timestamp (absent without timestamps).
 
 A log larger than ``MAX_LOG_BYTES`` is not read (the hook must stay fast): the ask goes without features, which the
 policy reads as missing values (z = 0). Import cost: the adapters and ``features.shell`` only (no polars, pyarrow or
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -55,13 +55,16 @@ def _lines(path: Path) -> Iterator[Any]:
                 continue
 
 
-def _seconds(stamp: str | None) -> float | None:
+def _instant(stamp: str | None) -> datetime | None:
+    """An event's time as DuckDB casts it to TIMESTAMP: an offset applied (UTC), no zone kept. Differences of these
+    are exact to the microsecond, as DuckDB's ``date_diff`` is (epoch floats are not: 6.059999942779541 s)."""
     if not stamp:
         return None
     try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+        moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
     except ValueError:
         return None
+    return moment.astimezone(UTC).replace(tzinfo=None) if moment.tzinfo else moment
 
 
 def read_progress(path: Path, adapter: Adapter) -> Progress:
@@ -73,7 +76,7 @@ def read_progress(path: Path, adapter: Adapter) -> Progress:
 
     events, _ = read_events(adapter, _lines(path))
     segments = segment_events(events)
-    stamps = [s for s in (_seconds(e.timestamp) for e in events) if s is not None]
+    stamps = [s for s in (_instant(e.timestamp) for e in events) if s is not None]
     features: dict[str, float] = {
         "user_message_count": sum(1 for e in events if is_user_message(e)),
         "n_segments": segments.n_segments,
@@ -85,7 +88,7 @@ def read_progress(path: Path, adapter: Adapter) -> Progress:
             1 for e in events if e.kind == "action" and e.name == "run" and is_test_command(e.command or e.text or "")
         ),
     }
-    if len(stamps) >= 2:
-        features["duration_seconds"] = max(stamps) - min(stamps)
+    if stamps:  # one timestamp: 0, as the pipeline's max - min
+        features["duration_seconds"] = (max(stamps) - min(stamps)).total_seconds()
     last = segments.n_segments - 1 if segments.n_segments else None
     return Progress(adapter.session_id(), last, features)
