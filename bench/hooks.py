@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -45,6 +46,11 @@ class _Answer(BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _transcript(folder: Path, turns: int) -> Path:
@@ -79,21 +85,23 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         transcript = _transcript(Path(tmp), args.turns)
         lines = sum(1 for _ in transcript.open())
-        calls = []
+        calls, cpu = [], []
         for i in range(args.runs):
             env = dict(os.environ, PULSE_HOOK_URL=f"http://127.0.0.1:{server.server_port}",
                        PULSE_HOOK_STATE=str(Path(tmp) / f"state{i}"))  # fmt: skip
             payload = json.dumps({"session_id": f"bench-{i}", "hook_event_name": "Stop",
                                   "transcript_path": str(transcript), "stop_hook_active": False})  # fmt: skip
-            start = time.perf_counter()
+            start, used = time.perf_counter(), _children_cpu()
             done = subprocess.run([str(pulse), "hook", "claude-code"], input=payload, env=env, capture_output=True,
                                   text=True)  # fmt: skip
             calls.append((time.perf_counter() - start) * 1000)
+            cpu.append((_children_cpu() - used) * 1000)
             assert done.returncode == 0 and "systemMessage" in done.stdout, done.stderr
     server.shutdown()
     print(
         f"whole `pulse hook claude-code` Stop call, transcript of {lines} lines ({transcript.name}): "
-        f"median {statistics.median(calls):.0f} ms, max {max(calls):.0f} ms over {args.runs} runs"
+        f"median {statistics.median(calls):.0f} ms, max {max(calls):.0f} ms over {args.runs} runs; CPU time (user +"
+        f" system, what the machine's load does not inflate) median {statistics.median(cpu):.0f} ms"
     )
 
 
