@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 
 from . import progress
+from .hooks.cli import add_arguments as hook_arguments
+from .hooks.cli import main as hook_main
 from .paths import HUMAN_LABELS, PROJECT_ROOT, PulseHome
 
 
@@ -669,6 +671,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--family", help="model family measured (default: the chosen one, else random_forest)")
     s.set_defaults(func=cmd_discover)
 
+    s = sub.add_parser("hook", help="run by an agent (Claude Code, Codex, OpenHands): ask for ratings, forward them")
+    hook_arguments(s)  # listed for help and the docs; `main` runs `hook` before parsing: it must never exit 2
+
     s = sub.add_parser("ui", help="open the Dagster UI (dg dev) on PULSE_HOME")
     s.add_argument("--port", type=int, default=3000)
     s.add_argument("--host", default="127.0.0.1", help="address the webserver listens on (0.0.0.0: every interface)")
@@ -683,7 +688,7 @@ READS_SETTINGS = frozenset({"ingest", "materialize", "demo", "validate", "ui", "
 (``settings_files.check_settings``), before a drop is copied or a model fitted."""
 WRITES_HOME = frozenset({"ingest", "materialize", "demo", "validate", "ui", "report", "discover", "publish", "drop"})
 """Commands that create or write files under PULSE_HOME: the home must be a folder this user can write."""
-HOME_FREE = frozenset({"power", "synth", "diff"})
+HOME_FREE = frozenset({"power", "synth", "diff", "hook"})
 """Commands that never read PULSE_HOME (the walking test, ``tests/test_cli_errors.py``, expects every other command
 to refuse a broken home)."""
 SHORT_MESSAGE_LINES = 4  # a message of more lines shows its first on the terminal, the whole in a log file
@@ -846,6 +851,9 @@ def main(argv: list[str] | None = None) -> int:
 
     # Dagster's Beta/Preview warnings speak to developers of PULSE, not to its users
     warnings.filterwarnings("ignore", message=r".* is currently in (beta|preview)")
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["hook"]:  # run by an agent: never exit 2 (hooks/cli.py says why), never import Dagster
+        return hook_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         preflight(args)

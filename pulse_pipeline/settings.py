@@ -7,6 +7,10 @@ an optional mapping in place of ``os.environ`` so tests can pass settings withou
 | variable | default | what it sets |
 |---|---|---|
 | PULSE_HOME | ``./data`` | where PULSE keeps its state (``paths.PulseHome``) |
+| PULSE_HOOK_URL | ``http://127.0.0.1:8765`` | the rating service `pulse hook` calls (``hook_settings``) |
+| PULSE_HOOK_TOKEN_FILE | none: no token | a file whose first line is the bearer token `pulse hook` sends |
+| PULSE_HOOK_TIMEOUT | 2 | seconds `pulse hook` waits for the service before giving up quietly |
+| PULSE_HOOK_STATE | ``~/.local/state/pulse/hooks`` | where `pulse hook` remembers the asks it showed |
 | PULSE_DAGSTER_POSTGRES_URL | none: SQLite files | the Dagster instance's database, ``postgresql+psycopg2://...`` |
 | PULSE_LAKE_CATALOG | sqlite | the tables' DuckLake catalog: ``sqlite[:path]``, ``postgres:...``; ``none``: one file |
 | PULSE_LAKE_DATA | ``lake/data/`` | the DuckLake's Parquet files: a folder or an ``s3://`` URL |
@@ -409,3 +413,34 @@ def estimate_settings(environ: Env | None = None) -> EstimateSettings:
     if settings.segment_min_ratings < 2 or settings.benchmark_min_ratings < 2:
         raise SettingsError("PULSE_SEGMENT_MIN_RATINGS and PULSE_BENCHMARK_MIN_RATINGS must be at least 2")
     return settings
+
+
+# --- hooks (`pulse hook`: run by the agents, so never fatal: hooks/cli.py turns a bad value into one stderr line) -
+
+
+@dataclass(frozen=True)
+class HookSettings:
+    url: str = "http://127.0.0.1:8765"
+    token_file: Path | None = None
+    timeout: float = 2.0
+    state_dir: Path = field(default_factory=lambda: Path("~/.local/state/pulse/hooks").expanduser())
+    home: Path | None = None  # PULSE_HOME when set: where ``--drop`` hands logs (never ./data of the agent's cwd)
+
+
+def hook_settings(environ: Env | None = None) -> HookSettings:
+    """Where the hooks find the rating service, how long they wait for it (short: the agent waits for a hook),
+    and where they keep what they showed the user (outside PULSE_HOME, which a hook's working directory, the
+    user's project, would otherwise make ``./data`` there)."""
+    env = _env(environ)
+    url = (_text(env, "PULSE_HOOK_URL") or HookSettings.url).rstrip("/")
+    if urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc:
+        raise SettingsError(f"PULSE_HOOK_URL={url!r} is not an http(s) URL such as http://127.0.0.1:8765")
+    timeout = _number(env, "PULSE_HOOK_TIMEOUT", HookSettings.timeout)
+    if not 0 < timeout <= 60:
+        raise SettingsError(f"PULSE_HOOK_TIMEOUT={timeout} must be a number of seconds above 0, at most 60")
+    state = _path(env, "PULSE_HOOK_STATE")
+    if state is None:
+        base = _path(env, "XDG_STATE_HOME") or Path("~/.local/state").expanduser()
+        state = base / "pulse" / "hooks"
+    home = home_root(env) if _text(env, "PULSE_HOME") else None
+    return HookSettings(url, _path(env, "PULSE_HOOK_TOKEN_FILE"), timeout, state, home)

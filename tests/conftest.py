@@ -12,6 +12,8 @@ from pulse_pipeline.fake_llm import FakeLLM, running_fake_llm
 from pulse_pipeline.paths import PulseHome
 from pulse_pipeline.warehouse import Warehouse
 
+from .hook_helpers import fake_service, hook_env  # noqa: F401 (the hooks' fixtures: a fake rating service, its env)
+
 
 @pytest.fixture
 def pulse_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> PulseHome:

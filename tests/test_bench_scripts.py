@@ -263,3 +263,9 @@ def test_ui_freshness_bench_times_a_drop_to_the_analysts(tmp_path, quick_models)
     figure = r"^drop of 20 sessions to analysts: [\d.]+ s \((under|OVER) the 60 s target; 20 sessions visible\)"
     assert re.search(figure, out, re.M)
     assert "pulse ui stopped (exit 130)" in out
+
+
+def test_hooks_bench_times_the_import_and_a_stop_call():
+    out = _run("bench/hooks.py", "--runs", "1", "--turns", "20")
+    assert "heavy modules imported: none" in out  # the hooks load no polars, pyarrow, DuckDB, Dagster or numpy
+    assert "import of pulse hook's modules: median" in out and "transcript of 40 lines" in out

@@ -27,14 +27,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import orjson
 
 from .. import tables
-from .batch import Batch
 from .events import NUL, BadEvent, Event, NotAnId, as_text, dump, event_columns, read_id
 from .segments import is_user_message, segment_events
+
+if TYPE_CHECKING:  # only a type here: importing it loads polars and pyarrow, which `pulse hook` must not wait for
+    from .batch import Batch
 
 
 @dataclass(slots=True)

@@ -23,6 +23,10 @@ Rules (each stated once, here):
   ``<local-command-stdout>``, ``<local-command-stderr>``,      ``other`` observation (``local_command_output``):
   ``<bash-stdout>``, ``<bash-stderr>``                         output of a command the user ran himself
   ``[Request interrupted by user...``                         the user's ``stop`` action
+  a whole prompt ``rate N`` or ``rate N: comment`` (N 1-5,     a ``state`` event ``rating_prompt``: a rating
+  ``RATING_PROMPT``)                                           typed for ``pulse hook claude-code``, which blocks
+                                                              it from the model (Claude Code may still log it);
+                                                              not work, so no user message and no segment
   anything else (slash commands and ``!`` commands included)   the user's ``message``: counts as a user message
                                                               and opens a work segment
   ==========================================================  ==================================================
@@ -100,6 +104,9 @@ _OUTPUT_TAGS = ("<local-command-stdout>", "<local-command-stderr>", "<bash-stdou
 _INTERRUPTED = "[Request interrupted by user"
 _MESSAGE_BLOCKS = ("text", "image", "document")
 _EXIT_CODE = re.compile(r"\s*Exit code (-?\d+)")
+RATING_PROMPT = re.compile(r"rate[ \t]+([1-5])(?:[ \t]*[:\-][ \t]*(.*))?", re.IGNORECASE | re.DOTALL)
+"""A prompt that is a rating (``fullmatch`` on the stripped prompt): stars, then an optional comment after ``:`` or
+``-``. A bare ``rate 3 of them`` is no rating: only a colon or dash starts a comment."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +160,8 @@ def _user_text(line: dict[str, Any], text: str | None, sidechain: bool) -> Event
     source = "subagent" if sidechain else "user"
     if head.startswith(_INTERRUPTED):
         return EventFields(source, "action", "stop", text=text)
+    if not sidechain and RATING_PROMPT.fullmatch(head.rstrip()):
+        return EventFields(source, "state", "rating_prompt", text=text)
     return EventFields(source, "action", "message", text=text)
 
 

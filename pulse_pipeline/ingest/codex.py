@@ -16,6 +16,9 @@ Rules (each stated once, here):
   ``<subagent_notification>``, ``<user_shell_command>`` or ``<skill>``); that, and roles ``developer`` and
   ``system``, are ``system`` actions from the ``environment``. The ``event_msg`` echoes of the same text
   (``user_message``, ``agent_message``) are ``state`` events, so nothing counts twice.
+  A user message that is a whole rating prompt (``rate N`` or ``rate N: comment``, ``claude_code.RATING_PROMPT``),
+  typed for ``pulse hook codex`` and kept from the model by its ``UserPromptSubmit`` hook, is a ``rating_prompt``
+  ``state``: not work, so it opens no segment, should Codex log it.
 - **Tool calls.** ``function_call`` (arguments a JSON string) and ``custom_tool_call`` are agent actions named by
   their tool: ``shell`` and ``container.exec`` (``command`` an argv), ``shell_command`` (``command`` a string),
   ``exec_command`` (``cmd``) and ``local_shell_call`` (``action.command``) are ``run``, with ``command`` the
@@ -57,6 +60,7 @@ from typing import Any
 import orjson
 
 from .adapter import Adapter, EventFields
+from .claude_code import RATING_PROMPT
 from .events import OBSERVATION_NAMES, as_int, as_text, llm_usage, read_id
 
 _LINE_TYPES = frozenset(["session_meta", "response_item", "event_msg", "turn_context", "compacted"])
@@ -269,6 +273,8 @@ class Codex(Adapter):
             source = "subagent" if self.subagent else "agent"
             return EventFields(source, "action", "message", text=text, wait_for_response=wait)
         if role == "user" and not _is_context(item.get("content")):
+            if not self.subagent and RATING_PROMPT.fullmatch((text or "").strip()):
+                return EventFields("user", "state", "rating_prompt", text=text)
             return EventFields("subagent" if self.subagent else "user", "action", "message", text=text)
         return EventFields("environment", "action", "system", text=text)
 
