@@ -5,6 +5,8 @@ tokens, signatures nor comments in the info log (issue 35, item 1)."""
 from __future__ import annotations
 
 import logging
+import os
+import socket
 
 import pytest
 
@@ -132,3 +134,45 @@ def test_tokens_signatures_and_comments_never_reach_the_log(tmp_path, caplog):
     assert "rolled" in text  # the log has lines: it just never has these
     for secret in (TOKEN, sig, comment, "wrong-token-wrong-token"):
         assert secret not in text
+
+
+# --- pulse serve refuses, in one line, what it cannot do safely ------------------------------------------------
+
+
+def _serve(argv: list[str], capsys) -> tuple[int, str]:
+    from pulse_pipeline import cli
+
+    code = cli.main(["serve", *argv])
+    return code, capsys.readouterr().err
+
+
+def test_pulse_serve_refuses_in_one_line(tmp_path, monkeypatch, capsys):
+    for name in [n for n in os.environ if n.startswith("PULSE_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("PULSE_HOME", str(tmp_path / "home"))
+    # another host than loopback without tokens
+    code, err = _serve(["--host", "0.0.0.0"], capsys)
+    assert code == 2 and err.startswith("pulse serve: --host 0.0.0.0 without PULSE_SERVE_TOKENS would let anyone")
+    code, err = _serve(["--public-url", "ftp://x"], capsys)
+    assert code == 2 and "--public-url 'ftp://x' is not an http(s) URL" in err
+    # a port in use
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, err = _serve(["--port", str(port)], capsys)
+    assert code == 2 and err == f"pulse serve: cannot listen on 127.0.0.1:{port} (Address already in use): choose another --port\n"
+    # a home another service serves
+    from pulse_pipeline.serve.service import Service
+
+    from .serve_helpers import settings
+
+    running = Service(tmp_path / "home", settings(), "http://x").open()
+    try:
+        with socket.socket() as free:
+            free.bind(("127.0.0.1", 0))
+            port = free.getsockname()[1]
+        code, err = _serve(["--port", str(port)], capsys)
+    finally:
+        running.close()
+    assert code == 2 and err.startswith(f"pulse serve: another pulse serve (pid {os.getpid()}) already serves")

@@ -33,7 +33,7 @@ def base_url(host: str, port: int) -> str:
 
 
 def listen(host: str, port: int) -> socket.socket:
-    """The listening socket, bound here so that a port in use is one line (OSError), not uvicorn's exit."""
+    """The listening socket, bound here so that a port in use is one line (RuntimeError), not uvicorn's exit."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -41,7 +41,7 @@ def listen(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as error:
         sock.close()
-        raise OSError(error.errno, f"cannot listen on {host}:{port} ({error.strerror})") from None
+        raise RuntimeError(f"cannot listen on {host}:{port} ({error.strerror}): choose another --port") from None
     sock.set_inheritable(True)
     return sock
 
