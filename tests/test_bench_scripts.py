@@ -263,3 +263,16 @@ def test_ui_freshness_bench_times_a_drop_to_the_analysts(tmp_path, quick_models)
     figure = r"^drop of 20 sessions to analysts: [\d.]+ s \((under|OVER) the 60 s target; 20 sessions visible\)"
     assert re.search(figure, out, re.M)
     assert "pulse ui stopped (exit 130)" in out
+
+
+@pytest.mark.slow
+def test_serve_bench_measures_both_routes_and_finds_the_acknowledged_ratings_after_a_kill(tmp_path):
+    out = _run(
+        "bench/serve.py",
+        *("--seconds", "1", "--connections", "4", "--client-processes", "1", "--kills", "1"),
+        *("--ingest", "load", "--workdir", str(tmp_path)),
+    )
+    for phase in ("asks     :", "ratings  :"):
+        assert next(x for x in out.splitlines() if x.startswith(phase)).endswith("/s on one free core)")
+    assert "1 SIGKILL + restart cycles" in out
+    assert "0 missing, 0 twice, 0 not acknowledged, 0 with other stars" in out  # exit 0 says the same

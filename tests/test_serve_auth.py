@@ -161,7 +161,8 @@ def test_pulse_serve_refuses_in_one_line(tmp_path, monkeypatch, capsys):
         taken.listen()
         port = taken.getsockname()[1]
         code, err = _serve(["--port", str(port)], capsys)
-    assert code == 2 and err == f"pulse serve: cannot listen on 127.0.0.1:{port} (Address already in use): choose another --port\n"
+    assert code == 2
+    assert err == f"pulse serve: cannot listen on 127.0.0.1:{port} (Address already in use): choose another --port\n"
     # a home another service serves
     from pulse_pipeline.serve.service import Service
 
