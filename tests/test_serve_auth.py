@@ -74,6 +74,19 @@ def test_the_rate_link_signs_one_session(tmp_path):
     assert service.journal.last_seq == 2  # the decision and s1's rating
 
 
+def test_a_rate_link_works_for_any_session_id(tmp_path):
+    """A Claude Code sub-agent's id has a '/', others spaces, '?', '%' or accents: the link quotes them."""
+    session = "abc/agent-7 ?x=%20é"
+    with serving(tmp_path) as (client, _):
+        url = client.post("/v1/asks", json={"session_id": session}).json()["rate_url"]
+        page = client.get(url.removeprefix("https://pulse.example.org"))
+        sig = url.split("sig=")[1]
+        rated = client.post("/v1/ratings", json={"session_id": session, "stars": 2, "signature": sig})
+    assert "/rate/abc%2Fagent-7%20%3Fx%3D%2520%C3%A9?sig=" in url
+    assert page.status_code == 200, page.text
+    assert rated.status_code == 201 and rated.json()["unknown_session"] is False
+
+
 def test_a_caller_past_its_rate_gets_429_with_retry_after(tmp_path):
     with serving(tmp_path, tokens=(TOKEN, OTHER_TOKEN), rate_limit=2.0) as (client, _):
         first = [client.post("/v1/ratings", json=RATING, headers=bearer(TOKEN)).status_code for _ in range(6)]

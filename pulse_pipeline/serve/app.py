@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
+from urllib.parse import unquote
 from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
 
@@ -100,7 +101,7 @@ async def post_rating(request: Request, service: Service) -> Response:
 
 
 async def get_rate_page(request: Request, service: Service) -> Response:
-    session_id = request.path_params["session_id"]
+    session_id = _rate_session(request)
     sig = request.query_params.get("sig")
     if not sig or not signature_valid(service.secret, session_id, sig):
         raise Rejected(403, "bad_signature", "this rating link is not valid: ask the agent for a new one")
@@ -122,6 +123,15 @@ async def get_metrics(request: Request, service: Service) -> Response:
         service.caller(request.headers.get("authorization"), _client(request))
     text = service.metrics.render(service.gauges())
     return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
+
+
+def _rate_session(request: Request) -> str:
+    """The session id of a ``/rate/<quoted id>`` path, unquoted once from the raw path (an id may hold ``/``,
+    ``%`` or ``?``, which the link quotes; a server that decodes the path twice would change such an id)."""
+    raw = request.scope.get("raw_path")
+    if raw and b"/rate/" in raw:
+        return unquote(raw.split(b"/rate/", 1)[1].decode("utf-8", "surrogateescape"), errors="surrogateescape")
+    return request.path_params["session_id"]
 
 
 def _client(request: Request) -> str:
@@ -150,7 +160,7 @@ def create_app(service: Service) -> Starlette:
     routes = [
         Route("/v1/asks", endpoint("/v1/asks", post_ask, service), methods=["POST"]),
         Route("/v1/ratings", endpoint("/v1/ratings", post_rating, service), methods=["POST"]),
-        Route("/rate/{session_id}", endpoint("/rate", get_rate_page, service), methods=["GET"]),
+        Route("/rate/{session_id:path}", endpoint("/rate", get_rate_page, service), methods=["GET"]),
         Route("/healthz", endpoint("/healthz", get_health, service), methods=["GET"]),
         Route("/metrics", endpoint("/metrics", get_metrics, service), methods=["GET"]),
     ]

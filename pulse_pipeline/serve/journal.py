@@ -129,6 +129,11 @@ class Journal:
         if new:
             fsync_folder(self.folder)
 
+    @property
+    def failed(self) -> str | None:
+        """Why the journal stopped taking records (a disk error), or None."""
+        return self._failed
+
     async def append(self, record: dict[str, Any]) -> dict[str, Any]:
         """Journal ``record`` (its ``seq`` is set) and return it once it is on disk; JournalError when the disk
         failed (the request must not be acknowledged)."""

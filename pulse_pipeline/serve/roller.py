@@ -205,9 +205,9 @@ class Roller:
             try:
                 self.roll()
                 self.last_error = None
-            except OSError as error:  # a full disk: the records stay in the journal and are rolled later
+            except Exception as error:  # a full disk (or a bug): the records stay in the journal, rolled later
                 self.last_error = f"rolling into {self.drops} failed: {error}"
-                log.error("%s; retrying in %.0f s", self.last_error, self.roll_seconds)
+                log.error("%s; retrying in %.0f s", self.last_error, self.roll_seconds, exc_info=True)
                 with self._wake:
                     self._oldest = time.monotonic()
 

@@ -136,7 +136,10 @@ class Service:
         if self._lock_fd is None:
             return
         self.journal.close()
-        self.roller.close()
+        try:
+            self.roller.close()
+        except OSError as error:  # a full disk: the journal keeps every record, and the next start rolls them
+            log.error("the last roll failed (%s): the next start rolls from the journal", error)
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
@@ -263,7 +266,8 @@ class Service:
 
     def health(self) -> dict[str, Any]:
         return {
-            "ok": self.roller.last_error is None,
+            "ok": self.roller.last_error is None and self.journal.failed is None,
+            "journal_error": self.journal.failed,
             "journal_seq": self.journal.last_seq,
             "rolled_through": self.roller.state.rolled_through,
             "waiting_to_roll": self.roller.waiting,
