@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import logging
 import time
-from urllib.parse import unquote
 from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
+from urllib.parse import unquote
 
 import orjson
 from starlette.applications import Starlette
