@@ -137,7 +137,9 @@ class Crash(Exception):
     """The process stops here: whatever is on disk stays, nothing in memory does."""
 
 
-@pytest.mark.parametrize("step", ["before_commit", "after_commit_before_rename", "after_rename_before_clear"])
+@pytest.mark.parametrize(
+    "step", ["before_commit", "inside_the_commit", "after_commit_before_rename", "after_rename_before_clear"]
+)
 def test_a_crash_at_any_step_of_a_roll_neither_loses_nor_repeats(tmp_path, monkeypatch, step):
     drops, state = tmp_path / "drops", tmp_path / "serve" / "rolled.json"
     state.parent.mkdir(parents=True)
@@ -159,6 +161,8 @@ def test_a_crash_at_any_step_of_a_roll_neither_loses_nor_repeats(tmp_path, monke
 
     def replace(src, dst):
         if step == "after_commit_before_rename" and Path(dst).name.startswith("roll-"):
+            raise Crash
+        if step == "inside_the_commit" and Path(dst) == state:  # its temporary file written, not renamed
             raise Crash
         real_replace(src, dst)
 
@@ -182,7 +186,7 @@ def test_a_crash_at_any_step_of_a_roll_neither_loses_nor_repeats(tmp_path, monke
     rows = [orjson.loads(line) for f in roll_files(drops) for line in f.read_bytes().splitlines()]
     assert [r["id"] for r in rows] == [f"r{i}" for i in range(1, 9)]  # each once, in order
     assert second.state.rolled_through == 8 and second.state.pending is None
-    assert not list(drops.glob("*/.*"))  # no partial file left behind
+    assert not list(drops.glob("*/.*")) and not list(state.parent.glob(".*"))  # no partial file left behind
 
 
 # --- the journal's torn tail ---------------------------------------------------------------------------------

@@ -117,6 +117,8 @@ class Roller:
             self._save(RollState(self.state.rolled_through, self.state.rolls, None))
         for stale in self.drops.glob(f"{FOLDER_PREFIX}*/.{ROLL_PREFIX}*{PARTIAL_SUFFIX}"):
             stale.unlink()  # written before its commit point: its records are rolled again from the journal
+        for stale in self.state_path.parent.glob(f".{self.state_path.name}.*.tmp"):
+            stale.unlink()  # a watermark whose write was killed before its rename: the old one holds
         return self.state
 
     def add(self, records: list[dict[str, Any]]) -> None:
