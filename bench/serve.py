@@ -201,6 +201,21 @@ def run_clients(port: int, kind: str, connections: int, processes: int, seconds:
     return merged
 
 
+def gauges(port: int) -> dict[str, float]:
+    """The service's gauges from /metrics (``pulse_serve_<name>``)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")
+        text = b""
+        while chunk := s.recv(65536):
+            text += chunk
+    found = {}
+    for row in text.decode().splitlines():
+        if row.startswith("pulse_serve_") and "{" not in row and "_total" not in row:
+            name, value = row.split(" ")
+            found[name.removeprefix("pulse_serve_")] = float(value)
+    return found
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds the process has used (Linux ``/proc``)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -281,9 +296,14 @@ def main() -> int:
         cpu = cpu_seconds(server.pid)
         figures = run_clients(port, "asks", args.connections, args.client_processes, args.seconds)
         line("asks", figures, args.seconds, cpu_seconds(server.pid) - cpu)
-        cpu = cpu_seconds(server.pid)
+        cpu, before = cpu_seconds(server.pid), gauges(port)
         figures = run_clients(port, "ratings", args.connections, args.client_processes, args.seconds)
         rate, p99 = line("ratings", figures, args.seconds, cpu_seconds(server.pid) - cpu)
+        after = gauges(port)
+        fsyncs = after["journal_fsyncs"] - before["journal_fsyncs"]
+        records = after["journal_seq"] - before["journal_seq"]
+        per = records / max(1.0, fsyncs)
+        print(f"{'':<9}  group commit: {records:,.0f} ratings in {fsyncs:,.0f} fsyncs, {per:.1f} a fsync")
         acknowledged = dict(figures["acknowledged"])
 
         cycles = []
