@@ -312,3 +312,54 @@ def test_sigkill_mid_stream_loses_nothing_acknowledged_and_stores_nothing_twice(
     assert len(ids) == len(set(ids)), "a rating was rolled twice"
     assert {r["id"]: r["rating"] for r in rows} == acknowledged  # none missing, none extra, the stars sent
     assert not list((home / "drops").glob("*/.*"))
+
+
+# --- a failing disk ------------------------------------------------------------------------------------------
+
+
+def test_a_failing_journal_answers_503_and_acknowledges_nothing(tmp_path, monkeypatch):
+    from pulse_pipeline.serve import journal as journal_module
+
+    with serving(tmp_path) as (client, service):
+        assert (
+            client.post("/v1/ratings", json={"session_id": "s", "stars": 3, "idempotency_key": "a"}).status_code == 201
+        )
+
+        def full(fd):
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(journal_module.os, "fdatasync", full)
+        failed = client.post("/v1/ratings", json={"session_id": "s", "stars": 4, "idempotency_key": "b"})
+        later = client.post("/v1/asks", json={"session_id": "t"})
+        health = client.get("/healthz")
+        monkeypatch.undo()
+    assert failed.status_code == 503 and "No space left on device" in failed.json()["error"]
+    assert later.status_code == 503 and health.status_code == 503 and health.json()["ok"] is False
+    assert "b" not in service.memory.ratings and "t" not in service.memory.decisions  # forgotten: not acknowledged
+    # the restart replays what reached the file (the failed batch was written, its fsync failed: a client that
+    # sends "b" again gets it stored once, "duplicate" or not)
+    with serving(tmp_path) as (client, _):
+        again = client.post("/v1/ratings", json={"session_id": "s", "stars": 4, "idempotency_key": "b"})
+    assert again.status_code in (200, 201)
+    assert sorted(r["id"] for r in rolled_rows(tmp_path) if "rating" in r) == ["a", "b"]
+
+
+def test_a_roll_that_fails_is_retried_and_loses_nothing(tmp_path, monkeypatch):
+    with serving(tmp_path, roll_records=1, roll_seconds=0.2) as (client, service):
+        real_open = open
+        failures = []
+
+        def flaky_open(path, *args, **kwargs):
+            if str(path).endswith(".partial") and len(failures) < 2:
+                failures.append(path)
+                raise OSError(28, "No space left on device")
+            return real_open(path, *args, **kwargs)
+
+        monkeypatch.setattr("builtins.open", flaky_open)
+        client.post("/v1/ratings", json={"session_id": "s", "stars": 5, "idempotency_key": "x"})
+        deadline = time.monotonic() + 20
+        while service.roller.state.rolled_through < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        monkeypatch.undo()
+        assert len(failures) == 2 and service.roller.state.rolled_through == 1 and service.roller.last_error is None
+    assert [r["id"] for r in rolled_rows(tmp_path)] == ["x"]
