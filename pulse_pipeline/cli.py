@@ -522,6 +522,21 @@ def cmd_ui(args: argparse.Namespace) -> int:
     return run_process_group(ui_command(port=args.port, host=args.host), cwd=PROJECT_ROOT, env=env)
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    """The rating service (``serve/``) until SIGINT or SIGTERM; exit 0 after its last roll."""
+    from .serve.server import is_loopback, serve
+    from .settings import SERVE_TOKENS, serve_settings
+
+    settings = serve_settings()
+    if settings.tokens is None and not is_loopback(args.host):
+        raise UsageError(
+            f"--host {args.host} without {SERVE_TOKENS} would let anyone on the network write ratings: set"
+            f" {SERVE_TOKENS} to a file of tokens, or serve on 127.0.0.1"
+        )
+    home = PulseHome.from_env()
+    return serve(home.root, settings, args.host, args.port, args.public_url, _say)
+
+
 def cmd_discover(args: argparse.Namespace) -> int:
     """Feature discovery (Appendix A.2): an LLM proposes rubric features; each is annotated and its rho gain shown."""
     from .settings import feature_settings
@@ -678,15 +693,24 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=int, default=3000)
     s.add_argument("--host", default="127.0.0.1", help="address the webserver listens on (0.0.0.0: every interface)")
     s.set_defaults(func=cmd_ui)
+
+    s = sub.add_parser("serve", help="the rating service: agents ask it whom to ask and send it ratings (drops)")
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on (another than loopback needs tokens)")
+    s.add_argument("--port", type=int, default=8765)
+    s.add_argument("--public-url", default=None, help="base of the /rate links users open (default http://HOST:PORT)")
+    s.set_defaults(func=cmd_serve)
     return p
 
 
 # --- before any work: arguments, PULSE_HOME and settings files, checked without importing Dagster ---------------
 
-READS_SETTINGS = frozenset({"ingest", "materialize", "demo", "validate", "ui", "discover", "drop"})
+READS_SETTINGS = frozenset({"ingest", "materialize", "demo", "validate", "ui", "discover", "drop", "serve"})
 """Commands that run stages, so read the settings files and ``PULSE_*`` variables: each is checked first
-(``settings_files.check_settings``), before a drop is copied or a model fitted."""
-WRITES_HOME = frozenset({"ingest", "materialize", "demo", "validate", "ui", "report", "discover", "publish", "drop"})
+(``settings_files.check_settings``), before a drop is copied or a model fitted. ``serve`` too: it writes drops the
+stages will read under these settings, so a home whose pipeline cannot run should not start collecting."""
+WRITES_HOME = frozenset(
+    {"ingest", "materialize", "demo", "validate", "ui", "report", "discover", "publish", "drop", "serve"}
+)
 """Commands that create or write files under PULSE_HOME: the home must be a folder this user can write."""
 HOME_FREE = frozenset({"power", "synth", "diff", "hook"})
 """Commands that never read PULSE_HOME (the walking test, ``tests/test_cli_errors.py``, expects every other command
@@ -730,13 +754,22 @@ def _check_arguments(args: argparse.Namespace) -> None:
         "sql": (("--max-rows", 1),),
         "discover": (("--sample", 2),),
         "ui": (("--port", 1),),
+        "serve": (("--port", 1),),
         "ask": (("--budget", 0),),
     }.get(command, ()):
         _at_least(args, option, low)
     if command == "synth" and Path(args.out).exists() and not Path(args.out).is_dir():
         raise UsageError(f"--out {args.out} is a file, not a folder")
-    if command == "ui" and args.port > 65535:
+    if command in ("ui", "serve") and args.port > 65535:
         raise UsageError(f"--port must be at most 65535, got {args.port}")
+    if command == "serve" and args.public_url is not None:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(args.public_url)
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+            raise UsageError(
+                f"--public-url {args.public_url!r} is not an http(s) URL such as https://pulse.example.org"
+            )
     if command == "ask" and args.floor is not None and not 0 < args.floor <= 1:
         raise UsageError(f"--floor must be in (0, 1], got {args.floor:g}")
 

@@ -34,6 +34,10 @@ an optional mapping in place of ``os.environ`` so tests can pass settings withou
 | PULSE_SEGMENT_MIN_RATINGS | 10 | ratings per arm a subgroup needs for an estimate |
 | PULSE_TARGET_EFFECT | 0.05 | the effect (0-1 label scale; 0.2 stars) the power table sizes for |
 | PULSE_BENCHMARK_MIN_RATINGS | 35 | ratings per arm a task cluster needs in the benchmark correlation |
+| PULSE_SERVE_TOKENS | none: no auth, loopback only | a file of bearer tokens, one a line, ``pulse serve`` accepts |
+| PULSE_SERVE_RATE_LIMIT | 100 | requests a second each token (or client) may make to ``pulse serve``; 0: no limit |
+| PULSE_SERVE_ROLL_RECORDS | 5000 | ``pulse serve`` rolls its journal into a drop file after this many records ... |
+| PULSE_SERVE_ROLL_SECONDS | 30 | ... or this many seconds after the oldest record not yet rolled |
 """
 
 from __future__ import annotations
@@ -444,3 +448,75 @@ def hook_settings(environ: Env | None = None) -> HookSettings:
         state = base / "pulse" / "hooks"
     home = home_root(env) if _text(env, "PULSE_HOME") else None
     return HookSettings(url, _path(env, "PULSE_HOOK_TOKEN_FILE"), timeout, state, home)
+
+
+# --- the rating service (pulse serve) ---------------------------------------------------------------------------
+
+
+SERVE_TOKENS = "PULSE_SERVE_TOKENS"
+MIN_TOKEN_CHARS = 16
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """What ``pulse serve`` reads (``serve/``).
+
+    ``tokens``: the bearer tokens of PULSE_SERVE_TOKENS's file (one a line; blank lines and ``#`` comments skipped),
+    None when unset (no auth: the service then listens on loopback only). ``rate_limit``: requests a second each
+    token (each client address without auth) may make, with a burst of twice that; 0 turns it off.
+    ``roll_records`` / ``roll_seconds``: the journal rolls into a drop file when this many records wait, or when
+    the oldest waiting record is this old, whichever comes first (and at shutdown). Why 5 000 and 30 s: each roll
+    is a new file in the day's drop folder, which the drop sensor loads again whole; at the target load of 2 000
+    ratings a second that is a roll every 2.5 s, and at a team's pace one every 30 s, well inside the 3 minutes
+    the warehouse may lag."""
+
+    tokens: tuple[str, ...] | None = field(default=None, repr=False)  # never printed
+    tokens_file: Path | None = None
+    rate_limit: float = 100.0
+    roll_records: int = 5000
+    roll_seconds: float = 30.0
+
+
+def read_tokens(path: Path) -> tuple[str, ...]:
+    """The tokens of a PULSE_SERVE_TOKENS file; SettingsError (naming the file, never a token) when it cannot be
+    read, holds none, or holds one shorter than ``MIN_TOKEN_CHARS`` or with white space inside."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        why = error.strerror if isinstance(error, OSError) and error.strerror else "not UTF-8 text"
+        raise SettingsError(f"{SERVE_TOKENS}={path}: the tokens file cannot be read ({why})") from None
+    tokens = []
+    for number, line in enumerate(text.splitlines(), 1):
+        token = line.strip()
+        if not token or token.startswith("#"):
+            continue
+        if len(token) < MIN_TOKEN_CHARS or any(c.isspace() for c in token):
+            raise SettingsError(
+                f"{SERVE_TOKENS}={path}, line {number}: a token must be at least {MIN_TOKEN_CHARS} characters without"
+                " spaces (e.g. `python -c 'import secrets; print(secrets.token_urlsafe(32))'`)"
+            )
+        tokens.append(token)
+    if not tokens:
+        raise SettingsError(f"{SERVE_TOKENS}={path} holds no token: one a line (or unset it for no auth on loopback)")
+    return tuple(tokens)
+
+
+def serve_settings(environ: Env | None = None) -> ServeSettings:
+    env = _env(environ)
+    tokens_file = _path(env, SERVE_TOKENS)
+    rate = _number(env, "PULSE_SERVE_RATE_LIMIT", 100.0)
+    if not rate >= 0 or rate == float("inf"):
+        raise SettingsError(f"PULSE_SERVE_RATE_LIMIT={rate}: requests a second, 0 or more (0: no limit; default 100)")
+    records = _integer(env, "PULSE_SERVE_ROLL_RECORDS", 5000)
+    if records < 1:
+        raise SettingsError(f"PULSE_SERVE_ROLL_RECORDS={records}: a whole number above 0 (default 5000)")
+    seconds = _number(env, "PULSE_SERVE_ROLL_SECONDS", 30.0)
+    if not 0 < seconds < 86400:
+        raise SettingsError(f"PULSE_SERVE_ROLL_SECONDS={seconds}: seconds above 0, under a day (default 30)")
+    return ServeSettings(
+        tokens=read_tokens(tokens_file) if tokens_file else None,
+        tokens_file=tokens_file,
+        rate_limit=rate,
+        roll_records=records,
+        roll_seconds=seconds,
+    )

@@ -269,3 +269,16 @@ def test_hooks_bench_times_the_import_and_a_stop_call():
     out = _run("bench/hooks.py", "--runs", "1", "--turns", "20")
     assert "heavy modules imported: none" in out  # the hooks load no polars, pyarrow, DuckDB, Dagster or numpy
     assert "import of pulse hook's modules: median" in out and "transcript of 40 lines" in out
+
+
+@pytest.mark.slow
+def test_serve_bench_measures_both_routes_and_finds_the_acknowledged_ratings_after_a_kill(tmp_path):
+    out = _run(
+        "bench/serve.py",
+        *("--seconds", "1", "--connections", "4", "--client-processes", "1", "--kills", "1"),
+        *("--ingest", "load", "--workdir", str(tmp_path)),
+    )
+    for phase in ("asks     :", "ratings  :"):
+        assert next(x for x in out.splitlines() if x.startswith(phase)).endswith("/s on one free core)")
+    assert "1 SIGKILL + restart cycles" in out
+    assert "0 missing, 0 twice, 0 not acknowledged, 0 with other stars" in out  # exit 0 says the same
