@@ -230,6 +230,13 @@ def print_runs(home: PulseHome, instance: dg.DagsterInstance, since: float, writ
         and r.dagster_run.tags.get("dagster/partition", "").startswith("serve-")
     ]
     runs.sort(key=lambda r: r.create_timestamp)
+    ids = {r.dagster_run.run_id for r in runs}
+    others = [
+        r.dagster_run.job_name
+        for r in instance.get_run_records()
+        if r.create_timestamp.timestamp() >= since and r.dagster_run.run_id not in ids
+    ]
+    print(f"other runs: {len(others)} {sorted(others)}")
     by_stage_all: dict[str, list[float]] = defaultdict(list)
     print(f"runs of the day's drop: {len(runs)}")
     for r in runs:
