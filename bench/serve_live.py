@@ -383,6 +383,8 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, help="where the home's copy goes (kept); default: a temporary folder")
     parser.add_argument("--in-place", action="store_true", help="use --home itself (its day drop is left in it)")
     args = parser.parse_args()
+    # SIGTERM (a background job ignores SIGINT) ends the bench through its cleanup: the daemon is stopped too
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if not (args.home / "drops").is_dir():
         raise SystemExit(f"{args.home} is not a PULSE_HOME (no drops/): run `pulse demo` with PULSE_HOME={args.home}")
     figures = dict(

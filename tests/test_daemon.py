@@ -257,11 +257,3 @@ def test_a_killed_run_is_failed_and_the_next_drop_runs(pulse_home, tmp_path):
     finally:
         for daemon in daemons:
             _kill_group(daemon)
-
-
-def test_the_publish_sensor_does_not_wait_behind_the_drop_sensor(pulse_home):
-    """Issue 35: the daemon ran sensors one after another, so after a run of a live drop the publish sensor waited
-    while the drop sensor created the drop's next run (18 s under load at the paper's scale). They tick in threads."""
-    instance = dg.DagsterInstance.from_config(str(pulse_home.dagster_home))
-    settings = instance.get_settings("sensors")
-    assert settings.get("use_threads") is True and settings.get("num_workers", 0) >= 2
