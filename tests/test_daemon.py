@@ -18,6 +18,7 @@ import dagster as dg
 import pytest
 from dagster._core.events import DagsterEvent, DagsterEventType
 from dagster._core.launcher import WorkerStatus
+from dagster._core.remote_origin import RegisteredCodeLocationOrigin, RemoteRepositoryOrigin
 
 from pulse_pipeline.defs.ingest.sensors import DROP_JOB, INGEST_JOB, MAX_RETRIES, SENSOR_NAME, drop_sensor, run_key
 from pulse_pipeline.defs.resources import warehouse_resource
@@ -110,6 +111,49 @@ def test_sensor_retries_a_failed_drop_a_bounded_number_of_times(pulse_home):
     requested = {r.partition_key: r.run_key for r in again.run_requests}
     assert requested["hopeless.jsonl"] == run_key("hopeless.jsonl", fingerprint(paths["hopeless.jsonl"]))
     assert json.loads(again.cursor) == []
+
+
+def test_rolls_that_arrive_while_a_drop_is_busy_are_taken_together_after(pulse_home):
+    """Issue 35: the rating service adds a roll file to its day's drop every few seconds. Each roll was a new
+    fingerprint, so a new run key: a run was queued per roll while one ran, each loading the whole drop again. While
+    a drop's run is queued or running, no other run is asked for it; when it ends, one run takes the drop as it is
+    then (no roll lost), and a failed run is still retried; other drops are not held up."""
+    line = (FIXTURES / "canonical" / "sessions.jsonl").read_text().splitlines()[0] + "\n"
+    day = pulse_home.drops / "serve-2026-12-04"
+    day.mkdir()
+    (day / "roll-00000001.jsonl").write_text(line)
+    first = run_key(day.name, fingerprint(day))
+    other = pulse_home.drops / "other.jsonl"
+    other.write_text(line)
+    instance = dg.DagsterInstance.ephemeral()
+    resources = {"warehouse": warehouse_resource(pulse_home)}
+
+    def requested() -> dict[str, str]:
+        with dg.build_sensor_context(instance=instance, resources=resources) as context:
+            return {r.partition_key: r.run_key for r in drop_sensor(context).run_requests}
+
+    assert requested()[day.name] == first
+    tags = {"dagster/sensor_name": SENSOR_NAME, "dagster/run_key": first, "dagster/partition": day.name}
+    # a queued run names the code location it is launched from (the daemon's); this one is never launched
+    origin = RemoteRepositoryOrigin(RegisteredCodeLocationOrigin("pulse"), "__repository__").get_job_origin(DROP_JOB)
+    for status in (dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.STARTED):
+        run = instance.add_run(
+            dg.DagsterRun(
+                job_name=DROP_JOB, run_id=str(uuid.uuid4()), status=status, tags=tags, remote_job_origin=origin
+            )
+        )
+        # two rolls arrive while the run waits or runs: nothing more is asked for that drop, the other drop runs
+        (day / f"roll-0000000{len(list(day.iterdir())) + 1}.jsonl").write_text(line)
+        assert requested() == {other.name: run_key(other.name, fingerprint(other))}
+        instance.delete_run(run.run_id)
+
+    # the run failed (killed): the drop as it is now (three rolls, a fingerprint never asked for) is one new run
+    _sensor_run(instance, first, dg.DagsterRunStatus.FAILURE)
+    now = run_key(day.name, fingerprint(day))
+    assert now != first and requested()[day.name] == now
+    # ... and if that one fails too, it is retried as any failed drop is
+    _sensor_run(instance, now, dg.DagsterRunStatus.FAILURE)
+    assert requested()[day.name] == now + ":retry-1"
 
 
 def _wait_for(what: str, check: Callable[[], T | None], timeout: float, every: float = 0.5) -> T:

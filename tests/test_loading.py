@@ -103,6 +103,30 @@ def test_a_load_that_fails_midway_leaves_no_partial_drop_in_staging(tmp_path, mo
     assert _contents(wh, tables.ALL_TABLES) == before
 
 
+def test_a_roll_added_while_the_drop_is_read_leaves_the_drop_not_loaded_as_it_is(tmp_path):
+    """Issue 35: the rating service adds roll files to its day's drop while the drop sensor's run reads it. The
+    ``raw.drops`` row recorded the fingerprint taken after the read, which covered a roll the read never saw: the
+    drop counted as loaded as it is, and that roll's ratings stayed out until the next roll changed the
+    fingerprint again (never, for the day's last roll). The row now vouches for the drop as it was when it was
+    listed, so the sensor loads it again and the roll is read then."""
+    day = tmp_path / "serve-2026-12-04"
+    day.mkdir()
+    (day / "roll-00000001.jsonl").write_text('{"id": "r1", "session_id": "s1", "rating": 4}\n')
+    listed = drop_module.fingerprint(day)
+    wh = Warehouse(duckdb.connect())
+
+    def a_roll_arrives(done: int, total: int) -> None:  # called once the first batch's rows are inserted
+        (day / "roll-00000002.jsonl").write_text('{"id": "r2", "session_id": "s1", "rating": 2}\n')
+
+    load_drop(wh, "serve-2026-12-04", day, advance=a_roll_arrives)
+    assert wh.con.execute("SELECT rating_id FROM raw.ratings").fetchall() == [("r1",)]  # the roll was not read ...
+    (recorded,) = wh.con.execute("SELECT fingerprint FROM raw.drops").fetchone()
+    assert recorded == listed != drop_module.fingerprint(day)  # ... and the drop is not recorded as it is now
+    load_drop(wh, "serve-2026-12-04", day)
+    assert sorted(wh.con.execute("SELECT rating_id FROM raw.ratings").fetchall()) == [("r1",), ("r2",)]
+    assert wh.con.execute("SELECT fingerprint FROM raw.drops").fetchone() == (drop_module.fingerprint(day),)
+
+
 def _write_small_sessions(folder: Path, n: int) -> None:
     """``n`` sessions, one OpenHands V0 event array each (``s<i>.json``: a user message, a command, a finish), and
     ratings.csv rating every tenth session: the shape of a drop of per-session downloads."""

@@ -533,3 +533,37 @@ def test_the_history_axis_stays_on_the_scale():
     assert history_limits(wide) == (-1.0, 1.0)
     narrow = [Look(day, 0.05, 0.0, 0.1, -0.1, 0.2), Look(day, 0.04, 0.01, 0.09, -0.05, 0.15)]
     assert history_limits(narrow) == pytest.approx((-0.115, 0.215))
+
+
+def test_figures_drawn_with_the_same_numbers_are_kept_and_give_the_same_page(warehouse, tmp_path, monkeypatch):
+    """Issue 35: a live drop of ratings rebuilds the report at every run, and drawing its figures was most of it. A
+    figure drawn with the same arguments as in the last build is read back from the cache folder: the page is the
+    same to the byte as one drawn whole, a second build draws nothing, a figure whose numbers changed is drawn
+    again, and figures no build uses any more are removed."""
+    from pulse_pipeline.report import figures
+
+    drawn: list[str] = []
+    real_svg = figures._svg
+    monkeypatch.setattr(figures, "_svg", lambda fig, fig_id, *a: drawn.append(fig_id) or real_svg(fig, fig_id, *a))
+    now = datetime(2026, 12, 4, 12, 0)
+    cache = tmp_path / "figures"
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        whole = build_page(con, "pulse.duckdb", now).html
+        every = len(drawn)
+        assert every > 3
+        for expected_draws in (every, 0):  # cold, then warm
+            drawn.clear()
+            with figures.drawn_once(cache):
+                assert build_page(con, "pulse.duckdb", now).html == whole
+            assert len(drawn) == expected_draws
+    assert len(list(cache.glob("*.svg"))) == every
+
+    rows = [figures.Interval("naive", "naive", 0.1, 0.0, 0.2)]
+    with figures.drawn_once(cache):
+        first = figures.forest("fig-x", "x", rows, None)
+    drawn.clear()
+    with figures.drawn_once(cache):
+        assert figures.forest("fig-x", "x", rows, None) == first and drawn == []
+        moved = figures.forest("fig-x", "x", [figures.Interval("naive", "naive", 0.1, 0.0, 0.3)], None)
+    assert drawn == ["fig-x"] and moved != first
+    assert len(list(cache.glob("*.svg"))) == 2  # the page's figures were not used by this build: removed

@@ -384,20 +384,27 @@ class DropTally:
         self.events_quarantined += batch.quarantined["event"]
 
 
-def drop_row(drop_id: str, path: Path, tally: DropTally) -> dict[str, Any]:
-    """The drop's raw.drops row, by column: where it is, its fingerprint, size and newest file (regular files
-    only), and its counts."""
+def drop_state(path: Path) -> dict[str, Any]:
+    """The drop as it is now, by ``raw.drops`` column: where it is, its fingerprint, size and newest file (regular
+    files only). Taken before the drop is listed for reading (``load.load_drop``): a drop that grows while it is read
+    (the rating service adds a roll file every few seconds) is then recorded as it was before the files it gained,
+    which the drop sensor finds not loaded as it is and loads again. Taken after the read, it vouched for files the
+    read never saw, and their ratings were lost until the next roll."""
+    drop_fingerprint = fingerprint(path)  # first: a file added after it is at worst read twice, never missed
     files = _regular_files(path)
     mtime = max((st.st_mtime for _, st in files), default=0.0)
     return {
-        "drop_id": drop_id,
         "path": str(path),
-        "fingerprint": fingerprint(path),
+        "fingerprint": drop_fingerprint,
         "n_files": len(files),
         "bytes": sum(st.st_size for _, st in files),
         "mtime": datetime.fromtimestamp(mtime, UTC).replace(tzinfo=None).isoformat(),
-        **asdict(tally),
     }
+
+
+def drop_row(drop_id: str, state: dict[str, Any], tally: DropTally) -> dict[str, Any]:
+    """The drop's raw.drops row, by column: its state before it was read (``drop_state``) and its counts."""
+    return {"drop_id": drop_id, **state, **asdict(tally)}
 
 
 def _drop_folder(drops_dir: Path) -> tuple[list[tuple[Path, float]], dict[str, tuple[Path, str]]]:

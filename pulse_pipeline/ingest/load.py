@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -23,7 +24,7 @@ from ..processes import ordered_map
 from ..settings import ingest_settings
 from ..warehouse import Warehouse, restore_memory_limit
 from .batch import ArrowBatch, Batch
-from .drop import DropTally, Piece, drop_row, drop_units, plan_reads, read_piece, unit_bytes
+from .drop import DropTally, Piece, drop_row, drop_state, drop_units, plan_reads, read_piece, unit_bytes
 from .files import CHUNK_BYTES, CHUNK_EVENTS
 
 log = logging.getLogger(__name__)
@@ -180,6 +181,7 @@ def load_drop(
     """
     if not path.exists():
         raise FileNotFoundError(f"drop {drop_id!r}: {path} does not exist (was it moved out of the drop folder?)")
+    state = drop_state(path)  # before the listing: what the raw.drops row vouches for was read (``drop_state``)
     units = drop_units(path)
     reads = plan_reads(units)
     total_bytes = sum(unit_bytes(unit) for unit in units)
@@ -187,7 +189,7 @@ def load_drop(
     batches = _read_serial(drop_id, reads) if workers == 1 else _read_parallel(drop_id, reads, workers)
     counted = batches if advance is None else _advancing(batches, advance, total_bytes)
     with loading_memory(wh.con) as memory, one_thread(wh.con) if workers > 1 else nullcontext():
-        return _replace_rows(wh, drop_id, path, counted, progress, memory)
+        return _replace_rows(wh, drop_id, state, counted, progress, memory)
 
 
 def _advancing(batches: Iterator[ArrowBatch], advance: Advance, total_bytes: int) -> Iterator[ArrowBatch]:
@@ -201,7 +203,7 @@ def _advancing(batches: Iterator[ArrowBatch], advance: Advance, total_bytes: int
 def _replace_rows(
     wh: Warehouse,
     drop_id: str,
-    path: Path,
+    state: dict[str, Any],
     batches: Iterator[ArrowBatch],
     progress: Progress | None,
     memory: BatchMemory | None = None,
@@ -227,7 +229,7 @@ def _replace_rows(
             if progress and n % 20 == 0:
                 progress(f"{drop_id}: {tally.records_read} records, {tally.events_read} events read")
         drops = Batch(drop_id)
-        drops.add(tables.DROPS, drop_row(drop_id, path, tally))
+        drops.add(tables.DROPS, drop_row(drop_id, state, tally))
         wh.insert(tables.DROPS, drops.arrow(tables.DROPS))
         wh.con.commit()
     except BaseException:

@@ -12,15 +12,21 @@ reads the figure; the page also lists the same numbers in a table.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import html
 import io
 import math
+import os
+import pickle
 import re
 import textwrap
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 
 import matplotlib
 import numpy as np
@@ -81,6 +87,64 @@ def _style(fig_id: str) -> Iterator[None]:
     build."""
     with matplotlib.rc_context({**STYLE, "svg.hashsalt": fig_id}):
         yield
+
+
+_DRAWN: ContextVar[tuple[Path, set[Path]] | None] = ContextVar("pulse_figure_cache", default=None)
+_SOURCE = hashlib.sha1(Path(__file__).read_bytes() + matplotlib.__version__.encode()).hexdigest()
+
+
+@contextmanager
+def drawn_once(folder: Path | None) -> Iterator[None]:
+    """While open, each figure function's SVG is kept in ``folder`` by a digest of its arguments (and of this
+    module's source and matplotlib's version), and read from there when a later build draws it with the same
+    arguments; at the end, the SVGs this build did not use are removed. None: draw everything.
+
+    Why: a drop of ratings alone rebuilds the report at every run of a live drop; drawing its ~20 figures was most of
+    the report's time (18 of 25 s under load at the paper's scale), and most figures (feature comparisons, the
+    split check, agreement) do not change with a rating. The SVG of a figure depends on its arguments only (ids
+    salted with the figure's id, no date: ``_style``, ``_svg``), so a kept one is the one drawing would give."""
+    if folder is None:
+        yield
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    used: set[Path] = set()
+    token = _DRAWN.set((folder, used))
+    try:
+        yield
+    finally:
+        _DRAWN.reset(token)
+    for path in folder.glob("*.svg"):
+        if path not in used:
+            path.unlink(missing_ok=True)
+
+
+def _kept(draw: Callable[..., str]) -> Callable[..., str]:
+    """``draw``'s SVG from ``drawn_once``'s folder when it holds one for these arguments, else drawn and kept."""
+
+    @functools.wraps(draw)
+    def wrapper(*args, **kwargs) -> str:
+        cache = _DRAWN.get()
+        if cache is None:
+            return draw(*args, **kwargs)
+        folder, used = cache
+        try:
+            arguments = pickle.dumps((args, sorted(kwargs.items())), protocol=5)
+        except (pickle.PicklingError, TypeError, AttributeError):
+            return draw(*args, **kwargs)
+        key = hashlib.sha1(f"{_SOURCE}/{draw.__name__}/".encode() + arguments).hexdigest()
+        path = folder / f"{key}.svg"
+        used.add(path)
+        try:
+            return path.read_text(encoding="utf-8")
+        except (FileNotFoundError, UnicodeDecodeError):
+            pass
+        svg = draw(*args, **kwargs)
+        partial = path.with_suffix(f".{os.getpid()}.partial")
+        partial.write_text(svg, encoding="utf-8")
+        os.replace(partial, path)
+        return svg
+
+    return wrapper
 
 
 def _svg(fig: Figure, fig_id: str, title: str, desc: str) -> str:
@@ -150,6 +214,7 @@ def _xerr(row: Interval) -> list[list[float]] | None:
     return None
 
 
+@_kept
 def forest(fig_id: str, title: str, rows: Sequence[Interval], reference: float | None) -> str:
     """Every method's effect with its 95 % interval, top to bottom in ``rows`` order; the naive estimate as a
     dotted reference line. Flagged rows: hollow marker, dashed interval, "(flagged)" in the label. Rows without
@@ -207,6 +272,7 @@ class WidthRow:
     flagged: frozenset[str] = frozenset()  # methods flagged for this comparison: hollow markers, as in ``forest``
 
 
+@_kept
 def width_gain(fig_id: str, rows: Sequence[WidthRow]) -> str:
     """Per comparison, the interval width of each method relative to naive (markers) against the best width
     PPI++ can reach with the arms' out-of-fold correlations (a black bar,
@@ -266,6 +332,7 @@ def width_gain(fig_id: str, rows: Sequence[WidthRow]) -> str:
         return _svg(fig, fig_id, title, desc)
 
 
+@_kept
 def calibration(fig_id: str, predicted: Sequence[float], observed: Sequence[float], counts: Sequence[int]) -> str:
     """Mean rating against mean prediction by decile of prediction (stars), with the diagonal of a perfectly
     calibrated model."""
@@ -291,6 +358,7 @@ def calibration(fig_id: str, predicted: Sequence[float], observed: Sequence[floa
         return _svg(fig, fig_id, title, desc)
 
 
+@_kept
 def bars(
     fig_id: str,
     title: str,
@@ -335,6 +403,7 @@ class Point:
     y: float
 
 
+@_kept
 def scatter_fit(
     fig_id: str, title: str, points: Sequence[Point], xlabel: str, ylabel: str, summary: str, slope_unit: str = ""
 ) -> str:
@@ -369,6 +438,7 @@ def scatter_fit(
         return _svg(fig, fig_id, title, desc)
 
 
+@_kept
 def segments(fig_id: str, title: str, rows: Sequence[Interval]) -> str:
     """Effects within segments, two methods per segment side by side: rows come in pairs sharing a label, in
     the order given; each method keeps its marker. Flagged rows: hollow marker, dashed interval, "(flagged)" in
@@ -438,6 +508,7 @@ def history_limits(looks: Sequence[Look]) -> tuple[float, float]:
     return max(-SCALE_LIMIT, low - margin), min(SCALE_LIMIT, high + margin)
 
 
+@_kept
 def history(fig_id: str, title: str, looks: Sequence[Look]) -> str:
     """The estimate day by day (solid), its fixed-horizon 95 % interval (dashed, valid for one look) and the
     always-valid confidence sequence (dotted, valid at every look)."""

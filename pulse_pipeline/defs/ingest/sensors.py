@@ -1,6 +1,7 @@
 """The drop sensor: each new (or rewritten) file or folder in the drop folder becomes a partition and a run that
 reads it and refreshes every table derived from it; a drop already loaded as it is now is never run again; a run
-that failed (killed, or its drop crashed it) is requested again, a few times."""
+that failed (killed, or its drop crashed it) is requested again, a few times; a drop rewritten while its run is
+queued or in progress waits for that run to end, and then one run takes it as it is (``busy_drops``)."""
 
 from __future__ import annotations
 
@@ -103,6 +104,33 @@ def warehouse_fingerprints(database: Path) -> dict[str, str] | None:
         con.close()
 
 
+# A run in these states may still read the drop, or has not read it yet: the drop's next run waits for it.
+BUSY_STATUSES = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
+]
+
+
+def busy_drops(instance: dg.DagsterInstance) -> set[str]:
+    """The drops (partition keys) with a run queued or in progress, whoever asked for it.
+
+    Why: a drop that grows while it is loaded (the rating service adds a roll file to its day's drop every few
+    seconds, ``serve-YYYY-MM-DD/roll-<seq>.jsonl``) has a new fingerprint at every tick. Each used to be a new run
+    key, so a run was queued per roll, each loading the whole drop again after the one before: the queue grew as
+    long as the rolls came faster than a run, and the published state fell ever further behind. While a drop's run
+    is queued or running, no other is requested for it; when it ends, the next tick compares the drop as it is
+    then with what that run loaded (its recorded fingerprint, ``loaded_drops``), and one run takes every roll that
+    came meanwhile. Nothing is lost: a run records the fingerprint the drop had when it started reading
+    (``ingest/load.py``), so a roll added during the read leaves the drop not loaded as it is, and a failed run is
+    retried as before (``failed_attempts``). A run whose process died stays STARTED until run monitoring fails it
+    (``dagster.yaml``), so it holds its drop at most that long."""
+    runs = instance.get_runs(filters=dg.RunsFilter(statuses=BUSY_STATUSES))
+    return {key for run in runs if (key := run.tags.get("dagster/partition"))}
+
+
 def loaded_drops(instance: dg.DagsterInstance, database: Path, current: Mapping[str, str]) -> set[str] | None:
     """The drops of ``current`` (key → fingerprint now) already loaded as they are now; None when that cannot be
     told now: the instance does not vouch for every drop and the working database is busy.
@@ -130,14 +158,17 @@ def loaded_drops(instance: dg.DagsterInstance, database: Path, current: Mapping[
         "Watches PULSE_HOME/drops; one partition per drop, and for each new or rewritten drop one run that reads "
         "it and refreshes every derived table (then the publish sensor publishes). A drop already loaded as it is "
         "(by pulse ingest, pulse demo or an earlier run) is not run again. A drop whose run failed is run again, "
-        f"up to {MAX_RETRIES} times."
+        f"up to {MAX_RETRIES} times. A drop rewritten while its run is queued or running waits for that run, "
+        "then one run takes it as it is then."
     ),
 )
 def drop_sensor(context: dg.SensorEvaluationContext, warehouse: WarehouseResource) -> dg.SensorResult:
     drops = list_drops(warehouse.drops)
     known = set(context.instance.get_dynamic_partitions(drops_partitions.name))
     new_keys = [k for k in drops if k not in known]
-    current = {key: fingerprint(path) for key, path in drops.items()}
+    busy = busy_drops(context.instance)
+    # a drop whose run is queued or running is looked at again once that run ended (``busy_drops``)
+    current = {key: fingerprint(path) for key, path in drops.items() if key not in busy}
     loaded = loaded_drops(context.instance, Path(warehouse.database), current)
     if loaded is None:
         return dg.SensorResult(
@@ -151,6 +182,9 @@ def drop_sensor(context: dg.SensorEvaluationContext, warehouse: WarehouseResourc
     still_given_up: set[str] = set()
     requests = []
     for key in drops:
+        if key in busy:
+            still_given_up |= {first for first in given_up if first.rpartition(":")[0] == key}
+            continue
         if key in loaded:
             continue
         first = run_key(key, current[key])

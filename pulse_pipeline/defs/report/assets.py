@@ -31,9 +31,11 @@ MIN_BYTES = 5_000  # the page with every section empty is larger: smaller means 
 
 
 class ReportResource(dg.ConfigurableResource):
-    """Where the report is written (``PULSE_HOME/report``, see ``paths.py``)."""
+    """Where the report is written (``PULSE_HOME/report``, see ``paths.py``), and where its figures are kept between
+    builds (``PULSE_HOME/.work/figures``: ``report/figures.drawn_once``; empty: none kept)."""
 
     folder: str
+    figure_cache: str = ""
 
 
 @dg.asset(
@@ -47,7 +49,8 @@ class ReportResource(dg.ConfigurableResource):
 )
 def index_html(warehouse: WarehouseResource, report: ReportResource) -> dg.MaterializeResult:
     with warehouse.warehouse() as wh:  # read only; the page names the published copy analysts open
-        written = write_report(wh.con, Path(report.folder), source=warehouse.publish_to)
+        cache = Path(report.figure_cache) if report.figure_cache else None
+        written = write_report(wh.con, Path(report.folder), source=warehouse.publish_to, figure_cache=cache)
     return dg.MaterializeResult(
         metadata={
             "path": dg.MetadataValue.path(str(written.path)),
