@@ -1,6 +1,7 @@
 """Collecting ratings end to end (issue 35, item 4): a real `pulse serve`, synthetic Claude Code sessions whose
-`pulse hook claude-code` calls ask it when a turn ends, users who type `rate N` when asked, the hooks handing each
-transcript to the drop folder at SessionEnd, the service rolling its ratings and asks into the drop folder, and
+`pulse hook claude-code` calls ask it when a turn ends, users who type `rate N` when asked, the hooks handing a few
+transcripts to the drop folder at SessionEnd (the rest dropped as one folder: a drop per session costs a partition
+each), the service rolling its ratings and asks into the drop folder, and
 `pulse materialize` reading it all: every ask is in `staging.session_asks` with the probability the service
 answered, which is the exported policy's q(x) worked out here by hand from the transcript's failed commands; every
 typed rating is the session's label; and AIPW uses the known ask probabilities.
@@ -33,6 +34,7 @@ from .test_serve_durability import free_port, start_server
 pytestmark = pytest.mark.slow
 
 N_SESSIONS = 80
+HANDED_OVER = 6  # sessions whose SessionEnd hook hands the transcript to the drop folder (each its own drop)
 ANSWER_RATE = 0.85
 # The exported policy: q = min(1, max(FLOOR, M * exp(B * (log1p(failed_commands) - MEAN) / SD)))
 FLOOR, M, B, MEAN, SD = 0.2, 0.5, 0.8, 0.6, 0.5
@@ -127,7 +129,12 @@ def test_ratings_collected_by_hooks_reach_staging_with_their_ask_probabilities_a
                     assert hook("UserPromptSubmit", plan, transcript, monkeypatch, capsys,
                                 prompt=f"rate {plan['stars']}") == 2  # fmt: skip
                     rated[plan["id"]] = plan["stars"]
-            assert hook("SessionEnd", plan, transcript, monkeypatch, capsys, "--drop", reason="exit") == 0
+            if int(plan["id"][-3:]) < HANDED_OVER:  # the hook hands the transcript over: one drop per session
+                assert hook("SessionEnd", plan, transcript, monkeypatch, capsys, "--drop", reason="exit") == 0
+            else:  # the rest arrive as one drop, as a team would drop a folder of past sessions
+                batch = home / "drops" / "claude-code-batch"
+                batch.mkdir(parents=True, exist_ok=True)
+                (batch / transcript.name).write_bytes(transcript.read_bytes())
     finally:
         server.send_signal(signal.SIGTERM)  # the service rolls what waits before it stops
         server.wait(timeout=60)
