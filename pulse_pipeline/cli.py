@@ -311,12 +311,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     )
     _show(
         home,
-        f"Where to ask for ratings (the ask policy, exported to {home.root / 'ask_policy'}; error model terms):",
+        f"Where to ask for ratings (the ask policy, exported to {home.root / 'ask_policy'}; error and answer models):",
         """
-        SELECT term, printf('%+.3f', coefficient) AS coefficient, printf('%.3f', multiplier) AS multiplier,
+        SELECT model, term, printf('%+.3f', coefficient) AS coefficient, printf('%.3f', multiplier) AS multiplier,
                printf('%.2f', floor) AS floor, printf('%.1f', budget_per_day) AS asks_per_day,
-               fitted_on_ratings AS ratings, coalesce(note, '') AS note
-        FROM estimates.ask_policy ORDER BY term = '(intercept)' DESC, abs(coefficient) DESC""",
+               fitted_on_ratings AS ratings, fitted_on_asks AS asks, coalesce(note, '') AS note
+        FROM estimates.ask_policy ORDER BY model = 'answer', term = '(intercept)' DESC, abs(coefficient) DESC""",
     )
     _show(
         home,
@@ -410,27 +410,34 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
     import duckdb
 
-    from .estimates.ask_policy import DEFAULT_FLOOR, policy_frame, policy_from_warehouse, write_policy
+    from .estimates.ask_policy import DEFAULT_FLOOR, POLICY_DIR, policy_frame, policy_from_warehouse, write_policy
+    from .settings import ask_budget
 
     floor = DEFAULT_FLOOR if args.floor is None else args.floor  # its range is checked by _check_arguments
+    budget = args.budget if args.budget is not None else ask_budget()  # --budget wins over PULSE_ASK_BUDGET
     home = PulseHome.from_env()
     if not home.warehouse.is_file():
         _say(f"pulse ask: no published warehouse at {home.warehouse}: run pulse demo or pulse ingest first")
         return 1
     with _open_published(home) as con:
         try:
-            policy, why_not = policy_from_warehouse(con, args.budget, floor)
+            policy, why_not = policy_from_warehouse(con, budget, floor)
         except duckdb.CatalogException as error:
             policy, why_not = None, f"the warehouse has no features or labels yet ({error})"
     if policy is None:
         _say(f"pulse ask: no ask policy: {why_not}")
         return 1
-    out = Path(args.out) if args.out else home.root / "ask_policy"
+    out = Path(args.out) if args.out else home.root / POLICY_DIR
     json_path, py_path = write_policy(policy, out)
-    print(policy_frame(policy).select("term", "transform", "mean", "sd", "coefficient"))
+    print(policy_frame(policy).select("model", "term", "transform", "mean", "sd", "coefficient"))
+    ratings = policy.expected_ratings_per_day
     print(
         f"budget {policy.budget_per_day:.1f} asks a day of {policy.sessions_per_day:.1f} sessions; the policy expects"
-        f" {policy.expected_asks_per_day:.1f} (floor {policy.floor:g}; fitted on {policy.fitted_on_ratings} ratings)"
+        f" {policy.expected_asks_per_day:.1f}"
+        + (f" and {ratings:.1f} ratings" if ratings is not None else "")
+        + f" (floor {policy.floor:g}; fitted on {policy.fitted_on_ratings} ratings"
+        + (f" and {policy.answer.fitted_on_asks} asks" if policy.answer is not None else "")
+        + f"); policy_version {policy.version}"
     )
     if policy.note:
         print(f"note: {policy.note}")
@@ -638,7 +645,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--workers", type=int, default=2)
     s.add_argument(
         "--scenarios",
-        help="comma-separated: random, self_selected, user_assigned, peeking, active, active_varying (default: all)",
+        help="comma-separated: random, self_selected, user_assigned, peeking, active, active_varying, active_answer"
+        " (default: all)",
     )
     s.add_argument("--json", action="store_true", help="print coverage and unmet targets as JSON (and draw no bars)")
     s.set_defaults(func=cmd_validate)
@@ -654,7 +662,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_power)
 
     s = sub.add_parser("ask", help="fit the ask policy (where to show the rating widget) and export it")
-    s.add_argument("--budget", type=float, default=None, help="asks per day (default: today's, see ask_policy.py)")
+    s.add_argument("--budget", type=float, default=None, help="asks per day (default: PULSE_ASK_BUDGET, else today's)")
     s.add_argument("--floor", type=float, default=None, help="lowest ask probability (default 0.01)")
     s.add_argument("--out", default=None, help="folder for the two files (default PULSE_HOME/ask_policy)")
     s.set_defaults(func=cmd_ask)

@@ -38,6 +38,7 @@ an optional mapping in place of ``os.environ`` so tests can pass settings withou
 | PULSE_SERVE_RATE_LIMIT | 100 | requests a second each token (or client) may make to ``pulse serve``; 0: no limit |
 | PULSE_SERVE_ROLL_RECORDS | 5000 | ``pulse serve`` rolls its journal into a drop file after this many records ... |
 | PULSE_SERVE_ROLL_SECONDS | 30 | ... or this many seconds after the oldest record not yet rolled |
+| PULSE_ASK_BUDGET | today's asks a day | the ask policy's budget: rating widgets shown per day (``--budget`` wins) |
 """
 
 from __future__ import annotations
@@ -401,6 +402,20 @@ class EstimateSettings:
     segment_min_ratings: int = 10
     target_effect: float = 0.05
     benchmark_min_ratings: int = 35
+    ask_budget: float | None = None  # PULSE_ASK_BUDGET: asks per day; None: ask_policy.default_budget
+
+
+ASK_BUDGET = "PULSE_ASK_BUDGET"
+
+
+def ask_budget(environ: Env | None = None) -> float | None:
+    """PULSE_ASK_BUDGET: how many rating widgets the ask policy may show per day (expected asks, answered or not:
+    what interrupts users, so what a team budgets; ``estimates/ask_policy.py`` says why asks and not ratings), a
+    positive number; unset: ``ask_policy.default_budget`` (today's asks a day, else half the sessions a day)."""
+    budget = _optional_number(_env(environ), ASK_BUDGET)
+    if budget is not None and not 0 < budget < float("inf"):
+        raise SettingsError(f"{ASK_BUDGET}={budget:g}: a positive number of asks per day (default: today's)")
+    return budget
 
 
 def estimate_settings(environ: Env | None = None) -> EstimateSettings:
@@ -411,6 +426,7 @@ def estimate_settings(environ: Env | None = None) -> EstimateSettings:
         segment_min_ratings=_integer(env, "PULSE_SEGMENT_MIN_RATINGS", 10),
         target_effect=_number(env, "PULSE_TARGET_EFFECT", 0.05),
         benchmark_min_ratings=_integer(env, "PULSE_BENCHMARK_MIN_RATINGS", 35),
+        ask_budget=ask_budget(env),
     )
     if not settings.target_effect > 0:
         raise SettingsError(f"PULSE_TARGET_EFFECT must be positive, got {settings.target_effect}")

@@ -684,9 +684,12 @@ BENCHMARK_CORRELATION = _t(
 
 ASK_POLICY = _t(
     "estimates.ask_policy",
-    "The ask policy (estimates/ask_policy.py): one row per term of the error model, q(x) = min(1, max(floor,"
-    " multiplier * exp(intercept + sum coefficient * (t(x) - mean) / sd))), with the budget it was scaled to; the"
-    " same policy is exported as ask_policy.json and ask_policy.py in PULSE_HOME/ask_policy/.",
+    "The ask policy (estimates/ask_policy.py): one row per term of its error model (model 'error', e(x) ="
+    " exp(intercept + sum coefficient * (t(x) - mean) / sd)) and of its answer model (model 'answer', a(x) ="
+    " expit(intercept + sum coefficient * clip(z, -3, 3)); none when no asks were logged), q(x) = min(1, max(floor,"
+    " multiplier * e(x) / sqrt(a(x)))), with the budget it was scaled to and its version; the same policy is"
+    " exported as ask_policy.json and ask_policy.py in PULSE_HOME/ask_policy/.",
+    ("model", VARCHAR),
     ("term", VARCHAR),
     ("transform", VARCHAR),
     ("mean", DOUBLE),
@@ -697,7 +700,10 @@ ASK_POLICY = _t(
     ("budget_per_day", DOUBLE),
     ("sessions_per_day", DOUBLE),
     ("expected_asks_per_day", DOUBLE),
+    ("expected_ratings_per_day", DOUBLE),
     ("fitted_on_ratings", INTEGER),
+    ("fitted_on_asks", INTEGER),
+    ("policy_version", VARCHAR),
     ("note", VARCHAR),
 )
 

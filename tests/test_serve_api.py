@@ -4,7 +4,6 @@ asks are decided once per session with the policy's probability; OpenHands' feed
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 
@@ -150,15 +149,17 @@ def write_known_policy(home) -> tuple[str, float]:
     policy = Policy(
         intercept=0.0,
         terms=(Term("file_edits", "log1p", 1.0, 2.0, 0.5),),
+        answer=None,  # no answer model: q is the error model's alone
         multiplier=0.3,
         floor=0.01,
         budget_per_day=10.0,
         sessions_per_day=20.0,
         expected_asks_per_day=10.0,
+        expected_ratings_per_day=None,
         fitted_on_ratings=100,
     )
     json_path, _ = write_policy(policy, home / "ask_policy")
-    return hashlib.sha256(json_path.read_bytes()).hexdigest()[:12], 0.3 * math.exp(0.5)
+    return json.loads(json_path.read_text())["policy_version"], 0.3 * math.exp(0.5)
 
 
 def test_a_session_is_decided_once_with_the_exported_policy_and_later_asks_repeat_it(tmp_path):

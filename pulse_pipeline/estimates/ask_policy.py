@@ -1,14 +1,58 @@
 """The ask policy: with what probability the agent platform should show the rating widget for a session.
 
 Active statistical inference (Zrnic & Candès, 2024): a rating tells us most where the model is most wrong, so ask
-with probability proportional to the model's expected absolute error for sessions like this one, and correct with
-the known probability (``stats.asking``). The policy is a log-linear model of the absolute out-of-fold error on a
-few event counts the platform itself knows when a session stops (``POLICY_FEATURES``)::
+more where the model's expected error is large, and correct with the known probability (``stats.asking``). A
+session is rated when the widget is shown (probability q(x), chosen here) *and* the user answers it (probability
+a(x), which differs between users and sessions), so the policy takes both into account::
 
     z_j     = (t_j(x_j) - mean_j) / sd_j            t_j = log1p for counts and durations; a missing value: z_j = 0
     e_hat   = exp(b_0 + sum_j b_j z_j)              E|Y - f_oof| for sessions like x (a Poisson GLM with log link,
                                                     fit on the rated sessions' |label - out-of-fold prediction|)
-    q(x)    = min(1, max(floor, m * e_hat))         m: the multiplier that meets the budget
+    a_hat   = 1 / (1 + exp(-(c_0 + sum_j c_j clip(z'_j, -3, 3))))
+                                                    P(answer | asked, x): a logistic regression fit on the asked
+                                                    sessions (answered or not), z' standardized over them
+    q(x)    = min(1, max(floor, m * e_hat / sqrt(max(a_hat, ANSWER_FLOOR))))
+                                                    m: the multiplier that meets the budget of asks
+
+**Why e / sqrt(a).** The AIPW mean over N sessions is (1/N) sum_i [f_i + R_i (Y_i - f_i) / pi_i] with R_i the
+rated indicator and pi_i = P(rated_i) = q_i a_i (``stats.asking.known_ask_propensity``). Given the sessions, its
+variance is (1/N^2) sum_i e_i^2 (1 - pi_i) / pi_i, e_i = Y_i - f_i; the part the design controls is
+
+    V(q) = sum_i s_i^2 / (q_i a_i),        s_i^2 = E[e_i^2 | x_i]
+
+(the remaining -sum_i s_i^2 does not depend on q). Minimise V over 0 < q_i <= 1:
+
+- *A budget of asks*, sum_i q_i = B: the Lagrangian sum_i s_i^2 / (q_i a_i) + lambda sum_i q_i has
+  d/dq_i = -s_i^2 / (q_i^2 a_i) + lambda = 0, so q_i = s_i / sqrt(lambda a_i), **q proportional to s / sqrt(a)**,
+  and V = (sum_i s_i / sqrt(a_i))^2 / B.
+- *A budget of ratings*, sum_i q_i a_i = B: d/dq_i = -s_i^2 / (q_i^2 a_i) + lambda a_i = 0, so **q proportional to
+  s / a** (then pi = q a is proportional to s: the ratings land where the error is, whoever answers), and
+  V = (sum_i s_i)^2 / B.
+- The box floor <= q_i <= 1: V is separable and convex in each q_i, so the KKT conditions give the clipped form
+  q_i = min(1, max(floor, m r_i)) with one multiplier m for all (r_i = s_i / sqrt(a_i) or s_i / a_i), which is
+  what ``multiplier_for_budget`` solves for.
+
+PULSE budgets **asks** (``budget_per_day``, ``PULSE_ASK_BUDGET``, ``pulse ask --budget``): a widget shown
+interrupts the user whether or not it is answered, and that interruption is what a team decides how much of to
+spend, per day. (A ratings budget would show the widget to users who rarely answer up to 1 / a times as often:
+seven times as often at a = 0.14 as at a = 1, where the asks budget's policy asks them sqrt(7) = 2.6 times as
+often.) So the policy is q proportional to s / sqrt(a). Against the policy that ignores the answer rate (q
+proportional to s, what PULSE exported before), at the same asks, the variance the design controls falls by
+
+    (sum_i s_i / sqrt(a_i))^2 / ((sum_i s_i) (sum_i s_i / a_i))   <= 1 (Cauchy-Schwarz; = 1 iff a is constant)
+
+e.g., with s constant, 0.97 for answer rates spread as in the ``active`` validation scenario (a from 0.22 to 0.73
+between the 5th and 95th percentile) and 0.80 in ``active_answer`` (0.07 to 0.87; ``estimates/active.py``).
+
+s(x) is modelled through E|e| (the Poisson GLM is robust and takes zero errors): the two are proportional when the
+error's shape is the same across x (s = sqrt(pi / 2) E|e| for a normal error), so the proportionality holds.
+
+The answer model is fit on ``staging.session_asks`` (a session asked; answered = it has a star label or an answered
+ask), with the penalty of AIPW's propensity model (``stats.aipw.PROPENSITY_C``) on the same kind of design as its
+answer model (``stats.asking.answer_design``: log1p counts, standardized, clipped to 3 sds) but on
+``POLICY_FEATURES``, so the platform can evaluate it. With fewer than ``MIN_ASKS`` asked sessions, or none answered
+(or none unanswered), the answer rate is unknown or constant: it has no terms, a constant a cancels into m, and
+the policy is the error model alone (what it was before the answer rate was modelled).
 
 The multiplier m solves sum_i q(x_i) / days = budget over the sessions seen (``multiplier_for_budget``): the
 expected number of asks per day equals the budget. The budget's default (``default_budget``) keeps today's volume:
@@ -17,28 +61,37 @@ is half the sessions per day (``DEFAULT_ASK_SHARE``), so users see half the prom
 help most. The floor (``DEFAULT_FLOOR`` = 0.01) keeps every session askable: AIPW needs P(rated) > 0 everywhere,
 and the weights stay below 1 / (floor x answer rate).
 
-Why a log-linear model of a few counts and not the model itself: the platform must evaluate it at every stop
-without PULSE, its features, or its annotator. The policy is exported (``write_policy``) as ``ask_policy.json``
-(coefficients, feature means and sds, multiplier, floor) and ``ask_policy.py`` (``REFERENCE_SOURCE``, standard
-library only) whose ``ask_probability(features)`` computes q(x) exactly as ``probabilities`` does.
+Why log-linear and logistic models of a few counts and not the model itself: the platform must evaluate the policy
+at every stop without PULSE, its features, or its annotator. The policy is exported (``write_policy``, atomically)
+as ``ask_policy.json`` (both models' coefficients, feature means and sds, multiplier, floor, and
+``policy_version``: a digest of the rest of the file, the same for the same policy however often it is exported)
+and ``ask_policy.py`` (``REFERENCE_SOURCE``, standard library only) whose ``ask_probability(features)`` computes
+q(x) exactly as ``probabilities`` does; the rating service evaluates that same code (``serve/policy.py``).
 
-With fewer than ``MIN_RATINGS`` rated sessions with predictions, or no error to model, the policy is uniform (every
-coefficient 0, the note says why): asking at random is always valid.
+With fewer than ``MIN_RATINGS`` rated sessions with predictions, or no error to model, the error model is flat
+(every coefficient 0, the note says why): asking at random, or by the answer rate alone, is always valid.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import math
+import os
+import types
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
 import numpy as np
 import polars as pl
-from sklearn.linear_model import PoissonRegressor
+from sklearn.linear_model import LogisticRegression, PoissonRegressor
 
 from ..label_scales import STARS
+from ..stats.aipw import PROPENSITY_C, PROPENSITY_TOL
+from ..stats.asking import ANSWER_FLOOR
 
 POLICY_FEATURES: tuple[str, ...] = (
     "user_message_count",
@@ -52,14 +105,24 @@ POLICY_FEATURES: tuple[str, ...] = (
 DEFAULT_FLOOR = 0.01
 DEFAULT_ASK_SHARE = 0.5
 MIN_RATINGS = 30
+MIN_ASKS = 30
+"""Asked sessions the answer model needs; with fewer the answer rate is taken as constant."""
 GLM_ALPHA = 0.01  # L2 penalty of the error model on standardized features: a few hundred ratings, a few columns
-FORMAT = "pulse-ask-policy/1"
+ANSWER_CLIP = 3.0
+"""The answer model's standardized inputs are clipped to [-3, 3] (as ``stats.asking.answer_design``): a long tail
+cannot give extreme answer probabilities, and the logistic's exponent stays bounded."""
+FORMAT = "pulse-ask-policy/2"
+READABLE_FORMATS = ("pulse-ask-policy/1", FORMAT)
+"""/1: the error model alone (before the answer model); read as a policy with an unknown answer rate."""
 JSON_NAME, REFERENCE_NAME = "ask_policy.json", "ask_policy.py"
+POLICY_DIR = "ask_policy"
+"""The folder under PULSE_HOME the asset and ``pulse ask`` export to, and the rating service loads from."""
+TRANSFORMS = ("log1p", "identity")
 
 
 @dataclass(frozen=True)
 class Term:
-    """One feature of the error model: z = (t(x) - mean) / sd, t = log1p or identity."""
+    """One feature of a model: z = (t(x) - mean) / sd, t = log1p or identity."""
 
     feature: str
     transform: str  # "log1p" or "identity"
@@ -69,49 +132,100 @@ class Term:
 
 
 @dataclass(frozen=True)
-class Policy:
-    """The fitted policy: q(x) = min(1, max(floor, multiplier * exp(intercept + sum_j coefficient_j z_j)))."""
+class AnswerModel:
+    """P(answer | asked, x) = max(floor, 1 / (1 + exp(-(intercept + sum_j coefficient_j clip(z_j, -clip, clip))))).
+
+    No terms: a constant answer rate (too few asks, or every ask answered, or none), which cancels into the
+    policy's multiplier."""
 
     intercept: float
     terms: tuple[Term, ...]
+    fitted_on_asks: int
+    floor: float = ANSWER_FLOOR
+    clip: float = ANSWER_CLIP
+
+    def as_json(self) -> dict:
+        return {
+            "intercept": self.intercept,
+            "terms": [vars(t) for t in self.terms],
+            "floor": self.floor,
+            "clip": self.clip,
+            "fitted_on_asks": self.fitted_on_asks,
+        }
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The fitted policy: q(x) = min(1, max(floor, multiplier * e_hat(x) / sqrt(a_hat(x)))), e_hat =
+    exp(intercept + sum_j coefficient_j z_j), a_hat the ``answer`` model (None: no asks logged, the answer rate
+    unknown and taken as constant: q = min(1, max(floor, multiplier * e_hat(x))))."""
+
+    intercept: float
+    terms: tuple[Term, ...]
+    answer: AnswerModel | None
     multiplier: float
     floor: float
     budget_per_day: float
     sessions_per_day: float
     expected_asks_per_day: float
+    expected_ratings_per_day: float | None  # sum_i q_i a_hat_i / days; None when the answer rate is unknown
     fitted_on_ratings: int
     note: str | None = None
     format: str = field(default=FORMAT)
 
-    def as_json(self) -> dict:
+    def content(self) -> dict:
+        """Everything the exported file holds but its ``policy_version``."""
         return {
             "format": self.format,
             "intercept": self.intercept,
             "terms": [vars(t) for t in self.terms],
+            "answer_model": None if self.answer is None else self.answer.as_json(),
             "multiplier": self.multiplier,
             "floor": self.floor,
             "budget_per_day": self.budget_per_day,
             "sessions_per_day": self.sessions_per_day,
             "expected_asks_per_day": self.expected_asks_per_day,
+            "expected_ratings_per_day": self.expected_ratings_per_day,
             "fitted_on_ratings": self.fitted_on_ratings,
             "note": self.note,
         }
+
+    @property
+    def version(self) -> str:
+        return policy_digest(self.content())
+
+    def as_json(self) -> dict:
+        """The exported file: ``content()`` with its digest, ``policy_version``, second."""
+        content = self.content()
+        return {"format": self.format, "policy_version": policy_digest(content)} | content
+
+
+def policy_digest(content: Mapping) -> str:
+    """The policy's version: the first 16 hex digits of the SHA-256 of its content (every field but
+    ``policy_version``) as canonical JSON (keys sorted, no spaces). The same policy exported again has the same
+    version; any change to a coefficient, the multiplier, the floor, the budget or the note gives a new one."""
+    rest = {k: v for k, v in content.items() if k != "policy_version"}
+    canonical = json.dumps(rest, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
 def _transform(x: np.ndarray, transform: str) -> np.ndarray:
     return np.log1p(np.maximum(x, 0.0)) if transform == "log1p" else x
 
 
-def standardized(features: dict[str, np.ndarray], terms: tuple[Term, ...]) -> np.ndarray:
-    """The error model's inputs z (n x p) for each term; NaN or an absent column becomes 0, the mean."""
+def standardized(features: dict[str, np.ndarray], terms: tuple[Term, ...], clip: float | None = None) -> np.ndarray:
+    """A model's inputs z (n x p) for each term; NaN or an absent column becomes 0, the mean; ``clip``: z clipped
+    to [-clip, clip]."""
     n = len(next(iter(features.values()))) if features else 0
     cols = []
     for t in terms:
         if t.feature not in features:
             cols.append(np.zeros(n))
             continue
-        z = (_transform(np.asarray(features[t.feature], dtype=np.float64), t.transform) - t.mean) / t.sd
-        cols.append(np.where(np.isfinite(z), z, 0.0))
+        with np.errstate(over="ignore", invalid="ignore"):
+            z = (_transform(np.asarray(features[t.feature], dtype=np.float64), t.transform) - t.mean) / t.sd
+        z = np.where(np.isfinite(z), z, 0.0)
+        cols.append(z if clip is None else np.clip(z, -clip, clip))
     return np.column_stack(cols) if cols else np.zeros((n, 0))
 
 
@@ -119,6 +233,40 @@ def expected_error(features: dict[str, np.ndarray], intercept: float, terms: tup
     """e_hat = exp(intercept + z @ b), the linear part capped at 700 (as the reference function caps it)."""
     eta = intercept + standardized(features, terms) @ np.array([t.coefficient for t in terms])
     return np.exp(np.minimum(eta, 700.0))
+
+
+def answer_probability(features: dict[str, np.ndarray], answer: AnswerModel) -> np.ndarray:
+    """a_hat = max(floor, 1 / (1 + exp(-eta))), eta = intercept + clip(z) @ c (exp's argument capped at 700, as the
+    reference function caps it)."""
+    eta = answer.intercept + standardized(features, answer.terms, answer.clip) @ np.array(
+        [t.coefficient for t in answer.terms]
+    )
+    return np.maximum(answer.floor, 1.0 / (1.0 + np.exp(np.minimum(-eta, 700.0))))
+
+
+def ask_scores(
+    features: dict[str, np.ndarray], intercept: float, terms: tuple[Term, ...], answer: AnswerModel | None
+) -> np.ndarray:
+    """The policy's score before the multiplier: e_hat / sqrt(a_hat) (module docstring), e_hat alone when the
+    answer rate is unknown."""
+    e = expected_error(features, intercept, terms)
+    return e if answer is None else e / np.sqrt(answer_probability(features, answer))
+
+
+def _terms(features: dict[str, np.ndarray], names: tuple[str, ...]) -> list[Term]:
+    """One term per feature with a value somewhere, standardized over the given sessions, coefficient 0; log1p
+    when the feature is never negative (counts, durations)."""
+    terms = []
+    for name in names:
+        x = np.asarray(features[name], dtype=np.float64)
+        ok = np.isfinite(x)
+        if not ok.any():
+            continue
+        transform = "log1p" if x[ok].min() >= 0 else "identity"
+        t = _transform(x[ok], transform)
+        sd = float(t.std())
+        terms.append(Term(name, transform, float(t.mean()), sd if sd > 0 else 1.0, 0.0))
+    return terms
 
 
 def fit_error_model(
@@ -131,17 +279,7 @@ def fit_error_model(
     are missing for every session are left out. Fewer than ``MIN_RATINGS`` errors, or all zero: uniform policy.
     """
     e = np.abs(np.asarray(abs_error, dtype=np.float64))
-    names = tuple(features) if names is None else names
-    terms = []
-    for name in names:
-        x = np.asarray(features[name], dtype=np.float64)
-        ok = np.isfinite(x)
-        if not ok.any():
-            continue
-        transform = "log1p" if x[ok].min() >= 0 else "identity"
-        t = _transform(x[ok], transform)
-        sd = float(t.std())
-        terms.append(Term(name, transform, float(t.mean()), sd if sd > 0 else 1.0, 0.0))
+    terms = _terms(features, tuple(features) if names is None else names)
     if e.size < MIN_RATINGS:
         return 0.0, tuple(terms), f"{e.size} rated sessions with predictions (< {MIN_RATINGS}): asking uniformly"
     if not e.sum() > 0:
@@ -151,6 +289,36 @@ def fit_error_model(
     glm = PoissonRegressor(alpha=GLM_ALPHA, max_iter=1000).fit(Z, e / scale)
     fitted = tuple(Term(t.feature, t.transform, t.mean, t.sd, float(b)) for t, b in zip(terms, glm.coef_, strict=True))
     return float(glm.intercept_) + math.log(scale), fitted, None
+
+
+def fit_answer_model(
+    features: dict[str, np.ndarray], answered: np.ndarray, names: tuple[str, ...] | None = None
+) -> tuple[AnswerModel | None, str | None]:
+    """(answer model, note) from the asked sessions (``features`` and ``answered``, one entry per asked session).
+
+    A logistic regression of answered on the clipped standardized features (L2, ``PROPENSITY_C``, Newton to
+    ``PROPENSITY_TOL``: AIPW's propensity model). No asked session: (None, why): the answer rate is unknown. Fewer
+    than ``MIN_ASKS``, or every one answered, or none: a constant rate (no terms), with a note."""
+    r = np.asarray(answered, dtype=bool).reshape(-1)
+    if r.size == 0:
+        return None, None
+    rate = float(r.mean())
+    clipped = min(max(rate, ANSWER_FLOOR), 1.0 - ANSWER_FLOOR)
+    constant = math.log(clipped / (1.0 - clipped))  # the logit of the rate (kept off 0 and 1)
+    if r.size < MIN_ASKS or r.all() or not r.any():
+        why = (
+            f"{r.size} asked sessions (< {MIN_ASKS})"
+            if r.size < MIN_ASKS
+            else ("every asked session answered" if r.all() else "no asked session answered")
+        )
+        return AnswerModel(constant, (), int(r.size)), f"{why}: the answer rate taken as constant ({rate:.2f})"
+    terms = tuple(_terms(features, tuple(features) if names is None else names))
+    Z = standardized(features, terms, ANSWER_CLIP)
+    model = LogisticRegression(C=PROPENSITY_C, solver="newton-cholesky", tol=PROPENSITY_TOL, max_iter=100).fit(Z, r)
+    fitted = tuple(
+        Term(t.feature, t.transform, t.mean, t.sd, float(c)) for t, c in zip(terms, model.coef_[0], strict=True)
+    )
+    return AnswerModel(float(model.intercept_[0]), fitted, int(r.size)), None
 
 
 def multiplier_for_budget(scores: np.ndarray, budget: float, floor: float, weights: np.ndarray | None = None) -> float:
@@ -190,7 +358,8 @@ def ask_probabilities(scores: np.ndarray, multiplier: float, floor: float) -> np
 
 def probabilities(policy: Policy, features: dict[str, np.ndarray]) -> np.ndarray:
     """q(x) for every session of ``features`` (what the exported reference function computes one at a time)."""
-    return ask_probabilities(expected_error(features, policy.intercept, policy.terms), policy.multiplier, policy.floor)
+    scores = ask_scores(features, policy.intercept, policy.terms, policy.answer)
+    return ask_probabilities(scores, policy.multiplier, policy.floor)
 
 
 def fit_policy(
@@ -201,11 +370,15 @@ def fit_policy(
     budget_per_day: float,
     floor: float = DEFAULT_FLOOR,
     names: tuple[str, ...] | None = None,
+    asked: np.ndarray | None = None,
+    answered: np.ndarray | None = None,
 ) -> Policy:
     """The policy from every session seen (``features``, one array per column) over ``days`` days.
 
     The error model is fit on the rated sessions (``rated``; ``abs_error`` = |label - out-of-fold prediction| for
-    them, shape (n_rated,)); the multiplier is set over all sessions so the expected asks per day equal the budget.
+    them, shape (n_rated,)); the answer model on the asked sessions (``asked``, with ``answered``, both over every
+    session; None: no asks logged); the multiplier is set over all sessions so the expected asks per day equal the
+    budget.
     """
     r = np.asarray(rated, dtype=bool)
     if not 0.0 < floor <= 1.0:
@@ -213,15 +386,38 @@ def fit_policy(
     if not days > 0 or r.size == 0:
         raise ValueError("no sessions to fit an ask policy on")
     intercept, terms, note = fit_error_model({k: np.asarray(v)[r] for k, v in features.items()}, abs_error, names)
-    scores = expected_error(features, intercept, terms)
+    answer, answer_note = None, None
+    if asked is not None:
+        k = np.asarray(asked, dtype=bool)
+        answer, answer_note = fit_answer_model(
+            {c: np.asarray(v)[k] for c, v in features.items()}, np.asarray(answered, dtype=bool)[k], names
+        )
+    if answer is None:
+        answer_note = "no asks logged: the answer rate is unknown, taken as constant"
+    if answer_note is not None:
+        note = _join(note, answer_note)
+    scores = ask_scores(features, intercept, terms, answer)
     m = multiplier_for_budget(scores, budget_per_day, floor, np.full(r.size, 1.0 / days))
     q = ask_probabilities(scores, m, floor)
     expected = float(q.sum() / days)
+    ratings = None if answer is None else float(np.dot(q, answer_probability(features, answer)) / days)
     if m == 0.0:
         note = _join(note, f"the floor {floor} alone asks {expected:.1f} sessions a day, above the budget")
     elif abs(expected - budget_per_day) > 1e-6 * max(1.0, budget_per_day):
         note = _join(note, f"the budget exceeds the sessions a day ({r.size / days:.1f}): every session is asked")
-    return Policy(intercept, terms, m, floor, budget_per_day, r.size / days, expected, int(r.sum()), note)
+    return Policy(
+        intercept=intercept,
+        terms=terms,
+        answer=answer,
+        multiplier=m,
+        floor=floor,
+        budget_per_day=budget_per_day,
+        sessions_per_day=r.size / days,
+        expected_asks_per_day=expected,
+        expected_ratings_per_day=ratings,
+        fitted_on_ratings=int(r.sum()),
+        note=note,
+    )
 
 
 def _join(a: str | None, b: str) -> str:
@@ -229,35 +425,142 @@ def _join(a: str | None, b: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------------------
+# the exported file, read back
+
+
+def _number(content: Mapping, key: str, where: str) -> float:
+    value = content.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"{where}{key} is {value!r}, not a finite number")
+    return float(value)
+
+
+def _read_terms(items: object, where: str) -> tuple[Term, ...]:
+    if not isinstance(items, list):
+        raise ValueError(f"{where}terms is not a list")
+    terms = []
+    for i, item in enumerate(items):
+        at = f"{where}terms[{i}]."
+        if not isinstance(item, dict) or not isinstance(item.get("feature"), str):
+            raise ValueError(f"{at}feature is missing")
+        if item.get("transform") not in TRANSFORMS:
+            raise ValueError(f"{at}transform is {item.get('transform')!r}, not one of {', '.join(TRANSFORMS)}")
+        sd = _number(item, "sd", at)
+        if not sd > 0:
+            raise ValueError(f"{at}sd is {sd}, not positive")
+        terms.append(
+            Term(item["feature"], item["transform"], _number(item, "mean", at), sd, _number(item, "coefficient", at))
+        )
+    return tuple(terms)
+
+
+def policy_from_json(content: object) -> Policy:
+    """The policy an exported ``ask_policy.json`` holds (format /1 or /2), checked: ValueError, one line naming
+    the field, when a field the probability reads is missing or out of range. The budget figures are read as
+    given (NaN when absent); ``version`` is recomputed from the content."""
+    if not isinstance(content, dict):
+        raise ValueError("the policy is not a JSON object")
+    if content.get("format") not in READABLE_FORMATS:
+        raise ValueError(f"format is {content.get('format')!r}, not one of {', '.join(READABLE_FORMATS)}")
+    floor, multiplier = _number(content, "floor", ""), _number(content, "multiplier", "")
+    if not 0 < floor <= 1 or multiplier < 0:
+        raise ValueError(f"floor {floor} must be in (0, 1] and multiplier {multiplier} at least 0")
+    answer = None
+    raw = content.get("answer_model")
+    if raw is not None:
+        if not isinstance(raw, dict):
+            raise ValueError("answer_model is not an object")
+        answer_floor, clip = _number(raw, "floor", "answer_model."), _number(raw, "clip", "answer_model.")
+        if not 0 < answer_floor <= 1 or not clip > 0:
+            raise ValueError(f"answer_model.floor {answer_floor} must be in (0, 1] and its clip {clip} positive")
+        answer = AnswerModel(
+            _number(raw, "intercept", "answer_model."),
+            _read_terms(raw.get("terms"), "answer_model."),
+            int(raw.get("fitted_on_asks") or 0),
+            answer_floor,
+            clip,
+        )
+
+    def figure(key: str) -> float:
+        value = content.get(key)
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
+
+    return Policy(
+        intercept=_number(content, "intercept", ""),
+        terms=_read_terms(content.get("terms"), ""),
+        answer=answer,
+        multiplier=multiplier,
+        floor=floor,
+        budget_per_day=figure("budget_per_day"),
+        sessions_per_day=figure("sessions_per_day"),
+        expected_asks_per_day=figure("expected_asks_per_day"),
+        expected_ratings_per_day=None
+        if content.get("expected_ratings_per_day") is None
+        else figure("expected_ratings_per_day"),
+        fitted_on_ratings=int(figure("fitted_on_ratings")) if math.isfinite(figure("fitted_on_ratings")) else 0,
+        note=content.get("note") if isinstance(content.get("note"), str) else None,
+        format=content["format"],
+    )
+
+
+# --------------------------------------------------------------------------------------------------------
 # the warehouse side
 
 
-def policy_inputs(
-    con: duckdb.DuckDBPyConnection,
-) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, float, float | None]:
-    """(features, rated, abs_error, days, asks_per_day) from a warehouse connection (read-only will do).
+@dataclass(frozen=True)
+class PolicyInputs:
+    """What the policy is fit on, one entry per session with event features."""
+
+    features: dict[str, np.ndarray]  # POLICY_FEATURES, NaN where missing
+    rated: np.ndarray  # a star label and an out-of-fold prediction
+    abs_error: np.ndarray  # |label - prediction| of the rated sessions, shape (n_rated,)
+    days: float  # distinct calendar days of session starts, at least 1
+    asked: np.ndarray  # the widget was shown (a row of staging.session_asks)
+    answered: np.ndarray  # asked, and it has a star label or an answered ask
+
+    @property
+    def asks_per_day(self) -> float | None:
+        """Asked sessions per day when asks are logged, else None."""
+        return float(self.asked.sum()) / self.days if self.asked.any() else None
+
+
+def policy_inputs(con: duckdb.DuckDBPyConnection) -> PolicyInputs:
+    """The policy's inputs from a warehouse connection (read-only will do).
 
     Every session with event features; rated = it has a label on stars (the widget the policy asks with; the
-    model predicts stars, so a thumb's error would be another quantity) and an out-of-fold prediction; days = distinct
-    calendar days of session starts (at least 1); asks_per_day = asked sessions per day when asks are logged
-    (``staging.session_asks``), else None.
+    model predicts stars, so a thumb's error would be another quantity) and an out-of-fold prediction; asked = it
+    has a row in ``staging.session_asks`` (when the table exists); answered = asked and it has a star label or an
+    ask answered with a rating.
     """
     cols = ", ".join(f"e.{c}" for c in POLICY_FEATURES)
-    frame = con.execute(f"""
-        SELECT {cols}, s.started_at, l.label, p.prediction
-        FROM features.event_features e JOIN staging.sessions s USING (session_id)
-        LEFT JOIN (SELECT * FROM staging.session_labels WHERE scale = '{STARS}') l USING (session_id)
-        LEFT JOIN modeling.predictions p USING (session_id)
-        ORDER BY e.session_id""").pl()
-    features = {c: frame[c].cast(float).fill_null(float("nan")).to_numpy() for c in POLICY_FEATURES}
-    rated = (frame["label"].is_not_null() & frame["prediction"].is_not_null()).to_numpy()
-    abs_error = (frame["label"] - frame["prediction"]).abs().to_numpy()[rated]
-    days = max(1, frame["started_at"].dt.date().drop_nulls().n_unique())
     has_asks = con.execute(
         "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'staging' AND table_name = 'session_asks'"
     ).fetchone()[0]
-    n_asked = con.execute("SELECT count(*) FROM staging.session_asks").fetchone()[0] if has_asks else 0
-    return features, rated, abs_error, float(days), (n_asked / days if n_asked else None)
+    asks = (
+        "k.session_id IS NOT NULL AS asked, coalesce(k.n_answered, 0) > 0 AS answered_ask"
+        if has_asks
+        else "false AS asked, false AS answered_ask"
+    )
+    join_asks = "LEFT JOIN staging.session_asks k USING (session_id)" if has_asks else ""
+    frame = con.execute(f"""
+        SELECT {cols}, s.started_at, l.label, p.prediction, {asks}
+        FROM features.event_features e JOIN staging.sessions s USING (session_id)
+        LEFT JOIN (SELECT * FROM staging.session_labels WHERE scale = '{STARS}') l USING (session_id)
+        LEFT JOIN modeling.predictions p USING (session_id)
+        {join_asks}
+        ORDER BY e.session_id""").pl()
+    features = {c: frame[c].cast(float).fill_null(float("nan")).to_numpy() for c in POLICY_FEATURES}
+    rated = (frame["label"].is_not_null() & frame["prediction"].is_not_null()).to_numpy()
+    asked = frame["asked"].to_numpy().astype(bool)
+    answered = asked & (frame["label"].is_not_null().to_numpy() | frame["answered_ask"].to_numpy().astype(bool))
+    return PolicyInputs(
+        features=features,
+        rated=rated,
+        abs_error=(frame["label"] - frame["prediction"]).abs().to_numpy()[rated],
+        days=float(max(1, frame["started_at"].dt.date().drop_nulls().n_unique())),
+        asked=asked,
+        answered=answered,
+    )
 
 
 def default_budget(n_sessions: int, days: float, asks_per_day: float | None) -> float:
@@ -268,28 +571,47 @@ def default_budget(n_sessions: int, days: float, asks_per_day: float | None) -> 
 def policy_from_warehouse(
     con: duckdb.DuckDBPyConnection, budget_per_day: float | None = None, floor: float = DEFAULT_FLOOR
 ) -> tuple[Policy | None, str | None]:
-    """(policy, None), or (None, why) when there is nothing to fit on. ``budget_per_day`` None: ``default_budget``."""
-    features, rated, abs_error, days, asks_per_day = policy_inputs(con)
-    if rated.size == 0:
+    """(policy, None), or (None, why) when there is nothing to fit on. ``budget_per_day`` None: ``default_budget``
+    (``pulse ask --budget`` and ``PULSE_ASK_BUDGET`` pass theirs)."""
+    inputs = policy_inputs(con)
+    n = inputs.rated.size
+    if n == 0:
         return None, "no session has event features yet: nothing to fit an ask policy on"
     if budget_per_day is None:
-        budget_per_day = default_budget(rated.size, days, asks_per_day)
+        budget_per_day = default_budget(n, inputs.days, inputs.asks_per_day)
     if not budget_per_day > 0:
         return None, f"the budget must be a positive number of asks per day, got {budget_per_day}"
-    return fit_policy(features, rated, abs_error, days, budget_per_day, floor, POLICY_FEATURES), None
+    asked = inputs.asked if inputs.asked.any() else None
+    policy = fit_policy(
+        inputs.features,
+        inputs.rated,
+        inputs.abs_error,
+        inputs.days,
+        budget_per_day,
+        floor,
+        POLICY_FEATURES,
+        asked=asked,
+        answered=inputs.answered,
+    )
+    return policy, None
 
 
 def policy_frame(policy: Policy) -> pl.DataFrame:
-    """The rows of ``estimates.ask_policy``: the intercept, then one row per term, each with the policy's scalars."""
-    rows = [("(intercept)", None, None, None, policy.intercept)]
-    rows += [(t.feature, t.transform, t.mean, t.sd, t.coefficient) for t in policy.terms]
+    """The rows of ``estimates.ask_policy``: the error model's intercept and terms (``model`` = 'error'), then the
+    answer model's (``model`` = 'answer'; none when the answer rate is unknown), each with the policy's scalars."""
+    rows = [("error", "(intercept)", None, None, None, policy.intercept)]
+    rows += [("error", t.feature, t.transform, t.mean, t.sd, t.coefficient) for t in policy.terms]
+    if policy.answer is not None:
+        rows += [("answer", "(intercept)", None, None, None, policy.answer.intercept)]
+        rows += [("answer", t.feature, t.transform, t.mean, t.sd, t.coefficient) for t in policy.answer.terms]
     return pl.DataFrame(
         {
-            "term": [r[0] for r in rows],
-            "transform": [r[1] for r in rows],
-            "mean": [r[2] for r in rows],
-            "sd": [r[3] for r in rows],
-            "coefficient": [r[4] for r in rows],
+            "model": [r[0] for r in rows],
+            "term": [r[1] for r in rows],
+            "transform": [r[2] for r in rows],
+            "mean": [r[3] for r in rows],
+            "sd": [r[4] for r in rows],
+            "coefficient": [r[5] for r in rows],
         },
         schema_overrides={"transform": pl.String, "mean": pl.Float64, "sd": pl.Float64},
     ).with_columns(
@@ -298,18 +620,52 @@ def policy_frame(policy: Policy) -> pl.DataFrame:
         budget_per_day=pl.lit(policy.budget_per_day),
         sessions_per_day=pl.lit(policy.sessions_per_day),
         expected_asks_per_day=pl.lit(policy.expected_asks_per_day),
+        expected_ratings_per_day=pl.lit(policy.expected_ratings_per_day, dtype=pl.Float64),
         fitted_on_ratings=pl.lit(policy.fitted_on_ratings, dtype=pl.Int32),
+        fitted_on_asks=pl.lit(0 if policy.answer is None else policy.answer.fitted_on_asks, dtype=pl.Int32),
+        policy_version=pl.lit(policy.version),
         note=pl.lit(policy.note, dtype=pl.String),
     )
 
 
+def _write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to a hidden temporary name beside ``path``, fsync it, rename it over ``path``, fsync the
+    folder: a reader sees the old file or the new one whole, never a part (the rating service reloads the policy
+    while it runs)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
+
+
 def write_policy(policy: Policy, directory: Path) -> tuple[Path, Path]:
-    """Write ``ask_policy.json`` and the standalone ``ask_policy.py`` next to it; return both paths."""
+    """Write the standalone ``ask_policy.py``, then ``ask_policy.json`` next to it, each atomically; return both
+    paths (the JSON first). The code goes first, so the file a reader watches changes last."""
     directory.mkdir(parents=True, exist_ok=True)
     json_path, py_path = directory / JSON_NAME, directory / REFERENCE_NAME
-    json_path.write_text(json.dumps(policy.as_json(), indent=2) + "\n")
-    py_path.write_text(REFERENCE_SOURCE)
+    _write_atomically(py_path, REFERENCE_SOURCE)
+    _write_atomically(json_path, json.dumps(policy.as_json(), indent=2) + "\n")
     return json_path, py_path
+
+
+@functools.cache
+def reference_module() -> types.ModuleType:
+    """``REFERENCE_SOURCE`` as a module: the very code the platform runs, so the rating service
+    (``serve/policy.py``) computes q(x) with it and the two cannot drift apart."""
+    module = types.ModuleType("pulse_ask_policy_reference")
+    exec(compile(REFERENCE_SOURCE, REFERENCE_NAME, "exec"), module.__dict__)
+    return module
 
 
 REFERENCE_SOURCE = '''"""PULSE ask policy: the probability of showing the rating widget (standard library only).
@@ -320,7 +676,10 @@ REFERENCE_SOURCE = '''"""PULSE ask policy: the probability of showing the rating
 
 Reads ask_policy.json next to this file (or pass policy=load(path)):
     z_j = (t_j(x_j) - mean_j) / sd_j     t_j = log(1 + max(x, 0)) when transform is "log1p"; missing x: z_j = 0
-    q   = min(1, max(floor, multiplier * exp(intercept + sum_j coefficient_j * z_j)))
+    e   = exp(intercept + sum_j coefficient_j * z_j)                       the model's expected error
+    a   = max(floor', 1 / (1 + exp(-(intercept' + sum_j coefficient'_j * clip(z'_j, -clip', clip')))))
+                                         the chance the user answers (answer_model: the primed values; null: a = 1)
+    q   = min(1, max(floor, multiplier * e / sqrt(a)))
 """
 
 import json
@@ -337,6 +696,27 @@ def load(path=None):
         return json.load(f)
 
 
+def _linear(features, intercept, terms, clip=None):
+    """intercept + sum_j coefficient_j z_j; a missing or non-numeric value counts as the mean (z = 0)."""
+    eta = intercept
+    for term in terms:
+        try:
+            x = float(features.get(term["feature"]))
+        except (TypeError, ValueError, OverflowError):
+            continue
+        if not math.isfinite(x):
+            continue
+        if term["transform"] == "log1p":
+            x = math.log1p(max(x, 0.0))
+        z = (x - term["mean"]) / term["sd"]
+        if not math.isfinite(z):
+            continue
+        if clip is not None:
+            z = max(-clip, min(clip, z))
+        eta += term["coefficient"] * z
+    return eta
+
+
 def ask_probability(features, policy=None):
     """P(show the widget) for one session, from a dict of its feature values (missing ones count as average)."""
     global _POLICY
@@ -344,16 +724,10 @@ def ask_probability(features, policy=None):
         if _POLICY is None:
             _POLICY = load()
         policy = _POLICY
-    eta = policy["intercept"]
-    for term in policy["terms"]:
-        try:
-            x = float(features.get(term["feature"]))
-        except (TypeError, ValueError):
-            continue
-        if not math.isfinite(x):
-            continue
-        if term["transform"] == "log1p":
-            x = math.log1p(max(x, 0.0))
-        eta += term["coefficient"] * ((x - term["mean"]) / term["sd"])
-    return min(1.0, max(policy["floor"], policy["multiplier"] * math.exp(min(eta, 700.0))))
+    score = math.exp(min(_linear(features, policy["intercept"], policy["terms"]), 700.0))
+    answer = policy.get("answer_model")
+    if answer is not None:
+        eta = _linear(features, answer["intercept"], answer["terms"], answer["clip"])
+        score /= math.sqrt(max(answer["floor"], 1.0 / (1.0 + math.exp(min(-eta, 700.0)))))
+    return min(1.0, max(policy["floor"], policy["multiplier"] * score))
 '''

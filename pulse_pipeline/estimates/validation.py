@@ -246,6 +246,7 @@ SCENARIOS: dict[str, Replicate] = {
     "peeking": Elsewhere("pulse_pipeline.estimates.peeking:replicate_peeking"),
     "active": Elsewhere("pulse_pipeline.estimates.active:replicate_active"),
     "active_varying": Elsewhere("pulse_pipeline.estimates.active:replicate_active"),
+    "active_answer": Elsewhere("pulse_pipeline.estimates.active:replicate_active"),
 }
 """Scenario name -> its replication: ``fn(seed, scenario, **options) -> rows`` (``ReplicationRow`` or dicts
 with its fields), ``options`` being what ``validate`` was given (``n_per_arm``, ``rated_fraction``, ``family``;
@@ -437,6 +438,7 @@ TARGETS: dict[str, Callable[[_Targets], None]] = {
     "peeking": _peeking_targets,
     "active": _active_targets("active"),
     "active_varying": _active_targets("active_varying"),
+    "active_answer": _active_targets("active_answer"),
 }
 """Scenario name -> the function that checks its targets (module docstring); a scenario without one has none."""
 

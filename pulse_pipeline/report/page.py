@@ -1214,8 +1214,10 @@ def design_section(units: data.Rows, policy: data.Rows) -> Section:
         )
     s.add(
         "<h3>Ask policy</h3><p>Where to show the rating widget: a session is asked with probability "
-        "q(x) = min(1, max(floor, multiplier · exp(intercept + Σ coefficient · (t(x) − mean) / sd))), higher "
-        "where the model is expected to err more, scaled to the daily budget of asks.</p>"
+        "q(x) = min(1, max(floor, multiplier · e(x) / √a(x))), e(x) = exp(intercept + Σ coefficient · (t(x) − mean) "
+        "/ sd) the model's expected error (model <em>error</em>) and a(x) the chance a shown widget is answered "
+        "(model <em>answer</em>, a logistic regression; absent when no asks were logged): higher where the model "
+        "is expected to err more and where answers are rarer, scaled to the daily budget of asks.</p>"
     )
     if policy.why_empty:
         s.empty(policy.why_empty)
@@ -1228,11 +1230,19 @@ def design_section(units: data.Rows, policy: data.Rows) -> Section:
     s.add(
         f"<p>Budget {number(first['budget_per_day'], 1)} asks a day out of {number(first['sessions_per_day'], 1)} "
         f"sessions a day (expected {number(first['expected_asks_per_day'], 1)}); floor "
-        f"{number(first['floor'], 3)}; fitted on {first['fitted_on_ratings']} ratings.</p>",
+        f"{number(first['floor'], 3)}; fitted on {first['fitted_on_ratings']} ratings and "
+        f"{first['fitted_on_asks']} asks; policy version <code>{esc(str(first['policy_version']))}</code>.</p>",
         table(
-            ["term", "transform", "mean", "sd", "coefficient"],
+            ["model", "term", "transform", "mean", "sd", "coefficient"],
             [
-                [td(r["term"]), td(r["transform"] or ""), td(r["mean"]), td(r["sd"]), td(r["coefficient"], 3, True)]
+                [
+                    td(r["model"]),
+                    td(r["term"]),
+                    td(r["transform"] or ""),
+                    td(r["mean"]),
+                    td(r["sd"]),
+                    td(r["coefficient"], 3, True),
+                ]
                 for r in rows
             ],
         ),

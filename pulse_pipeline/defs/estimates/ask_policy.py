@@ -5,14 +5,12 @@ from pathlib import Path
 import dagster as dg
 
 from ... import tables
-from ...estimates.ask_policy import policy_frame, policy_from_warehouse, write_policy
+from ...estimates.ask_policy import POLICY_DIR, policy_frame, policy_from_warehouse, write_policy
 from ..markdown import markdown_table
 from ..metadata import significant
 from ..resources import WarehouseResource
 from ..specs import table_spec
 from .resources import EstimatesResource
-
-POLICY_DIR = "ask_policy"  # under PULSE_HOME: ask_policy.json and ask_policy.py
 
 
 @dg.asset(
@@ -31,10 +29,11 @@ POLICY_DIR = "ask_policy"  # under PULSE_HOME: ask_policy.json and ask_policy.py
 def ask_policy(
     context: dg.AssetExecutionContext, warehouse: WarehouseResource, estimates: EstimatesResource
 ) -> dg.MaterializeResult:
-    """The ask policy at its default budget (``pulse ask --budget N`` for another), written to the table and, for
-    the platform, to PULSE_HOME/ask_policy/ask_policy.json and ask_policy.py."""
+    """The ask policy at the budget ``PULSE_ASK_BUDGET`` (unset: the default budget; ``pulse ask --budget N`` for
+    another), written to the table and, for the platform and the rating service, to
+    PULSE_HOME/ask_policy/ask_policy.json and ask_policy.py."""
     with warehouse.warehouse() as wh:
-        policy, why_not = policy_from_warehouse(wh.con)
+        policy, why_not = policy_from_warehouse(wh.con, estimates.ask_budget)
         if policy is None:
             wh.replace(tables.ASK_POLICY, [])
             context.log.warning(why_not)
@@ -47,10 +46,16 @@ def ask_policy(
             "dagster/row_count": frame.height,
             "budget_per_day": significant(policy.budget_per_day),
             "expected_asks_per_day": significant(policy.expected_asks_per_day),
+            "policy_version": policy.version,
+            **(
+                {"expected_ratings_per_day": significant(policy.expected_ratings_per_day)}
+                if policy.expected_ratings_per_day is not None
+                else {}
+            ),
             "fitted_on_ratings": policy.fitted_on_ratings,
             "policy_file": dg.MetadataValue.path(str(json_path)),
             "reference_function": dg.MetadataValue.path(str(py_path)),
             **({"note": policy.note} if policy.note else {}),
-            "terms": dg.MetadataValue.md(markdown_table(frame.select("term", "transform", "coefficient"))),
+            "terms": dg.MetadataValue.md(markdown_table(frame.select("model", "term", "transform", "coefficient"))),
         }
     )

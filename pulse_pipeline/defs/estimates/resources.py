@@ -23,7 +23,7 @@ class EstimatesResource(dg.ConfigurableResource):
     the numbers of ``settings.EstimateSettings`` (``PULSE_SHIFT_AUC``, ``PULSE_WIDTH_TOLERANCE``,
     ``PULSE_SEGMENT_MIN_RATINGS``, ``PULSE_TARGET_EFFECT``, ``PULSE_BENCHMARK_MIN_RATINGS``; what each sets is
     listed in ``settings.py``), and ``PULSE_MODEL_REFIT_SHARE``, which rules the kept propensity fits as it rules
-    the models' (``estimates.kept_propensities``).
+    the models' (``estimates.kept_propensities``), and ``PULSE_ASK_BUDGET``, the ask policy's budget.
     """
 
     home: str  # PULSE_HOME
@@ -33,6 +33,7 @@ class EstimatesResource(dg.ConfigurableResource):
     target_effect: float = EstimateSettings.target_effect
     benchmark_min_ratings: int = EstimateSettings.benchmark_min_ratings
     refit_share: float = ModelingSettings.refit_share
+    ask_budget: float | None = EstimateSettings.ask_budget  # PULSE_ASK_BUDGET: the ask policy's asks per day
 
     def effect_settings(self, work: Path, floor: str | None, say: Callable[[str], None]) -> Settings:
         """The settings of ``experiment_effects`` and ``effect_history`` (the same, so the history's last look is
@@ -81,4 +82,5 @@ def estimates_resource(home: PulseHome) -> EstimatesResource:
         target_effect=settings.target_effect,
         benchmark_min_ratings=settings.benchmark_min_ratings,
         refit_share=modeling_settings().refit_share,
+        ask_budget=settings.ask_budget,
     )
