@@ -25,6 +25,7 @@ Codex's adapter and its log (``codex.py``).
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -93,8 +94,6 @@ def _stop(payload: dict[str, Any], session_id: str, hook: Hook, agent: Agent) ->
     state, asked_now = ask_once(hook, agent.name, session_id, progress)
     if not asked_now:
         return Outcome(stderr=problem)
-    import json
-
     return Outcome(stdout=json.dumps({"systemMessage": rate_hint(state, typed=True)}), stderr=problem)
 
 
@@ -118,8 +117,6 @@ def _prompt(payload: dict[str, Any], session_id: str, hook: Hook, agent: Agent) 
 def _block(line: str, agent: Agent) -> Outcome:
     if agent.block_by_exit_code:
         return Outcome(stderr=line, exit_code=2)
-    import json
-
     return Outcome(stdout=json.dumps({"decision": "block", "reason": line}))
 
 
