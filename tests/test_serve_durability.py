@@ -111,16 +111,31 @@ def test_the_rolls_are_ratings_and_asks_as_ingest_reads_them(tmp_path, wh):
     assert wh.count(tables.QUARANTINE) == 0
 
 
+def _wait_rolled(service: Service, through: int, seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    roller = service.roller  # the watermark moves at a roll's commit, the waiting records leave when it ends
+    while (roller.state.rolled_through < through or roller.waiting) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 def test_rolls_come_every_n_records_and_every_s_seconds(tmp_path):
-    with serving(tmp_path, roll_records=2, roll_seconds=0.3) as (client, service):
-        for i in range(5):
+    """By count: two records roll (the clock, an hour, cannot), a third alone waits. By the clock: one record of a
+    thousand rolls after 0.3 s. (A roll takes every record waiting, so on a busy machine one roll may hold more
+    than N: the test never posts more than N before it waits.)"""
+    with serving(tmp_path / "count", roll_records=2, roll_seconds=3600) as (client, service):
+        for i in range(2):
             client.post("/v1/ratings", json={"session_id": f"s{i}", "stars": 3})
-        deadline = time.monotonic() + 10
-        while service.roller.state.rolled_through < 5 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        # 2 + 2 by count, the fifth by the clock, all before the stop
-        assert service.roller.state.rolled_through == 5 and service.roller.waiting == 0
-        assert sum(1 for _ in roll_files(tmp_path / "drops")) >= 3
+        _wait_rolled(service, 2)
+        assert service.roller.state.rolled_through == 2 and service.roller.waiting == 0
+        client.post("/v1/ratings", json={"session_id": "s2", "stars": 3})
+        time.sleep(0.5)
+        assert service.roller.state.rolled_through == 2 and service.roller.waiting == 1
+    with serving(tmp_path / "clock", roll_records=1000, roll_seconds=0.3) as (client, service):
+        client.post("/v1/ratings", json={"session_id": "s0", "stars": 3})
+        _wait_rolled(service, 1)
+        assert service.roller.state.rolled_through == 1 and service.roller.waiting == 0
+    assert len(roll_files(tmp_path / "count" / "drops")) == 2  # the third rolled at the stop
+    assert len(roll_files(tmp_path / "clock" / "drops")) == 1
 
 
 # --- a crash at each step of a roll --------------------------------------------------------------------------
