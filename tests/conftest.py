@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import fcntl
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import duckdb
 import pytest
@@ -34,3 +37,49 @@ def fake_llm() -> Iterator[FakeLLM]:
     """A scripted OpenAI-compatible server on loopback (``pulse_pipeline/fake_llm.py``), stopped after the test."""
     with running_fake_llm() as fake:
         yield fake
+
+
+# The small built home: what several modules need (a home the pipeline made, to copy and then read, move, write),
+# built once per test session instead of once per module. Each build is a whole `pulse ingest` (every stage,
+# ~30-60 s on the shared 2-core machine); a copy of the folder takes well under a second.
+SMALL_HOME_SETTINGS = {
+    "PULSE_CV_SEEDS": "1",
+    "PULSE_MODEL_FAMILIES": "ordinal_logit",
+    "PULSE_INGEST_WORKERS": "1",
+    "PULSE_LAKE_CATALOG": "sqlite",
+}
+SMALL_HOME_SESSIONS, SMALL_HOME_SEED = 40, 1
+
+
+class BuiltHome(NamedTuple):
+    home: Path  # the home's folder: copy it (``shutil.copytree(home, dest, symlinks=True)``), never write into it
+    sessions: int  # the sessions the generator wrote into its one drop, ``a``
+
+
+@pytest.fixture(scope="session")
+def small_built_home(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> BuiltHome:
+    """A small home made by the pipeline: drop ``a`` of 40 synthetic sessions (seed 1) ingested and published, with
+    ``SMALL_HOME_SETTINGS`` (one cheap model family, one CV seed, a SQLite lake). Built once for the whole run: under
+    xdist every worker shares one copy, in the run's common temporary folder, the first to ask builds it under a
+    lock and the others wait for it. Homes are relocatable (docs/moving-a-home.md), so each test copies it and
+    works on its copy; tests must never write into this folder (the other workers read it)."""
+    from pulse_pipeline import runs
+    from pulse_pipeline.synth import write_corpus
+
+    base = tmp_path_factory.getbasetemp()
+    if hasattr(request.config, "workerinput"):  # an xdist worker: the folder all workers of this run share
+        base = base.parent
+    root = base / "small-built-home"
+    ready = root / "sessions"  # written last: the home is whole
+    with open(base / "small-built-home.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not ready.exists():
+            shutil.rmtree(root, ignore_errors=True)  # a build that died half-way
+            with pytest.MonkeyPatch.context() as env:
+                for name, value in {**SMALL_HOME_SETTINGS, "PULSE_HOME": str(root / "home")}.items():
+                    env.setenv(name, value)
+                env.setenv("DAGSTER_HOME", str(root / "home" / "dagster"))
+                corpus = write_corpus(root / "corpus" / "a", SMALL_HOME_SESSIONS, seed=SMALL_HOME_SEED)
+                runs.ingest(PulseHome.from_env(), root / "corpus" / "a", say=lambda _: None)
+            ready.write_text(str(corpus.n_sessions))
+    return BuiltHome(root / "home", int(ready.read_text()))
