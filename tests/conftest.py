@@ -15,6 +15,8 @@ from pulse_pipeline.fake_llm import FakeLLM, running_fake_llm
 from pulse_pipeline.paths import PulseHome
 from pulse_pipeline.warehouse import Warehouse
 
+from .helpers import SMALL_HOME_SEED, SMALL_HOME_SESSIONS, SMALL_HOME_SETTINGS
+
 
 @pytest.fixture
 def pulse_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> PulseHome:
@@ -37,18 +39,6 @@ def fake_llm() -> Iterator[FakeLLM]:
     """A scripted OpenAI-compatible server on loopback (``pulse_pipeline/fake_llm.py``), stopped after the test."""
     with running_fake_llm() as fake:
         yield fake
-
-
-# The small built home: what several modules need (a home the pipeline made, to copy and then read, move, write),
-# built once per test session instead of once per module. Each build is a whole `pulse ingest` (every stage,
-# ~30-60 s on the shared 2-core machine); a copy of the folder takes well under a second.
-SMALL_HOME_SETTINGS = {
-    "PULSE_CV_SEEDS": "1",
-    "PULSE_MODEL_FAMILIES": "ordinal_logit",
-    "PULSE_INGEST_WORKERS": "1",
-    "PULSE_LAKE_CATALOG": "sqlite",
-}
-SMALL_HOME_SESSIONS, SMALL_HOME_SEED = 40, 1
 
 
 class BuiltHome(NamedTuple):
