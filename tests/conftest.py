@@ -18,6 +18,30 @@ from pulse_pipeline.warehouse import Warehouse
 from .helpers import SMALL_HOME_SEED, SMALL_HOME_SESSIONS, SMALL_HOME_SETTINGS
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Under xdist (``--dist loadfile``), hand out the modules in the order ``pytest_collection_modifyitems``
+    gives them, not by number of tests (xdist's default): the few modules of whole-pipeline tests hold few tests
+    each, so that order started them last and one worker ran them alone at the end of the run."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The modules with most slow tests (``@pytest.mark.slow``: more than ~10 s each) first, the others after
+    in their usual order: the longest work starts first and the short modules fill both workers at the end
+    (longest processing time first). The order of tests within a module is kept; every worker computes the same
+    order, as xdist requires."""
+    slow: dict[str, int] = {}
+    for item in items:
+        slow[_module(item)] = slow.get(_module(item), 0) + (item.get_closest_marker("slow") is not None)
+    usual = {module: i for i, module in enumerate(slow)}  # dicts keep the collection order
+    items.sort(key=lambda item: (-slow[_module(item)], usual[_module(item)]))
+
+
+def _module(item: pytest.Item) -> str:
+    return item.nodeid.split("::")[0]
+
+
 @pytest.fixture
 def pulse_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> PulseHome:
     """An empty PULSE_HOME (warehouse, drop folder, Dagster instance) for one test."""
