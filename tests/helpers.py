@@ -16,6 +16,17 @@ from pulse_pipeline.warehouse import Warehouse
 SAMPLES = PROJECT_ROOT.parent / "shared" / "samples"
 FIXTURES = Path(__file__).parent / "fixtures"
 
+# The small built home (conftest.small_built_home): what several modules need (a home the pipeline made, to copy
+# and then read, move, write), built once per test session instead of once per module. Each build is a whole
+# `pulse ingest` (every stage, ~60-80 s on the shared 2-core machine); a copy of the folder takes under a second.
+SMALL_HOME_SETTINGS = {
+    "PULSE_CV_SEEDS": "1",
+    "PULSE_MODEL_FAMILIES": "ordinal_logit",
+    "PULSE_INGEST_WORKERS": "1",
+    "PULSE_LAKE_CATALOG": "sqlite",
+}
+SMALL_HOME_SESSIONS, SMALL_HOME_SEED = 40, 1
+
 needs_samples = pytest.mark.skipif(
     not SAMPLES.is_dir(),
     reason=f"real trajectories not found at {SAMPLES} (they live beside the repo, in shared/samples)",

@@ -53,24 +53,11 @@ SESSIONS = "SELECT count(*) FROM raw.sessions"
 LABELS = "SELECT count(*), count(*) FILTER (session_id = 'FAKE') FROM staging.session_labels"
 
 
-@pytest.fixture(scope="module")
-def built_home(tmp_path_factory) -> tuple[Path, int]:
-    """A small home made by the pipeline once for this module (40 synthetic sessions, a SQLite lake); each test
-    copies it. Returns the home and the sessions the generator wrote."""
-    root = tmp_path_factory.mktemp("built")
-    with pytest.MonkeyPatch.context() as env:
-        for name, value in {**FAST, "PULSE_HOME": str(root / "home"), LAKE_CATALOG: "sqlite"}.items():
-            env.setenv(name, value)
-        env.setenv("DAGSTER_HOME", str(root / "home" / "dagster"))
-        corpus = write_corpus(root / "corpus" / "a", 40, seed=1)
-        runs.ingest(PulseHome.from_env(), root / "corpus" / "a", say=lambda _: None)
-    return root / "home", corpus.n_sessions
-
-
 @pytest.fixture
-def home(built_home, tmp_path, monkeypatch) -> tuple[Path, int]:
-    """A copy of the built home (times kept, as ``cp -a`` does), set as this test's PULSE_HOME."""
-    source, sessions = built_home
+def home(small_built_home, tmp_path, monkeypatch) -> tuple[Path, int]:
+    """A copy of the small home the pipeline built once for the run (``conftest.small_built_home``: 40 synthetic
+    sessions, a SQLite lake; times kept, as ``cp -a`` does), set as this test's PULSE_HOME."""
+    source, sessions = small_built_home
     root = tmp_path / "home"
     shutil.copytree(source, root, symlinks=True)
     for name, value in {**FAST, "PULSE_HOME": str(root), LAKE_CATALOG: "sqlite"}.items():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -10,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pulse_pipeline.synth import write_corpus
+from .helpers import SMALL_HOME_SETTINGS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -231,20 +230,14 @@ def _free_port_in(ports: range) -> int:
 
 
 @pytest.mark.slow
-def test_ui_freshness_bench_times_a_drop_to_the_analysts(tmp_path, quick_models):
+def test_ui_freshness_bench_times_a_drop_to_the_analysts(tmp_path, small_built_home, monkeypatch):
     """The whole path under `pulse ui` (daemon, drop sensor, its run, publish sensor) on a small home: nothing runs
-    for the drop already loaded, the new drop's sessions reach the published file, the UI stops on SIGINT."""
-    home = tmp_path / "home"
-    corpus = tmp_path / "first"
-    write_corpus(corpus, 60, seed=3)
-    done = subprocess.run(
-        [str(Path(sys.executable).parent / "pulse"), "ingest", str(corpus)],
-        env={**os.environ, "PULSE_HOME": str(home)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    for the drop already loaded, the new drop's sessions reach the published file, the UI stops on SIGINT. The
+    home is the run's small built one (``conftest.small_built_home``: the bench copies it, so it stays as it is),
+    with the settings it was built with."""
+    for name, value in SMALL_HOME_SETTINGS.items():
+        monkeypatch.setenv(name, value)
+    home = small_built_home.home
     port = _free_port_in(range(3100, 3200))
     out = _run(
         "bench/ui_freshness.py",

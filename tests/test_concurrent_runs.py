@@ -8,6 +8,7 @@ twice (two machines' runs) is computed again once by the next refresh (``increme
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -41,6 +42,17 @@ def _sequential(root: Path, monkeypatch) -> Path:
     return home.warehouse
 
 
+@pytest.fixture(scope="module")
+def sequential_home(tmp_path_factory) -> Path:
+    """The two drops ingested one after the other into an embedded home with ``FAST``, once for this module: the
+    state the embedded race must equal, and (copied) the home the refresh test duplicates a session in."""
+    with pytest.MonkeyPatch.context() as env:
+        for name, value in FAST.items():
+            env.setenv(name, value)
+        env.delenv(LAKE_CATALOG, raising=False)  # the default storage
+        return _sequential(tmp_path_factory.mktemp("sequential") / "home", env).parent
+
+
 def _ingest_at_once(root: Path, env: dict[str, str]) -> None:
     """Start `pulse ingest` of each drop at the same moment into the empty home ``root``; both must succeed."""
     env = {**os.environ, **FAST, **env, "PULSE_HOME": str(root), "DAGSTER_HOME": str(root / "dagster")}
@@ -59,10 +71,10 @@ def _ingest_at_once(root: Path, env: dict[str, str]) -> None:
 
 
 @pytest.mark.slow
-def test_two_first_ingests_at_once_into_an_empty_embedded_home_equal_them_one_after_the_other(tmp_path, monkeypatch):
-    for name, value in FAST.items():
-        monkeypatch.setenv(name, value)
-    expected = _sequential(tmp_path / "sequential", monkeypatch)
+def test_two_first_ingests_at_once_into_an_empty_embedded_home_equal_them_one_after_the_other(
+    sequential_home, tmp_path
+):
+    expected = PulseHome(sequential_home).warehouse
     for trial in range(TRIALS):
         home = PulseHome(tmp_path / f"trial{trial}")
         _ingest_at_once(home.root, {})
@@ -96,13 +108,17 @@ def test_two_ingests_at_once_on_an_empty_postgres_lake_equal_them_one_after_the_
         server.close()
 
 
-def test_a_session_recorded_twice_is_computed_again_once(tmp_path, monkeypatch):
+def test_a_session_recorded_twice_is_computed_again_once(sequential_home, tmp_path, monkeypatch):
     """What two machines' runs on one PostgreSQL catalog can still leave (each computed the same new sessions and
     neither saw the other's rows): every event feature row and bookkeeping row of one session twice. The next
     refresh deletes that session's rows and computes them once, instead of keeping both copies for good."""
     for name, value in FAST.items():
         monkeypatch.setenv(name, value)
-    home = _sequential(tmp_path / "home", monkeypatch).parent
+    monkeypatch.delenv(LAKE_CATALOG, raising=False)
+    home = tmp_path / "home"
+    shutil.copytree(sequential_home, home, symlinks=True)  # a copy: the module's other test compares with it
+    monkeypatch.setenv("PULSE_HOME", str(home))
+    monkeypatch.setenv("DAGSTER_HOME", str(home / "dagster"))
     work = PulseHome(home).work_db
     con = connect(work)
     try:

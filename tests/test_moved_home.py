@@ -139,18 +139,12 @@ def test_a_one_file_home_moves_too(tmp_path, monkeypatch):
     assert _analyst(elsewhere, "open", "../moved/pulse.duckdb", T_STATE) == {"rows": _t_state(150, "first")}
 
 
-@pytest.fixture(scope="module")
-def built_home(tmp_path_factory) -> tuple[Path, dict[str, int]]:
-    """A small home made by the pipeline, once for this module: drop ``a`` of 40 synthetic sessions ingested and
-    published. Each test copies it. Returns the home and the sessions per drop as the generator wrote them."""
-    root = tmp_path_factory.mktemp("built")
-    with pytest.MonkeyPatch.context() as env:
-        for name, value in {**FAST, "PULSE_HOME": str(root / "home"), LAKE_CATALOG: "sqlite"}.items():
-            env.setenv(name, value)
-        env.setenv("DAGSTER_HOME", str(root / "home" / "dagster"))
-        corpus = write_corpus(root / "corpus" / "a", 40, seed=1)
-        runs.ingest(PulseHome.from_env(), root / "corpus" / "a", say=lambda _: None)
-    return root / "home", {"a": corpus.n_sessions}
+@pytest.fixture
+def built_home(small_built_home) -> tuple[Path, dict[str, int]]:
+    """The small home the pipeline built once for the run (``conftest.small_built_home``: drop ``a`` of 40
+    synthetic sessions ingested and published, a SQLite lake, the settings of ``FAST``). Each test copies it.
+    Returns the home and the sessions per drop as the generator wrote them."""
+    return small_built_home.home, {"a": small_built_home.sessions}
 
 
 def _pulse(home: Path, *args: str) -> subprocess.CompletedProcess:
@@ -168,18 +162,24 @@ PER_DROP = "SELECT drop_id, count(*) FROM raw.sessions GROUP BY drop_id ORDER BY
 
 
 def test_pulse_reads_and_writes_a_moved_home_and_its_copy_stays_its_own(built_home, tmp_path, monkeypatch):
-    home, sessions = built_home
-    shutil.copytree(home, tmp_path / "home", symlinks=True)
-    shutil.copytree(home, tmp_path / "copy", symlinks=True)
+    built, sessions = built_home
+    # the home both come from: a copy of the built one (other tests read that one), published where it is, as the
+    # pipeline published the built home in its own folder
+    origin = tmp_path / "origin"
+    shutil.copytree(built, origin, symlinks=True)
+    monkeypatch.setenv(LAKE_CATALOG, "sqlite")
+    assert publish(PulseHome(origin).work_db, PulseHome(origin).warehouse) is None
+    shutil.copytree(origin, tmp_path / "home", symlinks=True)
+    shutil.copytree(origin, tmp_path / "copy", symlinks=True)
     (tmp_path / "home").rename(tmp_path / "moved")
     moved = tmp_path / "moved"
-    with _aside(home):  # the home both came from is gone: nothing may read its files
+    with _aside(origin):  # the home both came from is gone: nothing may read its files
         _moved_and_copied(moved, tmp_path / "copy", sessions, tmp_path, monkeypatch)
 
 
 @contextlib.contextmanager
 def _aside(home: Path) -> Iterator[None]:
-    """``home`` renamed away meanwhile (the module's other tests copy it afterwards)."""
+    """``home`` renamed away meanwhile."""
     away = home.with_name(home.name + ".away")
     home.rename(away)
     try:
