@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from pulse_pipeline.synth import write_corpus
 
 from .helpers import SMALL_HOME_SETTINGS
 
