@@ -57,7 +57,8 @@ The home is copied (``--workdir``; default a temporary folder), `dagster-daemon 
 publish and automation sensors and the run queue, as `pulse ui` runs them), and a real `pulse serve` on it rolls its
 journal into the day's drop every ``--roll-seconds`` (PULSE_SERVE_ROLL_SECONDS). Bounded clients at a team's pace
 (``--asks-per-second``, ``--ratings-per-second``, one keep-alive connection, paced, stopping after ``--minutes``)
-ask for sessions the home holds and never rated (each its last work segment), and rate the asked ones, those the
+ask for sessions the home holds and never rated (each its last work segment, with its
+``features.event_features`` as a hook sends them), and rate the asked ones, those the
 policy chose first, each rating with its own idempotency key (its rating id). Every second the published
 `pulse.duckdb` is read as an analyst reads it; for each published state the bench prints the lag, from a rating's
 acknowledgement (the 2xx) to its first appearance there, largest and median over the ratings it shows first. At

@@ -1,30 +1,31 @@
-"""Live freshness (issue 35): the rating service's roller writing a roll of ratings and asks into the day's drop
-every few seconds, the Dagster daemon taking them, and how far the published warehouse lags the newest rating.
+"""Live freshness (issue 35): ratings reaching the day's drop every few seconds, the Dagster daemon taking them, and
+how far the published warehouse lags each acknowledged rating. ``live(...)`` is the measure, for a feed of ratings:
+
+- ``bench/serve.py --live``: a real `pulse serve` under paced clients (``PacedClients`` there): the measure of the
+  issue's target;
+- this script: the service's roller played (``Roller``, ``PlayedRolls``), for the pipeline's side without the
+  service: one drop per UTC day, ``PULSE_HOME/drops/serve-YYYY-MM-DD/``, each roll a new file
+  ``roll-<seq 8 digits>.jsonl`` written under a hidden temporary name in that folder and renamed, never rewritten
+  (as the service writes them); a roll holds the asks shown (``ask_probability``, no rating) and the ratings
+  (stars, ``segment_index``) of sessions the home already holds, never rated before (the last work segment of
+  each), ``--asks-per-roll`` and ``--ratings-per-roll`` of them every ``--roll-seconds``; a rating counts as
+  acknowledged when its roll is renamed.
 
     PULSE_HOME=/tmp/live-home .venv/bin/pulse demo --sessions 36000      # once: a home at the paper's scale
     .venv/bin/python bench/serve_live.py --home /tmp/live-home --minutes 10
     .venv/bin/python bench/serve_live.py --home /tmp/small --minutes 0.5 --roll-seconds 2 --workdir /tmp/live
 
-``live(...)`` is the measure; ``bench/serve.py --live`` calls it once the service lands. Until then the roller is
-played here, as the service's contract says it writes (``/work/wt/CONTRACT35.md``, "What the service writes"):
-one drop per UTC day, ``PULSE_HOME/drops/serve-YYYY-MM-DD/``, each roll a new file ``roll-<seq 8 digits>.jsonl``
-written under a hidden temporary name in that folder and renamed, never rewritten; a roll holds the asks shown
-(``ask_probability``, no rating) and the ratings (stars, ``segment_index``) of sessions the home already holds,
-never rated before (the last work segment of each), ``--asks-per-roll`` and ``--ratings-per-roll`` of them every
-``--roll-seconds``. A rating's id names its roll (``live-<seq>-<i>``), so the published file tells which rolls it
-holds.
-
 The home is copied (``--workdir``, default a temporary folder, removed at the end unless given; ``--in-place``
 uses it as it is, and leaves the day's drop in it). `dagster-daemon run` starts on it (the drop sensor, the publish
 sensor, the automation sensor and the run queue, as `pulse ui` runs them, without the web server); once the drop
-sensor has ticked, the roller starts. Every second the published `pulse.duckdb` is opened read-only, as an analyst
-does; for each published state (a new file) it prints when it appeared, the rolls it holds, and the lag: from the
-writing of the oldest roll it shows for the first time to its appearance (the longest any rating waited), and from
-the newest roll it holds. After ``--minutes`` the roller stops, the bench waits for the last roll to be published
-(at most ``--drain-seconds``), stops the daemon, and prints the drop's runs (how many rolls each took, its steps by
-stage), the lag's maximum against the issue's target (under 3 minutes), and whether it keeps up: the lags of the
-second half of the states no larger than those of the first (within one roll interval and 25 %; the first state,
-which waited for one run from an idle start, left out), and no roll left unpublished at the end.
+sensor has ticked, the feed starts. Every second the published `pulse.duckdb` is opened read-only, as an analyst
+does; for each published state (a new file) it prints when it appeared, how many of the feed's ratings it shows for
+the first time, and their lag (acknowledged to published): the largest and the median. After ``--minutes`` the feed
+stops, the bench waits for every acknowledged rating to be published (at most ``--drain-seconds``), stops the
+daemon, and prints the drop's runs (the ratings each loaded, its steps by stage), the longest lag against the
+issue's target (under 3 minutes), and whether it keeps up: the states' longest lags of the second half no larger
+than those of the first (within one roll interval and 25 %; the first state, which waited for one run from an idle
+start, left out), and no acknowledged rating left unpublished at the end.
 """
 
 from __future__ import annotations
