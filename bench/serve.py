@@ -23,14 +23,12 @@ clients (request written to answer read):
 The machine's load average is printed before and after: the figures are only as good as the cores were free.
 """
 
-# The live freshness run (issue 35, `--live`: a home at the paper's scale, drops rolled continuously, the published
-# warehouse's lag behind the newest acknowledged rating) is the live part's; it starts its server with
-# `start_server` and its clients with `run_clients` below, as the phases here do, and adds its own phase to main().
-
 from __future__ import annotations
 
 import argparse
 import asyncio
+import http.client
+import json
 import multiprocessing
 import os
 import shutil
@@ -39,8 +37,10 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -48,6 +48,23 @@ import orjson
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_RATE, TARGET_P99_MS = 2000.0, 50.0
+
+LIVE = """--live: the published warehouse's lag behind the acknowledged ratings (issue 35, "Live freshness").
+
+    .venv/bin/python bench/serve.py --live --home /tmp/live-home --minutes 10      # a `pulse demo --sessions 36000`
+
+The home is copied (``--workdir``; default a temporary folder), `dagster-daemon run` starts on the copy (the drop,
+publish and automation sensors and the run queue, as `pulse ui` runs them), and a real `pulse serve` on it rolls its
+journal into the day's drop every ``--roll-seconds`` (PULSE_SERVE_ROLL_SECONDS). Bounded clients at a team's pace
+(``--asks-per-second``, ``--ratings-per-second``, one keep-alive connection, paced, stopping after ``--minutes``)
+ask for sessions the home holds and never rated (each its last work segment, with its
+``features.event_features`` as a hook sends them), and rate the asked ones, those the
+policy chose first, each rating with its own idempotency key (its rating id). Every second the published
+`pulse.duckdb` is read as an analyst reads it; for each published state the bench prints the lag, from a rating's
+acknowledgement (the 2xx) to its first appearance there, largest and median over the ratings it shows first. At
+the end: the drop's runs and their steps by stage, the longest lag against the 3-minute target, and whether it
+keeps up (the states' longest lags not growing, and every acknowledged rating published after the clients stop).
+"""
 
 
 # --- the server ---------------------------------------------------------------------------------------------
@@ -269,6 +286,165 @@ def ingested_ratings(home: Path, how: str, workdir: Path) -> list[tuple[str, flo
         return con.execute("SELECT rating_id, rating FROM raw.ratings").fetchall()
 
 
+# --- live freshness ----------------------------------------------------------------------------------------
+
+
+class PacedClients:
+    """Asks and ratings at a steady pace over one keep-alive connection to a running `pulse serve` (a thread):
+    ``asks_per_second`` asks, each for the next session of ``sessions`` (its last segment), and
+    ``ratings_per_second`` ratings of sessions already asked (those the policy chose to ask first, then the others),
+    each with its own idempotency key ``live-<n>``. ``acknowledged``: rating id -> wall time of its 2xx."""
+
+    prefix = "live-"
+
+    def __init__(
+        self,
+        port: int,
+        sessions: list[tuple[str, int]],
+        asks_per_second: float,
+        ratings_per_second: float,
+        every: float,
+        start: Callable[[], subprocess.Popen],
+    ):
+        self.port, self.sessions = port, list(sessions)
+        self.features: dict[str, dict[str, float]] = {}
+        self.asks_per_second, self.ratings_per_second, self.every = asks_per_second, ratings_per_second, every
+        self.start_server = start
+        self.server: subprocess.Popen | None = None
+        self.acknowledged: dict[str, float] = {}
+        self.asked = {True: 0, False: 0}
+        self.errors = 0
+        self.halt = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def describe(self) -> str:
+        return (
+            f"pulse serve on port {self.port}, rolling every {self.every:g} s; clients: {self.asks_per_second:g} asks"
+            f" and {self.ratings_per_second:g} ratings a second"
+        )
+
+    def start(self) -> None:
+        self.server = self.start_server()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.halt.set()
+        if self.thread is not None:
+            self.thread.join()
+
+    def close(self) -> None:
+        self.stop()
+        if self.server is not None and self.server.poll() is None:
+            self.server.send_signal(signal.SIGTERM)
+            self.server.wait(timeout=120)
+
+    def summary(self) -> str:
+        return (
+            f"clients stopped: {sum(self.asked.values())} asks ({self.asked[True]} asked to rate),"
+            f" {len(self.acknowledged)} ratings acknowledged, {self.errors} answers not 2xx"
+        )
+
+    def post(self, conn: http.client.HTTPConnection, path: str, body: dict) -> dict | None:
+        """One POST; its JSON answer when 2xx, None (counted, the reason printed once) otherwise."""
+        try:
+            conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+            answer = conn.getresponse()
+            data = answer.read()
+        except (OSError, http.client.HTTPException) as error:
+            conn.close()  # reconnects at the next request
+            data, answer = str(error).encode(), None
+        if answer is None or answer.status not in (200, 201):
+            if not self.errors:
+                print(f"{path}: {answer and answer.status} {data[:300]!r}", flush=True)
+            self.errors += 1
+            return None
+        return json.loads(data)
+
+    def run(self) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        chosen: list[tuple[str, int]] = []  # asked, the policy said ask: rated first
+        skipped: list[tuple[str, int]] = []
+        started = time.monotonic()
+        asks = ratings = 0
+        while not self.halt.is_set():
+            elapsed = time.monotonic() - started
+            due_ask = asks / self.asks_per_second if self.asks_per_second > 0 else float("inf")
+            due_rating = ratings / self.ratings_per_second if self.ratings_per_second > 0 else float("inf")
+            wait = min(due_ask, due_rating) - elapsed
+            if wait > 0:
+                self.halt.wait(wait)
+                continue
+            if due_ask <= due_rating:
+                asks += 1
+                if not self.sessions:
+                    continue
+                session, segment = self.sessions.pop()
+                body = {"session_id": session, "segment_index": segment, "features": self.features.get(session, {})}
+                answer = self.post(conn, "/v1/asks", body)
+                if answer is not None:
+                    self.asked[bool(answer["ask"])] += 1
+                    (chosen if answer["ask"] else skipped).append((session, segment))
+                continue
+            ratings += 1
+            queue = chosen or skipped
+            if not queue:
+                continue
+            session, segment = queue.pop(0)
+            key = f"{self.prefix}{ratings:07d}"
+            stars = 1 + ratings % 5
+            body = {"session_id": session, "segment_index": segment, "stars": stars, "idempotency_key": key}
+            if self.post(conn, "/v1/ratings", body) is not None:
+                self.acknowledged[key] = time.time()
+        conn.close()
+
+
+def event_features(published: Path) -> dict[str, dict[str, float]]:
+    """Each session's ``features.event_features`` (its numbers, NULLs left out): what a hook sends with its ask
+    (``pulse_pipeline/hooks``: the same features, computed from the session's log)."""
+    import duckdb
+
+    with duckdb.connect(str(published), read_only=True) as con:
+        cursor = con.execute("SELECT * FROM features.event_features")
+        names = [d[0] for d in cursor.description]
+        rows = cursor.fetchall()
+    found = {}
+    for row in rows:
+        values = dict(zip(names, row, strict=True))
+        session = values.pop("session_id")
+        found[session] = {k: float(v) for k, v in values.items() if isinstance(v, int | float)}
+    return found
+
+
+def live_main(args: argparse.Namespace) -> int:
+    """``--live``: the service, the daemon and the paced clients on a copy of ``--home`` (serve_live.live)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from serve_live import run_live
+
+    if args.home is None or not (args.home / "drops").is_dir():
+        raise SystemExit("--live needs --home, a PULSE_HOME with sessions (after `pulse demo --sessions 36000`)")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a background job ignores SIGINT: end through cleanup
+    port = free_port()
+    env = {"PULSE_SERVE_ROLL_SECONDS": str(args.roll_seconds)}
+
+    def served(home, sessions) -> PacedClients:
+        log = home.root / "serve.log"
+        clients = PacedClients(
+            port,
+            sessions,
+            args.asks_per_second,
+            args.ratings_per_second,
+            args.roll_seconds,
+            lambda: start_server(home.root, port, log, env),
+        )
+        clients.features = event_features(home.warehouse)
+        return clients
+
+    workdir = Path(args.workdir) if args.workdir else None
+    figures = run_live(args.home, workdir, args.in_place, args.minutes, served, args.drain_seconds, seed=0)
+    return 0 if figures["ratings"] else 1
+
+
 # --- main ---------------------------------------------------------------------------------------------------
 
 
@@ -280,7 +456,18 @@ def main() -> int:
     ap.add_argument("--kills", type=int, default=3, help="SIGKILL + restart cycles in the last phase (default 3)")
     ap.add_argument("--ingest", choices=["pulse", "load"], default="pulse", help="how the drops are read back")
     ap.add_argument("--workdir", help="keep the homes here (default: a temporary folder, removed)")
+    live = ap.add_argument_group("live freshness", LIVE)
+    live.add_argument("--live", action="store_true", help="measure the published warehouse's lag instead")
+    live.add_argument("--home", type=Path, help="a PULSE_HOME with sessions, copied (after `pulse demo`)")
+    live.add_argument("--minutes", type=float, default=10.0, help="how long the clients send (default 10)")
+    live.add_argument("--roll-seconds", type=float, default=5.0, help="PULSE_SERVE_ROLL_SECONDS (default 5)")
+    live.add_argument("--asks-per-second", type=float, default=2.0, help="(default 2)")
+    live.add_argument("--ratings-per-second", type=float, default=0.5, help="(default 0.5)")
+    live.add_argument("--drain-seconds", type=float, default=600.0, help="after the clients stop, wait at most")
+    live.add_argument("--in-place", action="store_true", help="use --home itself, not a copy")
     args = ap.parse_args()
+    if args.live:
+        return live_main(args)
 
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="pulse-bench-serve-"))
     home, log, port = workdir / "serve-home", workdir / "serve.log", free_port()

@@ -1,30 +1,31 @@
-"""Live freshness (issue 35): the rating service's roller writing a roll of ratings and asks into the day's drop
-every few seconds, the Dagster daemon taking them, and how far the published warehouse lags the newest rating.
+"""Live freshness (issue 35): ratings reaching the day's drop every few seconds, the Dagster daemon taking them, and
+how far the published warehouse lags each acknowledged rating. ``live(...)`` is the measure, for a feed of ratings:
+
+- ``bench/serve.py --live``: a real `pulse serve` under paced clients (``PacedClients`` there): the measure of the
+  issue's target;
+- this script: the service's roller played (``Roller``, ``PlayedRolls``), for the pipeline's side without the
+  service: one drop per UTC day, ``PULSE_HOME/drops/serve-YYYY-MM-DD/``, each roll a new file
+  ``roll-<seq 8 digits>.jsonl`` written under a hidden temporary name in that folder and renamed, never rewritten
+  (as the service writes them); a roll holds the asks shown (``ask_probability``, no rating) and the ratings
+  (stars, ``segment_index``) of sessions the home already holds, never rated before (the last work segment of
+  each), ``--asks-per-roll`` and ``--ratings-per-roll`` of them every ``--roll-seconds``; a rating counts as
+  acknowledged when its roll is renamed.
 
     PULSE_HOME=/tmp/live-home .venv/bin/pulse demo --sessions 36000      # once: a home at the paper's scale
     .venv/bin/python bench/serve_live.py --home /tmp/live-home --minutes 10
     .venv/bin/python bench/serve_live.py --home /tmp/small --minutes 0.5 --roll-seconds 2 --workdir /tmp/live
 
-``live(...)`` is the measure; ``bench/serve.py --live`` calls it once the service lands. Until then the roller is
-played here, as the service's contract says it writes (``/work/wt/CONTRACT35.md``, "What the service writes"):
-one drop per UTC day, ``PULSE_HOME/drops/serve-YYYY-MM-DD/``, each roll a new file ``roll-<seq 8 digits>.jsonl``
-written under a hidden temporary name in that folder and renamed, never rewritten; a roll holds the asks shown
-(``ask_probability``, no rating) and the ratings (stars, ``segment_index``) of sessions the home already holds,
-never rated before (the last work segment of each), ``--asks-per-roll`` and ``--ratings-per-roll`` of them every
-``--roll-seconds``. A rating's id names its roll (``live-<seq>-<i>``), so the published file tells which rolls it
-holds.
-
 The home is copied (``--workdir``, default a temporary folder, removed at the end unless given; ``--in-place``
 uses it as it is, and leaves the day's drop in it). `dagster-daemon run` starts on it (the drop sensor, the publish
 sensor, the automation sensor and the run queue, as `pulse ui` runs them, without the web server); once the drop
-sensor has ticked, the roller starts. Every second the published `pulse.duckdb` is opened read-only, as an analyst
-does; for each published state (a new file) it prints when it appeared, the rolls it holds, and the lag: from the
-writing of the oldest roll it shows for the first time to its appearance (the longest any rating waited), and from
-the newest roll it holds. After ``--minutes`` the roller stops, the bench waits for the last roll to be published
-(at most ``--drain-seconds``), stops the daemon, and prints the drop's runs (how many rolls each took, its steps by
-stage), the lag's maximum against the issue's target (under 3 minutes), and whether it keeps up: the lags of the
-second half of the states no larger than those of the first (within one roll interval and 25 %; the first state,
-which waited for one run from an idle start, left out), and no roll left unpublished at the end.
+sensor has ticked, the feed starts. Every second the published `pulse.duckdb` is opened read-only, as an analyst
+does; for each published state (a new file) it prints when it appeared, how many of the feed's ratings it shows for
+the first time, and their lag (acknowledged to published): the largest and the median. After ``--minutes`` the feed
+stops, the bench waits for every acknowledged rating to be published (at most ``--drain-seconds``), stops the
+daemon, and prints the drop's runs (the ratings each loaded, its steps by stage), the longest lag against the
+issue's target (under 3 minutes), and whether it keeps up: the states' longest lags of the second half no larger
+than those of the first (within one roll interval and 25 %; the first state, which waited for one run from an idle
+start, left out), and no acknowledged rating left unpublished at the end.
 """
 
 from __future__ import annotations
@@ -41,9 +42,11 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Protocol
 
 import dagster as dg
 import duckdb
@@ -90,6 +93,7 @@ class Roller:
     q: float
     seed: int = 0
     written: dict[int, tuple[float, int]] = field(default_factory=dict)  # seq -> (wall time written, ratings)
+    acknowledged: dict[str, float] = field(default_factory=dict)  # rating id -> wall time its roll was renamed
     stop: threading.Event = field(default_factory=threading.Event)
 
     def rows(self, seq: int, now: datetime) -> list[dict]:
@@ -128,7 +132,9 @@ class Roller:
             now = datetime.now(UTC)
             rows = self.rows(seq, now)
             write_roll(day_drop(self.drops, now), seq, rows)
-            self.written[seq] = (time.time(), sum("rating" in r for r in rows))
+            at = time.time()
+            self.written[seq] = (at, sum("rating" in r for r in rows))
+            self.acknowledged.update((r["id"], at) for r in rows if "rating" in r)
             next_at += self.every
             self.stop.wait(max(0.0, next_at - time.monotonic()))
 
@@ -146,18 +152,6 @@ def unrated_sessions(published: Path, seed: int) -> list[tuple[str, int]]:
     return found
 
 
-def published_rolls(published: Path) -> tuple[int, int] | None:
-    """(newest roll, ratings of the bench) in the published file; None while it cannot be read (being replaced)."""
-    try:
-        with duckdb.connect(str(published), read_only=True) as con:
-            newest, n = con.execute(
-                "SELECT max(rating_id), count(*) FROM raw.ratings WHERE starts_with(rating_id, ?)", [ID_PREFIX]
-            ).fetchone()
-    except duckdb.Error:
-        return None
-    return (0 if newest is None else int(newest[len(ID_PREFIX) :].split("-")[0])), n
-
-
 def stamp(path: Path) -> tuple[int, int] | None:
     """What changes when the published file is replaced (a publish renames a new file over it)."""
     try:
@@ -169,12 +163,14 @@ def stamp(path: Path) -> tuple[int, int] | None:
 
 @dataclass(frozen=True)
 class State:
-    """A published state: when it appeared (wall time), its newest roll, the oldest roll it shows first."""
+    """A published state: when it appeared (wall time), the largest and the median lag of the ratings it shows
+    for the first time, how many, and the load average then."""
 
     at: float
-    newest: int
-    first_new: int
+    max_lag: float
+    p50_lag: float
     ratings: int
+    load: float
 
 
 def start_daemon(home: PulseHome, log: Path, env: dict[str, str]) -> subprocess.Popen:
@@ -223,7 +219,7 @@ def keeps_up(lags: list[float], every: float) -> tuple[bool | None, float, float
     return second <= 1.25 * first + every, first, second
 
 
-def print_runs(home: PulseHome, instance: dg.DagsterInstance, since: float, written: dict[int, tuple[float, int]]):
+def print_runs(home: PulseHome, instance: dg.DagsterInstance, since: float, fed: str):
     """The day drops' runs since ``since``: start, duration, status, ratings it loaded, its steps by stage."""
     stage_of = stage_of_step(home)
     runs = [
@@ -271,24 +267,90 @@ def print_runs(home: PulseHome, instance: dg.DagsterInstance, since: float, writ
         print(
             "  mean per run: "
             + ", ".join(f"{s} {sum(v) / len(v):.1f} s" for s, v in by_stage_all.items())
-            + f" (written: {len(written)} rolls, {sum(n for _, n in written.values())} ratings)"
+            + f" ({fed})"
         )
+
+
+class Feed(Protocol):
+    """Where the ratings come from: the service under clients (``bench/serve.py --live``) or the played roller."""
+
+    prefix: str  # the rating ids it writes start with this
+    every: float  # how often a roll is written (the keeps-up verdict's tolerance)
+    acknowledged: dict[str, float]  # rating id -> wall time it was acknowledged (the service's 2xx, or the rename)
+
+    def describe(self) -> str: ...
+    def start(self) -> None: ...
+    def stop(self) -> None: ...  # stops writing; what was acknowledged still reaches the drop
+    def close(self) -> None: ...  # after the drain: whatever the feed runs is stopped
+    def summary(self) -> str: ...
+
+
+@dataclass
+class PlayedRolls:
+    """The roller played as the service's contract writes it (``Roller``), a thread of this process."""
+
+    roller: Roller
+    prefix: str = ID_PREFIX
+    thread: threading.Thread | None = None
+
+    @property
+    def every(self) -> float:
+        return self.roller.every
+
+    @property
+    def acknowledged(self) -> dict[str, float]:
+        return self.roller.acknowledged
+
+    def describe(self) -> str:
+        r = self.roller
+        return f"the roller played: a roll every {r.every:g} s: {r.asks} asks (q = {r.q:g}), {r.ratings} ratings"
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self.roller.run, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.roller.stop.set()
+        if self.thread is not None:
+            self.thread.join()
+
+    def close(self) -> None:
+        self.stop()
+
+    def summary(self) -> str:
+        return f"roller stopped after {len(self.roller.written)} rolls"
+
+
+def published_ratings(published: Path, prefix: str) -> set[str] | None:
+    """The bench's rating ids in the published file; None while it cannot be read (being replaced)."""
+    try:
+        with duckdb.connect(str(published), read_only=True) as con:
+            rows = con.execute("SELECT rating_id FROM raw.ratings WHERE starts_with(rating_id, ?)", [prefix])
+            return {rating_id for (rating_id,) in rows.fetchall()}
+    except duckdb.Error:
+        return None
+
+
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    n = len(ordered)
+    return float("nan") if n == 0 else (ordered[(n - 1) // 2] + ordered[n // 2]) / 2
 
 
 def live(
     source: Path,
     workdir: Path | None,
     minutes: float,
-    roll_seconds: float,
-    asks: int,
-    ratings: int,
-    q: float = 0.25,
+    make_feed: Callable[[PulseHome, list[tuple[str, int]]], Feed],
     drain_seconds: float = 600.0,
     seed: int = 0,
     env: dict[str, str] | None = None,
 ) -> dict:
-    """Copy ``source`` into ``workdir`` (None: use it as it is), run the daemon and the roller for ``minutes``, print
-    every published state's lag and the verdicts; returns the figures (``max_lag``, ``keeps_up``, ``states``)."""
+    """Copy ``source`` into ``workdir`` (None: use it as it is), run the daemon and the feed for ``minutes``, print
+    every published state's lag and the verdicts; returns the figures (``max_lag``, ``keeps_up``, ``states``).
+
+    A rating's lag: from its acknowledgement to the first published state that holds it. Per state: the largest
+    and the median lag of the ratings it shows for the first time."""
     if workdir is None:
         root = source
     else:
@@ -301,77 +363,72 @@ def live(
     instance = dg.DagsterInstance.from_config(str(home.dagster_home))
     published = home.warehouse
     sessions = unrated_sessions(published, seed)
-    per_roll = max(asks, ratings)
-    rolls = int(minutes * 60 / roll_seconds) + 1
-    print(
-        f"home {root}: {len(sessions):,} sessions never rated nor asked; a roll every {roll_seconds:g} s: {asks} asks"
-        f" (q = {q:g}), {ratings} ratings; {minutes:g} min (~{rolls} rolls, {rolls * per_roll:,} sessions needed)"
-    )
+    feed = make_feed(home, sessions)
+    print(f"home {root}: {len(sessions):,} sessions never rated nor asked; {feed.describe()}; {minutes:g} min")
     log = (workdir or Path(tempfile.mkdtemp(prefix="pulse-live-"))) / "daemon.log"
     print(f"load average at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     daemon = start_daemon(home, log, env or {})
     t0 = time.time()
-    roller = Roller(home.drops, sessions, asks, ratings, roll_seconds, q, seed)
-    thread = threading.Thread(target=roller.run, daemon=True)
     states: list[State] = []
+    seen: set[str] = set()
     try:
         _wait("two drop sensor ticks", lambda: sensor_ticks(instance, SENSOR_NAME) >= 2, 300, daemon, log)
         print(f"daemon: drop sensor ticking {time.time() - t0:.1f} s after its start")
         t0 = time.time()
-        thread.start()
+        feed.start()
         end = t0 + minutes * 60
-        seen = stamp(published)
-        shown = 0
-        loads: list[float] = []
+        last = stamp(published)
+        stopped = False
         while True:
             now = time.time()
-            if now >= end and not roller.stop.is_set():
-                roller.stop.set()
-                thread.join()
-                print(f"roller stopped after {len(roller.written)} rolls; waiting for the last to be published")
-            if roller.stop.is_set() and (shown >= max(roller.written, default=0) or now > end + drain_seconds):
+            if now >= end and not stopped:
+                feed.stop()
+                stopped = True
+                print(f"{feed.summary()}; waiting for the last ratings to be published", flush=True)
+            acknowledged = dict(feed.acknowledged)
+            if stopped and (set(acknowledged) <= seen or now > end + drain_seconds):
                 break
             if daemon.poll() is not None:
                 raise SystemExit(f"the daemon exited ({daemon.returncode}):\n{log.read_text()[-3000:]}")
             current = stamp(published)
-            if current != seen and (found := published_rolls(published)) is not None:
-                seen = current
-                newest, n = found
-                if newest > shown:
-                    state = State(now, newest, shown + 1, n)
+            if current != last and (found := published_ratings(published, feed.prefix)) is not None:
+                last = current
+                new = found - seen
+                if new:
+                    lags = [now - acknowledged[r] for r in new if r in acknowledged]
+                    state = State(now, max(lags, default=float("nan")), median(lags), len(new), os.getloadavg()[0])
                     states.append(state)
-                    loads.append(os.getloadavg()[0])
-                    oldest_wait = now - roller.written[state.first_new][0]
-                    newest_wait = now - roller.written[newest][0]
-                    behind = max(roller.written, default=0) - newest
+                    seen |= found
+                    behind = len(set(acknowledged) - seen)
                     print(
-                        f"+{now - t0:6.1f} s published: rolls {state.first_new}-{newest} new ({n} ratings in all);"
-                        f" lag: oldest new roll {oldest_wait:5.1f} s, newest {newest_wait:5.1f} s;"
-                        f" {behind} rolls written not yet published; load {loads[-1]:.2f}",
+                        f"+{now - t0:6.1f} s published: {len(new)} new ratings ({len(found)} in all); lag of the new"
+                        f" ones: max {state.max_lag:5.1f} s, p50 {state.p50_lag:5.1f} s; {behind} acknowledged not"
+                        f" yet published; load {state.load:.2f}",
                         flush=True,
                     )
-                    shown = newest
             time.sleep(1.0)
     finally:
-        roller.stop.set()
+        feed.close()
         code = stop_daemon(daemon)
     print(f"daemon stopped (exit {code}); load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print_runs(home, instance, t0 - 1, roller.written)
-    lags = [s.at - roller.written[s.first_new][0] for s in states]
-    left = max(roller.written, default=0) - shown
-    steady, first, second = keeps_up(lags, roll_seconds)
+    acknowledged = dict(feed.acknowledged)
+    print_runs(home, instance, t0 - 1, f"{len(acknowledged)} ratings acknowledged")
+    lags = [s.max_lag for s in states]
+    left = len(set(acknowledged) - seen)
+    steady, first, second = keeps_up(lags, feed.every)
     max_lag = max(lags, default=float("nan"))
     verdict = "under" if max_lag < TARGET_LAG_SECONDS else "OVER"
+    p50 = median([s.p50_lag for s in states])
     print(
         f"published states: {len(states)}; longest wait of a rating: {max_lag:.1f} s ({verdict} the"
-        f" {TARGET_LAG_SECONDS:.0f} s target); mean lag after the first state: first half {first:.1f} s, second half"
-        f" {second:.1f} s;"
-        f" rolls left unpublished: {left}"
+        f" {TARGET_LAG_SECONDS:.0f} s target); median of the states' p50 lags {p50:.1f} s; mean of the states' longest"
+        f" wait after the first state: first half {first:.1f} s, second half {second:.1f} s;"
+        f" ratings left unpublished: {left}"
     )
     kept = None if steady is None else steady and left == 0
     told = {True: "yes", False: "NO", None: "not told (fewer than three published states)"}
     print(f"keeps up: {told[kept]}")
-    return {"max_lag": max_lag, "keeps_up": kept, "states": len(states), "rolls": len(roller.written)}
+    return {"max_lag": max_lag, "keeps_up": kept, "states": len(states), "ratings": len(acknowledged)}
 
 
 def main() -> None:
@@ -391,23 +448,39 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if not (args.home / "drops").is_dir():
         raise SystemExit(f"{args.home} is not a PULSE_HOME (no drops/): run `pulse demo` with PULSE_HOME={args.home}")
-    figures = dict(
-        minutes=args.minutes,
-        roll_seconds=args.roll_seconds,
-        asks=args.asks_per_roll,
-        ratings=args.ratings_per_roll,
-        q=args.ask_probability,
-        drain_seconds=args.drain_seconds,
-        seed=args.seed,
-    )
-    if args.in_place:
-        live(args.home, None, **figures)
-    elif args.workdir:
-        args.workdir.mkdir(parents=True, exist_ok=True)
-        live(args.home, args.workdir, **figures)
-    else:
-        with tempfile.TemporaryDirectory(prefix="pulse-serve-live-") as tmp:
-            live(args.home, Path(tmp), **figures)
+
+    def played(home: PulseHome, sessions: list[tuple[str, int]]) -> PlayedRolls:
+        roller = Roller(
+            home.drops,
+            sessions,
+            args.asks_per_roll,
+            args.ratings_per_roll,
+            args.roll_seconds,
+            args.ask_probability,
+            args.seed,
+        )
+        return PlayedRolls(roller)
+
+    run_live(args.home, args.workdir, args.in_place, args.minutes, played, args.drain_seconds, args.seed)
+
+
+def run_live(
+    home: Path,
+    workdir: Path | None,
+    in_place: bool,
+    minutes: float,
+    make_feed: Callable[[PulseHome, list[tuple[str, int]]], Feed],
+    drain_seconds: float,
+    seed: int,
+) -> dict:
+    """``live`` on ``home`` itself (``in_place``), on a copy in ``workdir`` (kept), or in a temporary folder."""
+    if in_place:
+        return live(home, None, minutes, make_feed, drain_seconds, seed)
+    if workdir:
+        workdir.mkdir(parents=True, exist_ok=True)
+        return live(home, workdir, minutes, make_feed, drain_seconds, seed)
+    with tempfile.TemporaryDirectory(prefix="pulse-serve-live-") as tmp:
+        return live(home, Path(tmp), minutes, make_feed, drain_seconds, seed)
 
 
 if __name__ == "__main__":

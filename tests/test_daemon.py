@@ -47,6 +47,14 @@ def test_the_instance_fails_dead_runs(pulse_home):
     assert instance.run_monitoring_enabled and instance.run_monitoring_poll_interval_seconds == 15
 
 
+def test_the_instance_runs_one_run_at_a_time_and_dequeues_every_second(pulse_home):
+    """The run queue (dagster.yaml) starts one run at a time, and looks for the next every second (Dagster's
+    default, 5 s, was part of every live rating's wait: ``bench/serve.py --live``)."""
+    instance = dg.DagsterInstance.from_config(str(pulse_home.dagster_home))
+    assert instance.run_coordinator.get_run_queue_config().max_concurrent_runs == 1
+    assert instance.run_coordinator.dequeue_interval_seconds == 1
+
+
 def test_health_check_fails_a_run_whose_process_is_gone():
     instance = dg.DagsterInstance.ephemeral()
     launcher = PulseRunLauncher()
