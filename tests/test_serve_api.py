@@ -162,6 +162,17 @@ def write_known_policy(home) -> tuple[str, float]:
     return json.loads(json_path.read_text())["policy_version"], 0.3 * math.exp(0.5)
 
 
+def test_an_ask_without_features_takes_the_policy_at_the_average_session(tmp_path):
+    """Features are optional: with none, every z is 0 (the mean), so q = 0.3 * exp(0) = 0.3 under the known policy
+    (an earlier stand-in policy answered 500 here)."""
+    version, _ = write_known_policy(tmp_path)
+    with serving(tmp_path, rng=FixedRandom(0.29)) as (client, _):
+        answer = client.post("/v1/asks", json={"session_id": "no-features"})
+    assert answer.status_code == 200
+    assert answer.json()["probability"] == pytest.approx(0.3, rel=1e-12) and answer.json()["ask"] is True
+    assert answer.json()["policy_version"] == version
+
+
 def test_a_session_is_decided_once_with_the_exported_policy_and_later_asks_repeat_it(tmp_path):
     version, q = write_known_policy(tmp_path)
     features = {"file_edits": math.e**3 - 1, "test_runs": 2}
