@@ -9,8 +9,10 @@ clients are not what limits the rate on a small machine; each connection sends o
 sends the next (a closed loop: ``--connections`` requests at most under way), and every phase stops by itself after
 ``--seconds``. Why 16 connections by default: in a closed loop the latency is the requests under way over the rate
 (Little's law), so on two cores shared by server and clients 64 connections measure mostly their own queue (at
-5 300 ratings/s: p50 8 ms, p99 157 ms), while 16 keep the server busy (4 800/s) and measure its latency. It prints, per phase, the acknowledged requests a second and the p50 and p99 latency seen by the
-clients (request written to answer read):
+5 300 ratings/s: p50 8 ms, p99 157 ms), while 16 keep the server busy (4 800/s) and measure its latency.
+
+It prints, per phase, the acknowledged requests a second and the p50 and p99 latency seen by the clients (request
+written to answer read):
 
 1. **asks**: ``POST /v1/asks`` for a new session each (each a coin flipped and journaled before the answer);
 2. **ratings**: ``POST /v1/ratings``, each with its own idempotency key;
