@@ -807,6 +807,10 @@ def preflight(args: argparse.Namespace) -> None:
         from .settings_files import check_settings
 
         check_settings(PulseHome.from_env())
+    if args.command == "serve":  # its own settings (tokens, rolls): a bad one stops the service, not the pipeline
+        from .settings import serve_settings
+
+        serve_settings()
 
 
 DISK_FULL = "No space left on device"

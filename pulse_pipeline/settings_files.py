@@ -114,7 +114,6 @@ def check_environment(environ: Env | None = None) -> None:
     features = settings.feature_settings(env)
     settings.modeling_settings(env)
     settings.estimate_settings(env)
-    settings.serve_settings(env)
     if features.llm_model:
         settings.llm_settings(env)
 

@@ -190,3 +190,17 @@ def test_pulse_serve_refuses_in_one_line(tmp_path, monkeypatch, capsys):
     finally:
         running.close()
     assert code == 2 and err.startswith(f"pulse serve: another pulse serve (pid {os.getpid()}) already serves")
+
+
+def test_a_bad_serve_setting_stops_the_service_in_one_line_and_not_the_pipeline(tmp_path, monkeypatch, capsys):
+    """PULSE_SERVE_* are the service's own: `pulse serve` refuses a bad one before it starts, while the pipeline's
+    check of every setting (`check_environment`, run by ingest, materialize and the code location) ignores them."""
+    from pulse_pipeline.settings_files import check_environment
+
+    for name in [n for n in os.environ if n.startswith("PULSE_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("PULSE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PULSE_SERVE_TOKENS", str(tmp_path / "no-such-file"))
+    code, err = _serve([], capsys)
+    assert code == 2 and err.startswith("pulse serve: PULSE_SERVE_TOKENS=") and "cannot be read" in err
+    check_environment()  # nothing raised: a broken tokens file does not stop the stages
