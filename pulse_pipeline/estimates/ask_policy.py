@@ -78,7 +78,6 @@ import functools
 import hashlib
 import json
 import math
-import os
 import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -89,6 +88,7 @@ import numpy as np
 import polars as pl
 from sklearn.linear_model import LogisticRegression, PoissonRegressor
 
+from ..atomic_write import write_whole
 from ..label_scales import STARS
 from ..stats.aipw import PROPENSITY_C, PROPENSITY_TOL
 from ..stats.asking import ANSWER_FLOOR
@@ -628,34 +628,13 @@ def policy_frame(policy: Policy) -> pl.DataFrame:
     )
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to a hidden temporary name beside ``path``, fsync it, rename it over ``path``, fsync the
-    folder: a reader sees the old file or the new one whole, never a part (the rating service reloads the policy
-    while it runs)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    folder = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(folder)
-    finally:
-        os.close(folder)
-
-
 def write_policy(policy: Policy, directory: Path) -> tuple[Path, Path]:
     """Write the standalone ``ask_policy.py``, then ``ask_policy.json`` next to it, each atomically; return both
     paths (the JSON first). The code goes first, so the file a reader watches changes last."""
     directory.mkdir(parents=True, exist_ok=True)
     json_path, py_path = directory / JSON_NAME, directory / REFERENCE_NAME
-    _write_atomically(py_path, REFERENCE_SOURCE)
-    _write_atomically(json_path, json.dumps(policy.as_json(), indent=2) + "\n")
+    write_whole(py_path, REFERENCE_SOURCE.encode())  # atomic: the rating service reloads while it runs
+    write_whole(json_path, (json.dumps(policy.as_json(), indent=2) + "\n").encode())
     return json_path, py_path
 
 

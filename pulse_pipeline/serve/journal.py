@@ -26,21 +26,14 @@ from typing import Any
 
 import orjson
 
+from ..atomic_write import fsync_folder
+
 SEGMENT_BYTES = 64 << 20
 PREFIX, SUFFIX = "journal-", ".jsonl"
 
 
 class JournalError(RuntimeError):
     """The journal cannot be read or written; the message names the file and what to do."""
-
-
-def fsync_folder(folder: Path) -> None:
-    """Make a rename or a new file in ``folder`` survive a power cut."""
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def segments(folder: Path) -> list[Path]:

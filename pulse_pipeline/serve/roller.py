@@ -37,7 +37,7 @@ from typing import Any
 
 import orjson
 
-from .journal import fsync_folder
+from ..atomic_write import fsync_folder, write_whole
 
 log = logging.getLogger("pulse.serve")
 
@@ -60,17 +60,6 @@ def roll_files(drops: Path) -> list[Path]:
     """Every roll file of every day's folder, in roll order."""
     files = drops.glob(f"{FOLDER_PREFIX}*/{ROLL_PREFIX}*{ROLL_SUFFIX}")
     return sorted(files, key=lambda p: p.name)
-
-
-def write_whole(path: Path, data: bytes) -> None:
-    """Write ``path`` whole or not at all: a temporary file beside it, fsync, rename, fsync of the folder."""
-    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(partial, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(partial, path)
-    fsync_folder(path.parent)
 
 
 class Roller:
