@@ -131,12 +131,16 @@ def measure(
         print(f"  run worker: started {run.start_time - queued:.1f} s after")
         print(f"  run: {run.end_time - run.start_time:.1f} s ({run.dagster_run.status.value})")
         print(f"  publish: {published_at - run.end_time:.1f} s after the run ended")
-    others = [
-        r.dagster_run.job_name
+    other_runs = [
+        r.dagster_run
         for r in instance.get_run_records()
         if r.create_timestamp.timestamp() >= dropped and r.dagster_run.tags.get("dagster/partition") != drop
     ]
+    others = [r.job_name for r in other_runs]
     print(f"  other runs started after the drop: {len(others)} {sorted(others)}")
+    for run in other_runs:  # what they were for: the automation sensor names its assets
+        assets = sorted("/".join(k.path) for k in run.asset_selection or ())
+        print(f"    {run.job_name}: {', '.join(assets) or 'every asset of the job'}")
     target = "under" if seconds < TARGET_SECONDS else "OVER"
     print(
         f"drop of {sessions} sessions to analysts: {seconds:.1f} s ({target} the {TARGET_SECONDS:.0f} s target;"
