@@ -15,6 +15,7 @@ from .defs.modeling import definitions as modeling
 from .defs.publish import publish_sensor
 from .defs.report import definitions as report
 from .defs.resources import warehouse_resource
+from .defs.specs import AUTOMATION_SENSOR
 from .defs.staging import definitions as staging
 from .paths import PulseHome
 from .settings_files import check_settings
@@ -46,7 +47,7 @@ def _spanning_stages(home: PulseHome) -> dg.Definitions:
         jobs=[downstream_job, drop_job],
         sensors=[
             dg.AutomationConditionSensorDefinition(
-                "pulse_automation",
+                AUTOMATION_SENSOR,
                 target=dg.AssetSelection.all() - ON_DEMAND,
                 default_status=dg.DefaultSensorStatus.RUNNING,
                 minimum_interval_seconds=30,

@@ -43,9 +43,14 @@ def test_workspace_module_exposes_defs():
     assert isinstance(module.defs, dg.Definitions)
 
 
-def _evaluate(instance: dg.DagsterInstance, resources: dict, cursor: str | None = None) -> dg.SensorResult:
-    """One evaluation of the drop sensor (its resources set up and torn down around it, as the daemon does)."""
-    with dg.build_sensor_context(instance=instance, resources=resources, cursor=cursor) as context:
+def _evaluate(
+    instance: dg.DagsterInstance, resources: dict, cursor: str | None = None, definitions: dg.Definitions | None = None
+) -> dg.SensorResult:
+    """One evaluation of the drop sensor (its resources set up and torn down around it, as the daemon does; in the
+    code location's ``definitions`` when given, as the daemon evaluates it)."""
+    with dg.build_sensor_context(
+        instance=instance, resources=resources, cursor=cursor, definitions=definitions
+    ) as context:
         return drop_sensor(context)
 
 
@@ -155,9 +160,9 @@ def test_importing_the_definitions_creates_nothing(tmp_path):
     assert not home.exists()
 
 
-def _requests(home, instance: dg.DagsterInstance) -> dg.SensorResult:
+def _requests(home, instance: dg.DagsterInstance, definitions: dg.Definitions | None = None) -> dg.SensorResult:
     """One evaluation of the drop sensor, as the daemon makes it (the daemon then adds the partitions it asks for)."""
-    result = _evaluate(instance, {"warehouse": warehouse_resource(home)})
+    result = _evaluate(instance, {"warehouse": warehouse_resource(home)}, definitions=definitions)
     for added in result.dynamic_partitions_requests or []:
         instance.add_dynamic_partitions(added.partitions_def_name, list(added.partition_keys))
     return result
@@ -167,16 +172,30 @@ def _requests(home, instance: dg.DagsterInstance) -> dg.SensorResult:
 def test_the_sensors_run_refreshes_what_the_drop_makes_stale_and_publishes(pulse_home):
     """Issue 33, item 5: the drop sensor's run used to load the drop alone; publishing was then refused ("tables are
     older than what they read") until the automation sensor's run ended, minutes later. The run it requests now
-    leaves a whole state: published at once, with the drop's two sessions (canon-1, canon-2) visible."""
+    leaves a whole state: published at once, with the drop's two sessions (canon-1, canon-2) visible.
+
+    The request names the job's every asset (``sensors.drop_job_assets``): a run without an asset selection let the
+    automation sensor see each table the run refreshed as updated behind its children, and rebuild the report
+    after the run (CI, 2026-12-04). Named, the run is still the whole job, its asset checks included."""
     shutil.copyfile(FIXTURES / "canonical" / "sessions.jsonl", pulse_home.drops / "a.jsonl")
     instance = instance_for(pulse_home)
-    (request,) = _requests(pulse_home, instance).run_requests
     defs = build_definitions(pulse_home)
+    (request,) = _requests(pulse_home, instance, defs).run_requests
     job = defs.resolve_job_def(drop_sensor.job_name)
-    result = job.execute_in_process(instance=instance, partition_key=request.partition_key, raise_on_error=False)
-    assert result.success
-
     graph = defs.resolve_asset_graph()
+    assert set(request.asset_selection) == set(job.asset_layer.selected_asset_keys)
+    assert dg.AssetKey(["report", "index_html"]) in request.asset_selection
+    result = job.execute_in_process(
+        instance=instance,
+        partition_key=request.partition_key,
+        asset_selection=request.asset_selection,
+        raise_on_error=False,
+    )
+    assert result.success
+    assert result.dagster_run.asset_selection == set(request.asset_selection)  # what the automation sensor reads
+    checks = {e.asset_check_key for e in result.get_asset_check_evaluations()}
+    assert checks == {k for k in graph.asset_check_keys if k.asset_key in set(request.asset_selection)}
+
     assert publish_if_whole(instance, graph, pulse_home.work_db, pulse_home.warehouse) is None
     with duckdb.connect(str(pulse_home.warehouse), read_only=True) as con:
         assert con.execute("SELECT session_id FROM staging.sessions ORDER BY 1").fetchall() == [

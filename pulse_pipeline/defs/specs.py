@@ -7,6 +7,7 @@ import dagster as dg
 from .. import tables
 
 EAGER = dg.AutomationCondition.eager()
+AUTOMATION_SENSOR = "pulse_automation"  # the sensor that evaluates EAGER (definitions.py), every 30 s
 SESSION_FEATURES_KEY = dg.AssetKey(["features", "session_features"])  # built from the rubric: not in the contract
 
 

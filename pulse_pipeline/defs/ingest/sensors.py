@@ -149,6 +149,23 @@ def loaded_drops(instance: dg.DagsterInstance, database: Path, current: Mapping[
     return loaded | {key for key, now in current.items() if in_warehouse.get(key) == now}
 
 
+def drop_job_assets(context: dg.SensorEvaluationContext) -> list[dg.AssetKey] | None:
+    """Every asset the drop job materializes, named on each of its runs (None where the sensor is evaluated outside a
+    code location, as in a unit test: the run is then the whole job, the same assets).
+
+    Why name them: eager automation (``defs/specs.EAGER``) ignores a parent's update made by a run that also planned
+    the child, and it tells that only from the run's asset selection. A job run carries none, so to the automation
+    sensor every table the drop's run refreshed looked updated behind its children's backs, and a tick that fell in
+    the wrong moment of the run requested the report again after the run had rebuilt it."""
+    try:
+        repository = context.repository_def
+    except dg.DagsterInvariantViolationError:
+        return None
+    if repository is None:
+        return None
+    return sorted(repository.get_job(DROP_JOB).asset_layer.selected_asset_keys)
+
+
 @dg.sensor(
     name=SENSOR_NAME,
     job_name=DROP_JOB,
@@ -197,7 +214,13 @@ def drop_sensor(context: dg.SensorEvaluationContext, warehouse: WarehouseResourc
                     "Read the failed runs' logs, fix the cause, then rewrite the drop or re-execute a run."
                 )
             continue
-        requests.append(dg.RunRequest(run_key=run_key(key, current[key], failures), partition_key=key))
+        requests.append(
+            dg.RunRequest(
+                run_key=run_key(key, current[key], failures),
+                partition_key=key,
+                asset_selection=drop_job_assets(context),
+            )
+        )
     return dg.SensorResult(
         run_requests=requests,
         dynamic_partitions_requests=[drops_partitions.build_add_request(new_keys)] if new_keys else [],
