@@ -13,7 +13,7 @@ the change in a benchmark score ΔB, and reports their Pearson correlation. The 
 (matched case-insensitively, written back in the rubric's spelling); ``source`` may be blank.
 
 :func:`read_benchmarks` parses the file and returns its bad lines as problem rows; :func:`load_benchmarks`, what the
-stage and the preflight (``settings_files.check_settings``) call, refuses a file with any bad line, in one line
+stage and the preflight (``preflight.check_settings``) call, refuses a file with any bad line, in one line
 naming the file, the line and the reason, before any work starts. One case stays a table row instead: a rubric
 without a ``development_cluster`` feature (a rubric of your own) gives no cluster to match, so every line is a
 ``rejected`` point saying so, rather than a file that cannot be used with that rubric stopping every run.

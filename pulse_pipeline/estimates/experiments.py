@@ -64,7 +64,7 @@ class ExperimentsConfig:
 
 def experiments_config(path: Path) -> ExperimentsConfig:
     """The experiments file at ``path`` read whole and checked; the one reader of the file (``read_controls``,
-    ``read_units``, ``read_splits`` and the preflight ``settings_files.check_settings`` all call it).
+    ``read_units``, ``read_splits`` and the preflight, ``preflight.check_settings``, all call it).
 
     A missing file configures nothing. Anything else the stages could not use raises
     ``settings_files.SettingsFileError`` naming the file, the line and what is wrong: TOML syntax; a top-level key

@@ -115,7 +115,7 @@ def read_human_labels(path: Path, rubric: Rubric | None = None) -> tuple[dict[st
     (they are skipped; the caller warns). Empty cells are "not labelled". A session listed twice keeps, per
     feature, the last non-empty value.
 
-    The one reader of the file, also the preflight's (``settings_files.check_settings``): a file that cannot be
+    The one reader of the file, also the preflight's (``preflight.check_settings``): a file that cannot be
     read, is not UTF-8, is not CSV, has no ``session_id`` column or no column naming a rubric feature raises
     ``settings_files.SettingsFileError`` naming the file and the line.
     """
