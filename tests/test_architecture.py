@@ -48,18 +48,20 @@ MODULE_REFERENCE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+:[A-Za-z_]\w*")
 @dataclass(frozen=True)
 class Rank:
     """One row of ARCHITECTURE.md's import rule: its number (1 is the top), the layer's name, its members (a module
-    ``x.py`` or a package ``x/``, relative to ``pulse_pipeline/``), and whether members of this rank import each
-    other (entry points and the foundation do; the tools over the stages do not)."""
+    ``x.py`` or a package ``x/``, relative to ``pulse_pipeline/``), whether members of this rank import each
+    other (entry points and the foundation do; the tools over the stages do not), and whether its modules may
+    import Dagster (the entry points alone)."""
 
     number: int
     layer: str
     members: tuple[str, ...]
     shared: bool
+    dagster: bool = False
 
 
 def read_ranks(text: str) -> list[Rank]:
     """The ranks of the table under ``RULE_HEADING`` in ``text`` (ARCHITECTURE.md): rows ``| n | layer | `a/`,
-    `b.py` | yes |``, numbered 1, 2, ... from the top."""
+    `b.py` | yes | no |`` (members share; imports Dagster), numbered 1, 2, ... from the top."""
     if RULE_HEADING not in text:
         raise AssertionError(f"ARCHITECTURE.md has no section {RULE_HEADING!r}: the import rule's ranks live there")
     section = text.split(RULE_HEADING, 1)[1].split("\n## ", 1)[0]
@@ -69,7 +71,8 @@ def read_ranks(text: str) -> list[Rank]:
         if len(cells) >= 4 and cells[0].isdigit():
             # members are the `x.py` and `x/` in backticks; other backticked words are notes (`Warehouse`)
             members = tuple(m for m in re.findall(r"`([^`]+)`", cells[2]) if m.endswith((".py", "/")))
-            ranks.append(Rank(int(cells[0]), cells[1], members, cells[3].lower().startswith("yes")))
+            yes = [cell.lower().startswith("yes") for cell in cells[3:5]]
+            ranks.append(Rank(int(cells[0]), cells[1], members, yes[0], len(yes) > 1 and yes[1]))
     if [r.number for r in ranks] != list(range(1, len(ranks) + 1)):
         raise AssertionError(f"ARCHITECTURE.md's ranks must be numbered 1, 2, ... from the top; read {ranks}")
     return ranks
@@ -237,6 +240,26 @@ def rank_offenders(imports: Iterable[Import], ranks: list[Rank]) -> list[str]:
         ),
         key=_by_place,
     )
+
+
+def dagster_offenders(modules: dict[str, Module], ranks: list[Rank]) -> list[str]:
+    """Imports of Dagster (``dagster``, ``dagster_*``) by modules of a rank that may not import it."""
+    offenders = []
+    for module in modules.values():
+        places = places_of(module, ranks)
+        if len(places) != 1 or places[0][0].dagster:
+            continue  # unranked_modules reports it
+        for node in ast.walk(module.tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            for name in names:
+                if re.match(r"dagster(_\w+)?(\.|$)", name):
+                    offenders.append(
+                        f"{at(module, node.lineno)}: imports {name} (rank {places[0][0].number}, "
+                        f"{places[0][0].layer}: only the entry points import Dagster)"
+                    )
+    return sorted(offenders, key=_by_place)
 
 
 def cycle_offenders(imports: Iterable[Import]) -> list[str]:
@@ -424,6 +447,12 @@ def test_no_module_imports_above_its_rank():
     assert not offenders, _fail(offenders, "imports against the ranks", "move the code down, or read a table")
 
 
+def test_only_the_entry_points_import_dagster():
+    ranks, modules, _ = source()
+    offenders = dagster_offenders(modules, ranks)
+    assert not offenders, _fail(offenders, "Dagster imports in plain Python", "move the Dagster part into defs/")
+
+
 def test_no_import_cycle():
     offenders = cycle_offenders(source()[2])
     assert not offenders, _fail(offenders, "import cycles", "move what both need into a module of its own")
@@ -448,11 +477,11 @@ SMALL_RULE = """# a map
 
 ## The import rule
 
-| rank | layer | packages and modules | members import each other |
-|---|---|---|---|
-| 1 | top | `top.py` (the `Thing` maker) | yes |
-| 2 | middle | `stage/`, `other.py` | no |
-| 3 | bottom | `__init__.py`, `low.py`, `gone.py` | yes |
+| rank | layer | packages and modules | members import each other | imports Dagster |
+|---|---|---|---|---|
+| 1 | top | `top.py` (the `Thing` maker) | yes | yes |
+| 2 | middle | `stage/`, `other.py` | no | no |
+| 3 | bottom | `__init__.py`, `low.py`, `gone.py` | yes | no |
 
 ## Next section
 
@@ -461,7 +490,7 @@ SMALL_RULE = """# a map
 
 SMALL_TREE = {
     "__init__.py": "",
-    "top.py": "from .low import helper\n\n\nclass Thing:\n    pass\n",
+    "top.py": "import dagster as dg\n\nfrom .low import helper\n\n\nclass Thing:\n    pass\n",
     "stage/__init__.py": "",
     "stage/a.py": '''"""Reads raw.events (a docstring is prose)."""
 from typing import TYPE_CHECKING
@@ -480,7 +509,7 @@ WRAPPED = (
     f" FROM raw.events WHERE {OK}"
 )
 ''',
-    "stage/b.py": "def run():\n    pass\n",
+    "stage/b.py": "def run():\n    from dagster_postgres import x\n    import dagster.x, dagsterish\n",
     "other.py": 'import importlib\nCALL = "pkg.stage.b:run"\nLATER = importlib.import_module("pkg.stage.b")\n',
     "low.py": "import pkg.stage.a as a_mod\n\n\ndef helper():\n    return a_mod._private\n",
     "stray.py": "",
@@ -498,9 +527,9 @@ def small_tree(tmp_path: Path) -> Path:
 def test_checkers_read_the_ranks_of_the_rule_section_only():
     ranks = read_ranks(SMALL_RULE)
     assert ranks == [
-        Rank(1, "top", ("top.py",), True),
-        Rank(2, "middle", ("stage/", "other.py"), False),
-        Rank(3, "bottom", ("__init__.py", "low.py", "gone.py"), True),
+        Rank(1, "top", ("top.py",), True, True),
+        Rank(2, "middle", ("stage/", "other.py"), False, False),
+        Rank(3, "bottom", ("__init__.py", "low.py", "gone.py"), True, False),
     ]
 
 
@@ -537,12 +566,16 @@ def test_checkers_find_every_offender_of_a_small_tree(tmp_path):
     assert cycle_offenders(imports) == [
         "cycle between pkg.low, pkg.stage.a, pkg.top:\n    pkg/low.py:1 imports pkg.stage.a\n"
         "    pkg/stage/a.py:3 imports pkg.low\n    pkg/stage/a.py:6 imports pkg.top:Thing\n"
-        "    pkg/top.py:1 imports pkg.low:helper"
+        "    pkg/top.py:3 imports pkg.low:helper"
     ]
     assert private_offenders(modules, imports) == [
         "pkg/low.py:5: uses a_mod._private of pkg.stage.a",
         "pkg/stage/a.py:4: imports _hidden from pkg.low",
         "pkg/stage/a.py:9: uses low._secret of pkg.low",
+    ]
+    assert dagster_offenders(modules, ranks) == [
+        "pkg/stage/b.py:2: imports dagster_postgres (rank 2, middle: only the entry points import Dagster)",
+        "pkg/stage/b.py:3: imports dagster.x (rank 2, middle: only the entry points import Dagster)",
     ]
     names = {"raw.events": "tables.EVENTS.qualified", "staging.sessions": "tables.STAGING_SESSIONS.qualified"}
     assert literal_table_offenders(modules, names, "low.py") == [
