@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import ast
 import functools
+import io
 import re
+import tokenize
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -398,19 +400,40 @@ def literal_table_offenders(modules: dict[str, Module], names: dict[str, str], e
     for module in modules.values():
         if module.relative == exempt:
             continue
-        lines = module.path.read_text().splitlines()
+        lines = _without_comments(module.path.read_text())
         for node in _strings(module.tree):
-            for number in range(node.lineno, (node.end_lineno or node.lineno) + 1):
-                for match in pattern.finditer(lines[number - 1]):
+            last = node.end_lineno or node.lineno
+            for number in range(node.lineno, last + 1):
+                # the string's own columns (ast counts them in UTF-8 bytes): nothing else on its first and last line
+                line = lines[number - 1].encode()
+                start = node.col_offset if number == node.lineno else 0
+                end = node.end_col_offset if number == last and node.end_col_offset is not None else len(line)
+                for match in pattern.finditer(line[start:end].decode(errors="replace")):
                     offenders.append(f"{at(module, number)}: '{match[1]}' written out; name it as {names[match[1]]}")
     return sorted(set(offenders), key=_by_place)
 
 
+def _without_comments(source: str) -> list[str]:
+    """``source``'s lines with every comment blanked (a comment between the parts of a string split over lines
+    lies inside the string's span, but is prose)."""
+    lines = source.splitlines()
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.COMMENT:
+            (row, col), (_, end) = token.start, token.end
+            lines[row - 1] = lines[row - 1][:col] + " " * (end - col) + lines[row - 1][end:]
+    return lines
+
+
 def contract_names() -> dict[str, str]:
-    """Each contract table's qualified name, and how code spells it (``tables.EVENTS.qualified``)."""
+    """Each contract table's qualified name, and how code spells it: ``tables.EVENTS.qualified`` for a ``Table``,
+    ``tables.X`` for a qualified name tables.py declares as a string (the rubric-shaped wide table's)."""
     from pulse_pipeline import tables
 
     names = {t.qualified: f"tables.{name}.qualified" for name, t in vars(tables).items() if isinstance(t, tables.Table)}
+    schemas = {qualified.split(".")[0] for qualified in names}
+    for name, value in vars(tables).items():
+        if isinstance(value, str) and name.isupper() and value.split(".")[0] in schemas and value.count(".") == 1:
+            names.setdefault(value, f"tables.{name}")
     for qualified in UNDECLARED_TABLES:
         names.setdefault(qualified, "a name declared in tables.py")
     return names
@@ -505,9 +528,11 @@ SQL = "SELECT * FROM raw.events JOIN staging.sessions"
 OK = f"SELECT * FROM {tables.EVENTS.qualified}"
 NOT_TABLES = ["raw.events_copy", "pkg.raw.events", "raw.eventsx"]
 WRAPPED = (
-    "SELECT 1"
+    "SELECT 1"  # raw.events in a comment is prose
     f" FROM raw.events WHERE {OK}"
 )
+NOTE = "séance"  # staging.sessions: a comment after a string
+WIDE = "é raw.events"
 ''',
     "stage/b.py": "def run():\n    from dagster_postgres import x\n    import dagster.x, dagsterish\n",
     "other.py": 'import importlib\nCALL = "pkg.stage.b:run"\nLATER = importlib.import_module("pkg.stage.b")\n',
@@ -582,6 +607,7 @@ def test_checkers_find_every_offender_of_a_small_tree(tmp_path):
         "pkg/stage/a.py:10: 'raw.events' written out; name it as tables.EVENTS.qualified",
         "pkg/stage/a.py:10: 'staging.sessions' written out; name it as tables.STAGING_SESSIONS.qualified",
         "pkg/stage/a.py:15: 'raw.events' written out; name it as tables.EVENTS.qualified",
+        "pkg/stage/a.py:18: 'raw.events' written out; name it as tables.EVENTS.qualified",
     ]
 
 
