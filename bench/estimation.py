@@ -116,7 +116,7 @@ def stage(n_sessions: int) -> None:
     import polars as pl
 
     from pulse_pipeline.estimates.effects import Settings
-    from pulse_pipeline.estimates.experiment_effects import experiment_effect_rows, insample_predictions
+    from pulse_pipeline.estimates.experiment_effects import experiment_effect_rows
     from pulse_pipeline.estimates.experiments import experiments_of
     from pulse_pipeline.estimates.feature_comparisons import feature_comparison_rows
     from pulse_pipeline.estimates.label_shift import label_shift_rows
@@ -124,6 +124,7 @@ def stage(n_sessions: int) -> None:
     from pulse_pipeline.estimates.subgroups import DEFAULT_MIN_RATINGS, subgroup_effect_rows
     from pulse_pipeline.modeling.crossfit import crossfit_predict
     from pulse_pipeline.modeling.data import ModelingData
+    from pulse_pipeline.modeling.insample import insample_predictions
     from pulse_pipeline.stars import stars_to_label
     from pulse_pipeline.synth import CONTROLS, EXPERIMENTS, FEATURE_NAMES, feature_matrix, simulate_sessions
 

@@ -294,10 +294,10 @@ def profile_fits(sessions: int, seed: int, folds: int, workdir: Path) -> None:
     and how many of each the step runs with the defaults (5 folds x 5 seeds, every family, the stack chosen):
     what to multiply to see where the stage's CPU goes. The cross-fit reuses cross-validation's seed-42 fits, so
     it only predicts (before, it fitted each of them once more: a fifth of the cross-validation's fits)."""
+    from pulse_pipeline.modeling.cv import inner_crossfit, out_of_bag, outer_folds
     from pulse_pipeline.modeling.data import load_modeling_data
     from pulse_pipeline.modeling.families import make_model
-    from pulse_pipeline.modeling.importance import _fold_rise
-    from pulse_pipeline.modeling.stack import _inner_crossfit, out_of_bag, outer_folds
+    from pulse_pipeline.modeling.importance import fold_rise
     from pulse_pipeline.modeling.threads import native_threads
     from pulse_pipeline.paths import PulseHome
     from pulse_pipeline.warehouse import Warehouse, connect
@@ -327,12 +327,12 @@ def profile_fits(sessions: int, seed: int, folds: int, workdir: Path) -> None:
             _, t_fit = _cpu(model.fit, A_train, y[fold.train])
             oob, t_oob = _cpu(out_of_bag, model, A_train)
             if oob is None:
-                _, t_inner = _cpu(_inner_crossfit, A_train, y[fold.train], family, 42, 1)
+                _, t_inner = _cpu(inner_crossfit, A_train, y[fold.train], family, 42, 1)
                 inner = "2 inner fits"
             else:
                 t_inner, inner = t_oob, "out-of-bag"
             _, t_pred_u = _cpu(model.predict, A_u)
-            _, t_imp = _cpu(_fold_rise, model, A_test, y[fold.test], perms)
+            _, t_imp = _cpu(fold_rise, model, A_test, y[fold.test], perms)
             rows.append((f"{family}: outer fit", t_fit, 25, 0))  # the cross-fit reuses seed 42's
             rows.append((f"{family}: level-one ({inner})", t_inner, 25, 0))
             rows.append((f"{family}: predict {len(Xu)} unrated", t_pred_u, 0, folds))

@@ -10,6 +10,8 @@ idempotent), and is incremental inside:
   its code's digest, the annotator's prompt version and model, the version a per-session table it reads was
   computed from).
 - ``staging.computed_versions`` records, per table (``key``), the version each session's rows were computed from.
+  This module is its one writer: a stage records and forgets through ``refreshing``, ``record_all``, ``forget``
+  and ``recompute_later`` (the contract forgets a table's rows when it recreates the table in a newer shape).
 - A refresh (``refreshing``): the *changed* sessions are the staged ones whose version differs from the recorded
   one, the staged ones not recorded, and the recorded ones no longer staged. The caller deletes the table's rows
   of the changed sessions (``Refresh.delete``), computes and inserts the rows of those still staged (reading
@@ -86,7 +88,7 @@ def refreshing(wh: Warehouse, key: str, versions_sql: str, depends_on: str = "")
     ``versions_sql`` gives (session_id, version) for every staged session (``staging.SESSION_VERSIONS_SQL``, or a
     table's own); ``depends_on`` is appended to each version. Nothing is recorded if the body raises (the asset's
     transaction is then rolled back)."""
-    recorded = "SELECT session_id, version FROM staging.computed_versions WHERE table_name = $key"
+    recorded = f"SELECT session_id, version FROM {tables.COMPUTED_VERSIONS.qualified} WHERE table_name = $key"
     whole = wh.con.execute(f"SELECT count(*) = 0 FROM ({recorded})", {"key": key}).fetchone()[0]
     wh.con.execute(
         f"""CREATE OR REPLACE TEMP TABLE {CHANGED} AS
@@ -100,18 +102,18 @@ def refreshing(wh: Warehouse, key: str, versions_sql: str, depends_on: str = "")
     )
     if not whole:
         wh.con.execute(
-            f"CREATE OR REPLACE TEMP TABLE {CHANGED_SESSIONS} AS SELECT s.* FROM staging.sessions s"
+            f"CREATE OR REPLACE TEMP TABLE {CHANGED_SESSIONS} AS SELECT s.* FROM {tables.STAGING_SESSIONS.qualified} s"
             f" SEMI JOIN {CHANGED} c USING (session_id)"
         )
     touched = wh.con.execute(f"SELECT count(*) FROM {CHANGED}").fetchone()[0]
     yield Refresh(key, touched, whole)
     wh.con.execute(
-        f"DELETE FROM staging.computed_versions WHERE table_name = $key"
+        f"DELETE FROM {tables.COMPUTED_VERSIONS.qualified} WHERE table_name = $key"
         f" AND session_id IN (SELECT session_id FROM {CHANGED})",
         {"key": key},
     )
     wh.con.execute(
-        f"INSERT INTO staging.computed_versions SELECT $key, session_id, version FROM {CHANGED}"
+        f"INSERT INTO {tables.COMPUTED_VERSIONS.qualified} SELECT $key, session_id, version FROM {CHANGED}"
         " WHERE version IS NOT NULL",
         {"key": key},
     )
@@ -124,9 +126,34 @@ def recompute_later(wh: Warehouse, key: str, sessions_sql: str, params: Sequence
     refresh of ``key`` computes them again; returns how many. For rows that failed for a passing reason (an LLM
     that timed out), which a rebuild from scratch would have asked again."""
     return wh.con.execute(
-        f"DELETE FROM staging.computed_versions WHERE table_name = ? AND session_id IN ({sessions_sql})",
+        f"DELETE FROM {tables.COMPUTED_VERSIONS.qualified} WHERE table_name = ? AND session_id IN ({sessions_sql})",
         [key, *params],
     ).fetchone()[0]
+
+
+def record_all(wh: Warehouse, key: str, versions_sql: str, depends_on: str = "") -> None:
+    """Record every staged session's version under ``key``: for a table whose rows were all computed now (a fit
+    that predicted every session, ``modeling/reuse.py``). The same bookkeeping a refresh that recomputed every
+    changed session leaves."""
+    with refreshing(wh, key, versions_sql, depends_on):
+        pass
+
+
+def forget(wh: Warehouse, key: str) -> int:
+    """Forget every recorded version of ``key`` (its table holds no rows worth keeping: the next refresh rebuilds
+    it whole); returns how many sessions were recorded."""
+    return wh.con.execute(f"DELETE FROM {tables.COMPUTED_VERSIONS.qualified} WHERE table_name = ?", [key]).fetchone()[0]
+
+
+def recorded_under(wh: Warehouse, key: str, depends_on: str) -> tuple[int, int]:
+    """How many sessions ``key`` has recorded, and how many of them were not computed with ``depends_on`` (their
+    version does not end with it)."""
+    recorded, other = wh.con.execute(
+        "SELECT count(*), count(*) FILTER (WHERE NOT ends_with(version, $depends))"
+        f" FROM {tables.COMPUTED_VERSIONS.qualified} WHERE table_name = $key",
+        {"depends": depends_on, "key": key},
+    ).fetchone()
+    return int(recorded), int(other)
 
 
 def code_digest(*modules: ModuleType, text: str = "") -> str:

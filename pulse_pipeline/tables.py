@@ -401,6 +401,18 @@ PREDICTIONS = _t(
     ("method", VARCHAR),
 )
 
+INSAMPLE_PREDICTIONS = _t(
+    "modeling.insample_predictions",
+    "One row per session: the prediction of one model of the chosen family fit on every rating (the paper's"
+    " in-sample way; invalid for PPI, read only for the ppi_insample comparison rows). Empty when the chosen family"
+    " is the stack or no model was chosen.",
+    ("session_id", VARCHAR),
+    ("labeled", BOOLEAN),
+    ("prediction_stars", DOUBLE),
+    ("prediction", DOUBLE),
+    ("model", VARCHAR),
+)
+
 FOLD_TRAINING = _t(
     "modeling.fold_training",
     "Which rated sessions each fold's model was trained on (what the out-of-fold check reads).",
@@ -506,6 +518,7 @@ TEXT_VOCABULARY = _t(
 MODELING_TABLES = (
     CV_METRICS,
     PREDICTIONS,
+    INSAMPLE_PREDICTIONS,
     FOLD_TRAINING,
     FEATURE_IMPORTANCE,
     TEXT_FOLD_TRAINING,
@@ -722,3 +735,5 @@ ESTIMATE_TABLES = (
 )
 ALL_TABLES = RAW_TABLES + STAGING_TABLES + FEATURE_TABLES + MODELING_TABLES + ESTIMATE_TABLES
 # features.session_features is built from the rubric, so its columns are not listed here (see features/wide.py)
+SESSION_FEATURES_QUALIFIED = "features.session_features"
+"""The wide feature table's name, for the SQL that reads it (its columns follow the rubric: ``features/wide.py``)."""

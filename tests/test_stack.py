@@ -20,18 +20,16 @@ from scipy.stats import norm
 from pulse_pipeline.estimates.effects import ArmData, Settings, compare
 from pulse_pipeline.modeling.comparison import CVMetricRow, compare_models, floor_reason
 from pulse_pipeline.modeling.crossfit import cross_validate, oof_violations
+from pulse_pipeline.modeling.cv import fit_folds, out_of_bag, outer_folds
 from pulse_pipeline.modeling.data import ModelingData
 from pulse_pipeline.modeling.predictions import audit_out_of_fold
 from pulse_pipeline.modeling.stack import (
     CONSTANT,
     STACK,
     Fold,
-    _fit_family,
     blend,
     cross_validate_all,
     nnls_weights,
-    out_of_bag,
-    outer_folds,
     stack_crossfit_predict,
 )
 
@@ -132,7 +130,7 @@ def test_weights_fitted_on_all_rows_are_caught_by_the_audit(stacked):
     X, y, _, stack = stacked
     X, y = X[:200], y[:200]
     folds = outer_folds(y, 5, 42, None)
-    fits = [_fit_family(X, y, X[:0], f, folds, 42, 1, True, False) for f in ("ordinal_logit", "lightgbm")]
+    fits = [fit_folds(X, y, X[:0], f, folds, 42, 1, True, False) for f in ("ordinal_logit", "lightgbm")]
     # planted: every fold's weights fitted on all 200 rows' out-of-fold predictions and labels
     fits = [replace(f, inner=np.tile(f.oof, (5, 1))) for f in fits]
     leaked = blend(fits, y, [Fold(np.arange(200), f.test, None) for f in folds])

@@ -132,7 +132,8 @@ def test_nested_scores_are_exact_and_computed_by_hand(texts):
     assert text_score_violations(folds) == 0
     fit = crossfit_predict(X[rated], yl, X[~rated], "hist_gbm", seed=42, text=feature)
     assert oof_violations(fit.fold, fit.train_index_by_fold) == 0
-    assert fit.text_folds is feature.scores(yl, 5, 42)  # computed once per (labels, k, seed), shared by families
+    shared = feature.scores(yl, 5, 42)  # computed once per (labels, k, seed), shared by families: the same objects
+    assert len(fit.text_folds) == len(shared) and all(a is b for a, b in zip(fit.text_folds, shared, strict=True))
     assert all(np.array_equal(a.held_out_scores, b.held_out_scores) for a, b in zip(fit.text_folds, folds, strict=True))
     assert fit.unlabeled.shape == (int((~rated).sum()),) and fit.text_score.shape == yl.shape
 
@@ -293,7 +294,7 @@ def test_in_sample_text_predictions_are_flagged_as_such(texts):
 def test_the_estimates_in_sample_rows_use_the_text_when_text_is_the_family(texts):
     """The ``ppi_insample`` rows of the estimates stage fit the chosen family on every label with the same text the
     model stage used: with family ``text`` they are one ridge's predictions on the 0-1 scale, (stars - 1) / 4."""
-    from pulse_pipeline.estimates.experiment_effects import insample_predictions
+    from pulse_pipeline.modeling.insample import insample_predictions
 
     ids, _, y, X, matrix, feature = texts
     data = ModelingData(("a", "b", "c"), np.array(ids), X, y, matrix)

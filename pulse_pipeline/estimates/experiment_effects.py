@@ -19,19 +19,14 @@ are the effect in stars, so they are NULL on thumbs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 import polars as pl
-from sklearn.linear_model import Ridge
 
 from ..label_scales import STARS
-from ..modeling.crossfit import TEXT_FAMILY, CrossFit, insample_predict
-from ..modeling.data import ModelingData
-from ..modeling.text import TextFeature, fit_text_regression
-from ..modeling.threads import native_threads
-from ..stars import label_difference_in_stars, stars_to_label
+from ..stars import label_difference_in_stars
 from ..stats.multitest import holm
 from .effects import ArmData, MethodEstimate, Settings, arm_data, compare
 from .experiments import Experiment, Unit, experiments_of, for_unit, units_of
@@ -75,46 +70,6 @@ class EffectRow:
     unit_source: str | None = None  # "configured", or "detected: <evidence>"
     sessions_excluded: int = 0  # sessions of users seen in several arms, left out under unit = "user"
     scale: str | None = None  # the rating scale of the labels (label_scales.SCALES); None: no rated session
-
-
-def insample_predictions(
-    data: ModelingData, family: str, unrated: Iterable[tuple[np.ndarray, TextFeature | None]] | None = None
-) -> dict[str, float]:
-    """session id -> normalized prediction of one ``family`` model fit on every label (the paper's way).
-
-    Only to show what that does: the ``ppi_insample`` rows, never valid (``modeling.crossfit.insample_predict``).
-    ``data`` is what the model stage fits on (``modeling.data.load_modeling_data``), so this model sees exactly
-    the labels the cross-fit models saw. ``unrated``: the unrated sessions' feature rows and text a chunk at a
-    time, in the order of ``data.X[~data.labeled]`` (``modeling.data.unrated_chunks`` of ``data`` loaded with
-    ``text_of="rated"``), so that every session's text is never held at once (2.6 GB at ten times the paper's
-    scale); None: ``data``'s own unrated rows and text. The model is fit once on the rated sessions and predicts
-    each chunk as ``insample_predict`` predicts its unlabeled rows (:func:`_insample_unrated`), so the chunks give
-    the numbers the whole matrix gives.
-    """
-    lab = data.labeled
-    y = data.y[lab]
-    text = data.text_feature()
-    fit = insample_predict(data.X[lab], y, None, family, text=text)
-    with native_threads(None):  # the thread cap insample_predict fits under, so the ridge is the same numbers
-        # insample_predict keeps no text ridge: the same deterministic fit is made again (rated rows only)
-        ridge = None if text is None else fit_text_regression(text.labeled, y, text.alpha)
-        chunks = [(data.X[~lab], text)] if unrated is None else unrated
-        unrated_stars = [_insample_unrated(fit, ridge, Xu, t) for Xu, t in chunks]
-    predictions = dict(zip(data.session_ids[lab], stars_to_label(fit.oof), strict=True))
-    predictions.update(zip(data.session_ids[~lab], stars_to_label(np.concatenate(unrated_stars)), strict=True))
-    return predictions
-
-
-def _insample_unrated(fit: CrossFit, ridge: Ridge | None, Xu: np.ndarray, text: TextFeature | None) -> np.ndarray:
-    """The in-sample ``fit``'s predictions (stars) of the unrated rows ``Xu`` with text ``text.unlabeled``: the
-    family "text" predicts the ridge's score, any other family's model reads that score as its last column
-    (``crossfit.CrossFit``: how ``insample_predict`` predicts its unlabeled rows)."""
-    if not Xu.shape[0]:
-        return np.empty(0)
-    score = None if ridge is None or text is None else ridge.predict(text.unlabeled)
-    if fit.family == TEXT_FAMILY:
-        return score
-    return fit.models[0].predict(Xu if score is None else np.column_stack([Xu, score]))
 
 
 def comparison_rows(
@@ -213,10 +168,10 @@ def experiment_effect_rows(
 
     ``sessions``: an ``estimates.sessions.assigned_sessions`` frame (sessions without a cross-fit prediction are
     left out); ``controls``: experiment -> control arm (``experiments.read_controls``); ``insample``: session id ->
-    the in-sample model's prediction (:func:`insample_predictions`), for the ``ppi_insample`` rows; ``progress`` (e.g. a
-    logger) hears of each comparison as it starts; ``units``: experiment -> configured unit
-    (``experiments.read_units``; absent: detected from ``sessions``' ``user_id``; a frame without that column
-    counts every session as its own user, so the unit is detected as session).
+    the in-sample model's prediction (the table ``modeling.insample_predictions``, ``modeling/insample.py``), for
+    the ``ppi_insample`` rows; ``progress`` (e.g. a logger) hears of each comparison as it starts; ``units``:
+    experiment -> configured unit (``experiments.read_units``; absent: detected from ``sessions``' ``user_id``; a
+    frame without that column counts every session as its own user, so the unit is detected as session).
     """
     if "scale" not in sessions.columns:  # a frame made by hand: its labels on one scale per experiment
         sessions = one_scale_per_experiment(sessions)

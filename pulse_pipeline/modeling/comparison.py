@@ -64,10 +64,10 @@ def seeds_for(n_rated: int, seeds: Sequence[int], seed_rows: int) -> tuple[int, 
     return seeds[: max(1, min(len(seeds), fit))]
 
 
-JUDGE_AGREEMENT_SQL = """
+JUDGE_AGREEMENT_SQL = f"""
 SELECT j.model, count(*) AS n, avg((j.likert_score - l.label_stars) ^ 2) AS mse,
        avg(abs(j.likert_score - l.label_stars)) AS mae, corr(j.likert_score, l.label_stars) AS pearson
-FROM features.judge_scores j JOIN staging.session_labels l USING (session_id)
+FROM {tables.JUDGE_SCORES.qualified} j JOIN {tables.SESSION_LABELS.qualified} l USING (session_id)
 WHERE j.status = 'ok' AND j.likert_score IS NOT NULL GROUP BY j.model
 """
 

@@ -1,6 +1,7 @@
-"""Cross-validation (the paper's Table 2) and cross-fit predictions (what PPI needs), in plain numpy/scikit-learn.
+"""Cross-validation (the paper's Table 2) and cross-fit predictions (what PPI needs) of one family.
 
-Two different jobs share one fold loop:
+Two different jobs share one fold loop, the cross-validation engine's (``cv.py``: folds, ``fit_folds``, metrics),
+which Table 2 and the stack use too:
 
 - ``cross_validate`` measures how well a family predicts a rating it has not seen: for each seed s,
   ``KFold(k, shuffle=True, random_state=s)``; fit on the k-1 training folds, predict the held-out fold; pool the k
@@ -34,259 +35,59 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
-from sklearn.model_selection import KFold
 from sklearn.pipeline import Pipeline
 
+from . import cv
+from .cv import (
+    METRICS,
+    MIN_LABELED,
+    TEXT_FAMILY,
+    TEXT_SCORE,
+    CrossFit,
+    CVResult,
+    Metric,
+    SeedMetrics,
+    check_family,
+    check_text,
+    checked_unlabeled,
+    checked_xy,
+    effective_k,
+    pearson,
+)
 from .families import FAMILIES, make_model
-from .text import FoldTextScores, TextFeature, fit_text_regression
+from .text import TextFeature, fit_text_regression
 from .threads import native_threads
 from .workers import forest_threads
 
-METRICS: tuple[str, ...] = ("mse", "mae", "pearson")
-"""The metrics of ``CVResult.metrics``, in order (the paper's Table 2 rows)."""
-
-TEXT_FAMILY = "text"
-"""The family whose prediction is the text ridge's out-of-fold score alone (``text.py``)."""
-
-TEXT_SCORE = "text_score"
-"""The name of the extra column the tabular families get when the text is given."""
-
-MIN_LABELED = 4
-"""Fewest labeled rows cross-fitting accepts: two folds of two rows each."""
-
-
-@dataclass(frozen=True)
-class Metric:
-    """One metric over the CV seeds: ``mean`` and the sample sd (ddof=1; NaN with a single seed)."""
-
-    name: str
-    mean: float
-    sd: float
-
-
-@dataclass(frozen=True)
-class SeedMetrics:
-    """The pooled out-of-fold metrics of one seed; ``note`` says why ``pearson`` is NaN when it is."""
-
-    seed: int
-    mse: float
-    mae: float
-    pearson: float
-    note: str | None = None
-
-
-@dataclass(frozen=True, eq=False)
-class CVResult:
-    """What ``cross_validate`` measured for one family (``eq=False``: it holds an array).
-
-    ``metrics`` follow ``METRICS``; ``per_seed`` follows the seeds given; ``oof`` holds the pooled out-of-fold
-    predictions of the first seed (row order of ``y``); ``k`` is the number of folds actually used and
-    ``notes`` say when it was reduced or a metric is undefined.
-    """
-
-    family: str
-    n_labeled: int
-    metrics: tuple[Metric, ...]
-    per_seed: tuple[SeedMetrics, ...]
-    oof: np.ndarray
-    k: int = 5
-    notes: tuple[str, ...] = ()
-
-    def metric(self, name: str) -> Metric:
-        """The summary of metric ``name`` (one of ``METRICS``)."""
-        for m in self.metrics:
-            if m.name == name:
-                return m
-        raise KeyError(f"no metric {name!r}; known: {', '.join(METRICS)}")
-
-
-@dataclass(frozen=True, eq=False)
-class CrossFit:
-    """Predictions for every session plus the evidence of how they were made (``eq=False``: it holds arrays).
-
-    ``oof[i]``, the prediction for labeled row i, is that of ``models[fold[i]]``, whose training rows (indices
-    into the labeled rows) are ``train_index_by_fold[fold[i]]``; ``unlabeled[j]``, the prediction for unlabeled
-    row j, is the mean over ``models``. With the text, ``text_score[i]`` is the text score labeled row i carried
-    when it was predicted (the column ``TEXT_SCORE`` appended to its features; the family "text" predicts it
-    itself) and ``text_folds`` are the nested scores with their training rows; ``models`` is empty for "text".
-    ``method`` is "crossfit" (valid for PPI) or "insample" (``insample_predict``: invalid, for comparison only).
-    """
-
-    family: str
-    k: int
-    seed: int
-    oof: np.ndarray
-    fold: np.ndarray
-    unlabeled: np.ndarray
-    train_index_by_fold: tuple[np.ndarray, ...]
-    models: tuple[Pipeline, ...]
-    method: str = "crossfit"
-    note: str | None = None
-    text_score: np.ndarray | None = None
-    text_folds: tuple[FoldTextScores, ...] = ()
-
-
-# --------------------------------------------------------------------------------------------------------
-# input checks
-
-
-def _check_family(family: str) -> None:
-    if family not in FAMILIES:
-        raise ValueError(f"unknown model family {family!r}; known families: {', '.join(FAMILIES)}")
-
-
-def _as_xy(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    X = np.asarray(X, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    if X.ndim != 2:
-        raise ValueError(f"X must be a 2-D array (rows x features); got shape {X.shape}")
-    if y.ndim != 1:
-        raise ValueError(f"y must be a 1-D array of labels; got shape {y.shape}")
-    if X.shape[0] != y.shape[0]:
-        raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]} labels; pass the labeled rows of X only")
-    if not np.all(np.isfinite(y)):
-        bad = int(np.count_nonzero(~np.isfinite(y)))
-        raise ValueError(f"y has {bad} NaN/inf labels; pass only rated sessions (NaN marks an unrated session)")
-    if np.any(np.isinf(X)):
-        raise ValueError("X has infinite values; only NaN (missing, imputed as 0) is accepted")
-    return X, y
-
-
-def _check_text(family: str, text: TextFeature | None) -> None:
-    if family == TEXT_FAMILY and text is None:
-        raise ValueError(f"the {TEXT_FAMILY!r} family needs the sessions' text: pass text=TextFeature(...)")
-
-
-def _text_folds(text: TextFeature | None, y: np.ndarray, k: int, seed: int) -> tuple[FoldTextScores, ...] | None:
-    return None if text is None else text.scores(y, k, seed)
-
-
-def _as_unlabeled(X_unlabeled: np.ndarray | None, n_features: int) -> np.ndarray:
-    if X_unlabeled is None:
-        return np.empty((0, n_features))
-    Xu = np.asarray(X_unlabeled, dtype=np.float64)
-    if Xu.ndim != 2 or Xu.shape[1] != n_features:
-        raise ValueError(f"X_unlabeled must have {n_features} columns like X_labeled; got shape {Xu.shape}")
-    return Xu
+__all__ = [
+    "METRICS",
+    "MIN_LABELED",
+    "TEXT_FAMILY",
+    "TEXT_SCORE",
+    "CVResult",
+    "CrossFit",
+    "Metric",
+    "SeedMetrics",
+    "choose_family",
+    "cross_validate",
+    "crossfit_predict",
+    "effective_k",
+    "insample_predict",
+    "oof_violations",
+    "pearson",
+]
+"""The names other modules (the studies, discovery, the benches) import from here; the engine is ``cv.py``."""
 
 
 def _checked_inputs(
     X_labeled: np.ndarray, y: np.ndarray, X_unlabeled: np.ndarray | None, family: str
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The labeled rows, their labels and the unlabeled rows as float arrays, after every input check."""
-    _check_family(family)
-    X, y = _as_xy(X_labeled, y)
-    return X, y, _as_unlabeled(X_unlabeled, X.shape[1])
-
-
-def effective_k(n: int, k: int) -> tuple[int, str | None]:
-    """The folds to use for ``n`` labeled rows: ``k``, or ``max(2, n // 2)`` when n < 2k (so each held-out fold
-    has at least two rows), with a note saying so. Fewer than ``MIN_LABELED`` rows cannot be cross-fit."""
-    if k < 2:
-        raise ValueError(f"k must be >= 2 folds; got {k}")
-    if n < MIN_LABELED:
-        raise ValueError(
-            f"only {n} labeled sessions: cross-fitting needs at least {MIN_LABELED} (two folds of two), "
-            "so no prediction could come from a model that did not see its rating; collect more ratings"
-        )
-    if n < 2 * k:
-        k_used = max(2, n // 2)
-        return k_used, f"only {n} labeled sessions (< 2*k = {2 * k}): using k = {k_used} folds instead of {k}"
-    return k, None
-
-
-def pearson(y: np.ndarray, f: np.ndarray) -> tuple[float, str | None]:
-    """Pearson r of labels and predictions, or (NaN, why) when either is constant (r is then undefined)."""
-    y = np.asarray(y, dtype=np.float64)
-    f = np.asarray(f, dtype=np.float64)
-    if f.size < 2:
-        return math.nan, "Pearson r undefined: fewer than two predictions"
-    for values, what in ((f, "the out-of-fold predictions are"), (y, "the labels are")):
-        spread = float(np.ptp(values))
-        if spread <= 1e-12 * max(1.0, float(np.max(np.abs(values)))):
-            return math.nan, f"Pearson r undefined: {what} constant ({float(values[0]):.6g})"
-    dy, df = y - y.mean(), f - f.mean()
-    return float(np.dot(dy, df) / math.sqrt(float(np.dot(dy, dy)) * float(np.dot(df, df)))), None
-
-
-def _summary(name: str, values: Sequence[float]) -> Metric:
-    v = np.asarray(values, dtype=np.float64)
-    if np.any(np.isnan(v)):
-        return Metric(name, math.nan, math.nan)
-    mean = float(v.mean())
-    sd = float(v.std(ddof=1)) if v.size >= 2 else math.nan
-    return Metric(name, mean, sd)
-
-
-# --------------------------------------------------------------------------------------------------------
-# the fold loop
-
-
-def _fit_folds(
-    X: np.ndarray,
-    y: np.ndarray,
-    family: str,
-    k: int,
-    seed: int,
-    keep_models: bool,
-    threads: int,
-    X_unlabeled: np.ndarray | None = None,
-    text_folds: Sequence[FoldTextScores] | None = None,
-) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, ...], tuple[Pipeline, ...], np.ndarray, np.ndarray | None]:
-    """Out-of-fold predictions, fold ids, the labeled rows each fold's prediction used, the fold models (when
-    ``keep_models``), the unlabeled rows' mean prediction over the folds, and the text score each labeled row
-    carried (None without text); call it inside ``native_threads(threads)``.
-
-    With ``text_folds`` the folds are theirs (``TextFeature.scores`` makes them with the same KFold), the tabular
-    model of fold f is fitted on [X, inner text score] of its training rows and predicts [X, outer text score], and
-    the rows of fold f's ``train_index_by_fold`` are its training rows plus every label its text scores used."""
-    Xu = np.empty((0, X.shape[1])) if X_unlabeled is None else X_unlabeled
-    oof = np.empty(y.shape[0], dtype=np.float64)
-    fold = np.full(y.shape[0], -1, dtype=np.int64)
-    text_score = None if text_folds is None else np.empty(y.shape[0], dtype=np.float64)
-    train_rows: list[np.ndarray] = []
-    models: list[Pipeline] = []
-    unlabeled: list[np.ndarray] = []
-    if text_folds is None:
-        splits = list(KFold(n_splits=k, shuffle=True, random_state=seed).split(X))
-    else:
-        splits = [(t.train_rows, t.held_out_rows) for t in text_folds]
-    for f, (train, test) in enumerate(splits):
-        model = None
-        if text_folds is None:
-            model = make_model(family, random_state=seed, threads=threads, forest_jobs=forest_threads(len(y)))
-            model.fit(X[train], y[train])
-            oof[test] = model.predict(X[test])
-            unlabeled.append(model.predict(Xu) if Xu.shape[0] else np.empty(0))
-            train_rows.append(train)
-        else:
-            t = text_folds[f]
-            text_score[test] = t.held_out_scores
-            train_rows.append(np.union1d(train, t.labels_used))
-            if family == TEXT_FAMILY:
-                oof[test] = t.held_out_scores
-                unlabeled.append(t.unlabeled_scores)
-            else:
-                model = make_model(family, random_state=seed, threads=threads, forest_jobs=forest_threads(len(y)))
-                model.fit(np.column_stack([X[train], t.train_scores]), y[train])
-                oof[test] = model.predict(np.column_stack([X[test], t.held_out_scores]))
-                has_rows = Xu.shape[0] > 0
-                unlabeled.append(model.predict(np.column_stack([Xu, t.unlabeled_scores])) if has_rows else np.empty(0))
-        fold[test] = f
-        if keep_models and model is not None:
-            models.append(model)
-    mean_unlabeled = np.mean(np.stack(unlabeled), axis=0) if Xu.shape[0] else np.empty(0, dtype=np.float64)
-    return oof, fold, tuple(train_rows), tuple(models), mean_unlabeled, text_score
-
-
-def _mean_prediction(models: Sequence[Pipeline], X_unlabeled: np.ndarray) -> np.ndarray:
-    """(1/m) sum_f f_f(x_j) for every unlabeled row j over the m models (an empty array when there are no rows)."""
-    if not X_unlabeled.shape[0]:
-        return np.empty(0, dtype=np.float64)
-    return np.mean(np.stack([m.predict(X_unlabeled) for m in models]), axis=0)
+    check_family(family)
+    X, y = checked_xy(X_labeled, y)
+    return X, y, checked_unlabeled(X_unlabeled, X.shape[1])
 
 
 def cross_validate(
@@ -309,28 +110,11 @@ def cross_validate(
     "text" (which needs it) is the text ridge alone. Each seed's text scores are computed once and shared by every
     family given the same ``text``.
     """
-    _check_family(family)
-    X, y = _as_xy(X, y)
-    _check_text(family, text)
-    seeds = tuple(int(s) for s in seeds)
-    if not seeds:
-        raise ValueError("cross_validate needs at least one seed")
-    k_used, note = effective_k(y.shape[0], k)
-    notes: list[str] = [note] if note else []
-    per_seed: list[SeedMetrics] = []
-    with native_threads(threads) as n:
-        oofs = [
-            _fit_folds(X, y, family, k_used, seed, False, n, text_folds=_text_folds(text, y, k_used, seed))[0]
-            for seed in seeds
-        ]
-    for seed, oof in zip(seeds, oofs, strict=True):
-        err = y - oof
-        r, why = pearson(y, oof)
-        per_seed.append(SeedMetrics(seed, float(np.mean(err**2)), float(np.mean(np.abs(err))), r, why))
-        if why:
-            notes.append(f"seed {seed}: {why}")
-    metrics = tuple(_summary(name, [getattr(s, name) for s in per_seed]) for name in METRICS)
-    return CVResult(family, int(y.shape[0]), metrics, tuple(per_seed), oofs[0], k_used, tuple(notes))
+    check_family(family)
+    X, y = checked_xy(X, y)
+    check_text(family, text)
+    run = cv.cross_validate_families(X, y, [family], k, seeds, threads, text, workers=1)  # in this process
+    return run.result(family, y)
 
 
 def choose_family(results: Sequence[CVResult], by: str = "pearson") -> CVResult:
@@ -370,22 +154,18 @@ def crossfit_predict(
     With fewer than 2k labeled rows k drops to max(2, n // 2) (``note`` says so); fewer than 4 -> ValueError.
     ``threads``: native threads per fit and predict (None: PULSE_MODEL_THREADS). ``text``: the sessions' text
     (``text.labeled`` rows in the order of ``X_labeled``, ``text.unlabeled`` in that of ``X_unlabeled``); with it
-    the tabular families get the nested text score as one more column (see ``_fit_folds``), the family "text" is
+    the tabular families get the nested text score as one more column (see ``cv.fit_folds``), the family "text" is
     the ridge alone, and ``train_index_by_fold`` lists every label each fold's prediction used, text included.
     """
     X, y, Xu = _checked_inputs(X_labeled, y, X_unlabeled, family)
-    _check_text(family, text)
+    check_text(family, text)
     if text is not None and text.unlabeled.shape[0] != Xu.shape[0]:
         raise ValueError(f"the text has {text.unlabeled.shape[0]} unlabeled rows but X_unlabeled has {Xu.shape[0]}")
     k_used, note = effective_k(y.shape[0], k)
-    text_folds = _text_folds(text, y, k_used, seed)
+    folds = cv.outer_folds(y, k_used, seed, text)
     with native_threads(threads) as n:
-        oof, fold, train_rows, models, unlabeled, text_score = _fit_folds(
-            X, y, family, k_used, seed, True, n, X_unlabeled=Xu, text_folds=text_folds
-        )
-    return CrossFit(
-        family, k_used, seed, oof, fold, unlabeled, train_rows, models, "crossfit", note, text_score, text_folds or ()
-    )
+        fit = cv.fit_folds(X, y, Xu, family, folds, seed, n, inner=False, keep=True, forest_jobs=forest_threads(len(y)))
+    return cv.crossfit_from_folds(fit, folds, y, Xu.shape[0], seed, note)
 
 
 def insample_predict(
@@ -406,7 +186,7 @@ def insample_predict(
     that of one ridge fitted on every label too (the family "text" is that ridge).
     """
     X, y, Xu = _checked_inputs(X_labeled, y, X_unlabeled, family)
-    _check_text(family, text)
+    check_text(family, text)
     if y.shape[0] < 2:
         raise ValueError(f"only {y.shape[0]} labeled sessions: cannot fit a model")
     models: tuple[Pipeline, ...] = ()
@@ -423,7 +203,7 @@ def insample_predict(
                 Xu = np.column_stack([Xu, s_u]) if Xu.shape[0] else np.empty((0, X.shape[1]))
             model = make_model(family, random_state=seed, threads=n_threads, forest_jobs=forest_threads(len(y)))
             model.fit(X, y)
-            fitted, unlabeled, models = model.predict(X), _mean_prediction((model,), Xu), (model,)
+            fitted, unlabeled, models = model.predict(X), cv.predict_unlabeled(model, Xu, None), (model,)
     n = y.shape[0]
     return CrossFit(
         family,

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .crossfit import CrossFit
+from .cv import CrossFit
 from .threads import native_threads
 from .workers import map_jobs, workers_for
 
@@ -55,7 +55,7 @@ class Importance:
     rank: int
 
 
-def _fold_rise(model, Xh: np.ndarray, yh: np.ndarray, perms: np.ndarray) -> np.ndarray:
+def fold_rise(model, Xh: np.ndarray, yh: np.ndarray, perms: np.ndarray) -> np.ndarray:
     """d_{f,r,j} of one fold model on its held-out rows ``Xh``, ``yh`` (``perms[r, j]``: the permutation of the rows
     for repeat r and feature j), as an (n_repeats, p) array."""
     h, p = Xh.shape
@@ -124,7 +124,7 @@ def permutation_importance_oof(
         perms = rng.permuted(np.broadcast_to(np.arange(held.size), (n_repeats, p, held.size)), axis=-1)
         jobs.append((model, X[held], y[held], perms))
     with native_threads(threads):
-        drops = map_jobs(_fold_rise, jobs, workers_for(len(jobs), X.shape[0]))  # one (n_repeats, p) block per fold
+        drops = map_jobs(fold_rise, jobs, workers_for(len(jobs), X.shape[0]))  # one (n_repeats, p) block per fold
     if not drops:
         raise ValueError("no fold has two or more held-out rows: nothing to measure importance on")
 

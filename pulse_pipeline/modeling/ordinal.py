@@ -53,7 +53,7 @@ from scipy.optimize import minimize
 from scipy.special import expit
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted
+from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import ThreadpoolController
 
 try:
@@ -138,6 +138,25 @@ def _loss_and_grad(
     return float(loss), np.concatenate((grad_beta, grad_raw))
 
 
+def checked_sample_weight(sample_weight, n_rows: int) -> np.ndarray:
+    """The row weights as a float array of ``n_rows``: None gives 1 to every row, a number that weight to every row,
+    an array must be 1-D with one finite, non-negative weight per row (what scikit-learn's estimators accept; its
+    own validator is private, so it is not imported)."""
+    if sample_weight is None:
+        return np.ones(n_rows)
+    if isinstance(sample_weight, numbers.Number):
+        weights = np.full(n_rows, sample_weight, dtype=np.float64)
+    else:
+        weights = np.ascontiguousarray(sample_weight, dtype=np.float64)
+        if weights.ndim != 1 or weights.shape[0] != n_rows:
+            raise ValueError(f"sample_weight must hold one weight per row ({n_rows}); got shape {weights.shape}")
+    if not np.all(np.isfinite(weights)):
+        raise ValueError("sample_weight has NaN or infinite weights; give every row a finite weight >= 0")
+    if np.any(weights < 0):
+        raise ValueError("sample_weight has negative weights; give every row a finite weight >= 0")
+    return weights
+
+
 class OrdinalLogitRegressor(RegressorMixin, BaseEstimator):
     """Cumulative-logit ordinal regression predicting the expected rating (see the module docstring).
 
@@ -211,7 +230,7 @@ class OrdinalLogitRegressor(RegressorMixin, BaseEstimator):
         """Fit on features ``X`` (n, p) and ratings ``y`` (n,); ``sample_weight`` multiplies the class weights."""
         self._check_params()
         X, y = validate_data(self, X=X, y=y, y_numeric=True, dtype=np.float64)
-        sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+        sample_weight = checked_sample_weight(sample_weight, X.shape[0])
         keep = sample_weight > 0
         if not keep.any():
             raise ValueError("sample_weight is zero for every row: nothing to fit")

@@ -56,7 +56,7 @@ from ..incremental import code_digest, refreshing
 from ..memory import release_freed_memory
 from ..warehouse import Warehouse, release_duckdb_memory
 from . import comparison as comparison_module
-from . import crossfit, data, importance, ordinal, predictions, stack, text
+from . import crossfit, cv, data, importance, insample, ordinal, predictions, stack, text
 from . import families as families_module
 from .comparison import ModelComparison, compare_models, judge_metric_rows, load_judge_agreement
 from .crossfit import TEXT_FAMILY, CrossFit
@@ -73,9 +73,9 @@ KEPT_FILE = "kept-fit.joblib"
 
 INPUTS_SQL = f"""
 SELECT f.session_id, coalesce(v.version, '') || '#' || hash(f) AS input, l.label_stars
-FROM features.session_features f
+FROM {tables.SESSION_FEATURES_QUALIFIED} f
 LEFT JOIN ({staging.SESSION_VERSIONS_SQL}) v USING (session_id)
-LEFT JOIN staging.session_labels l USING (session_id)
+LEFT JOIN {tables.SESSION_LABELS.qualified} l USING (session_id)
 """
 """Per session what its prediction is computed from (``input``: the staged record and drop, which give its text,
 and a hash of its whole ``features.session_features`` row) and its rating (NULL: unrated)."""
@@ -139,7 +139,7 @@ def fit_key(
     through, the settings, the feature columns and the versions of the libraries that fit and store it."""
     versions = f"sklearn {sklearn.__version__} lightgbm {lightgbm.__version__} duckdb {duckdb.__version__}"
     settings = (tuple(families), tuple(seeds), folds, choose_by, seed_rows, tuple(feature_names), versions)
-    modules = (comparison_module, crossfit, data, families_module, importance, ordinal, predictions, stack, text)
+    modules = (comparison_module, crossfit, cv, data, families_module, importance, ordinal, predictions, stack, text)
     return code_digest(*modules, redact, stars, incremental, sys.modules[__name__], text=repr(settings))
 
 
@@ -212,12 +212,8 @@ def refit_reason(
         return "the modeling code, settings, feature columns or library versions changed since the kept fit", None
     if kept.fitted_at.date() < now.date():
         return f"the kept fit is from {kept.fitted_at:%Y-%m-%d} (UTC): the first run of a day fits again", None
-    recorded = wh.con.execute(
-        "SELECT count(*), count(*) FILTER (WHERE NOT ends_with(version, $fit))"
-        f" FROM {tables.COMPUTED_VERSIONS.qualified} WHERE table_name = $key",
-        {"fit": kept.fit_id, "key": KEY},
-    ).fetchone()
-    if recorded[0] == 0 or recorded[1]:
+    recorded, other = incremental.recorded_under(wh, KEY, kept.fit_id)
+    if recorded == 0 or other:
         return "the warehouse's predictions are not the kept fit's", None
     rated_now = wh.frame(f"SELECT session_id, input, label_stars FROM ({INPUTS_SQL}) WHERE label_stars IS NOT NULL")
     since = arrivals(rated_now, kept)
@@ -289,7 +285,7 @@ def refresh_models(
 
 def feature_names(wh: Warehouse) -> tuple[str, ...]:
     """The feature columns of ``features.session_features``, in order (what ``data.load_modeling_data`` reads)."""
-    columns = wh.con.execute("SELECT * FROM features.session_features LIMIT 0").description
+    columns = wh.con.execute(f"SELECT * FROM {tables.SESSION_FEATURES_QUALIFIED} LIMIT 0").description
     return tuple(c[0] for c in columns if c[0] not in data.NOT_FEATURES)
 
 
@@ -344,6 +340,8 @@ def _fit(
             unrated=unrated_chunks(wh, modeling_data),
         )
         release_workers()  # the importance's: joblib would keep them idle (~1 GB at 10x) into the next steps
+    chosen = None if comparison.chosen is None else comparison.chosen.family
+    wh.replace(tables.INSAMPLE_PREDICTIONS, insample.insample_table(wh, chosen, modeling_data))
     wh.replace(tables.PREDICTIONS, [] if result is None else result.predictions)
     wh.replace(tables.FOLD_TRAINING, [] if result is None else result.fold_training)
     wh.replace(tables.FEATURE_IMPORTANCE, [] if result is None else result.importance)
@@ -354,13 +352,12 @@ def _fit(
     kept = None
     if result is not None:
         fit_id = _fit_id(wh, key)
-        with refreshing(wh, KEY, VERSIONS_SQL, depends_on=fit_id):
-            pass  # every session's version is recorded under the new fit's id
+        incremental.record_all(wh, KEY, VERSIONS_SQL, depends_on=fit_id)  # every session, under the new fit's id
         rated = result.predictions.filter(pl.col("labeled")).select("session_id", "label_stars", "fold")
         inputs = wh.frame(f"SELECT session_id, input FROM ({INPUTS_SQL}) WHERE label_stars IS NOT NULL")
         kept = keep_fit(fit_id, now, key, result.fit, modeling_data, rated.join(inputs, on="session_id"))
     else:
-        wh.con.execute(f"DELETE FROM {tables.COMPUTED_VERSIONS.qualified} WHERE table_name = ?", [KEY])
+        incremental.forget(wh, KEY)
     save_kept(folder, kept)
     return ModelsRun(f"fitted: {reason}", comparison=comparison, result=result)
 
@@ -395,6 +392,7 @@ def _reuse(wh: Warehouse, kept: KeptFit, since: Arrivals) -> Reused:
         refresh.delete(wh, tables.PREDICTIONS)
         wh.append(tables.PREDICTIONS, _predict(wh, kept, changed))
         touched = refresh.touched
+    wh.replace(tables.INSAMPLE_PREDICTIONS, insample.insample_table(wh, kept.family))  # from today's ratings
     wh.con.execute(f"DELETE FROM {tables.CV_METRICS.qualified} WHERE source = 'llm_judge'")
     wh.append(tables.CV_METRICS, judge_metric_rows(load_judge_agreement(wh)), nan_as_null=True)
     rows, rated, r = wh.con.execute(
@@ -455,8 +453,10 @@ def _features(wh: Warehouse, ids: list[str], names: tuple[str, ...]) -> np.ndarr
     if not ids:
         return np.empty((0, len(names)))
     frame = wh.frame(
-        "SELECT * FROM features.session_features WHERE session_id IN (SELECT unnest($1)) ORDER BY session_id", [ids]
+        f"SELECT * FROM {tables.SESSION_FEATURES_QUALIFIED}"
+        " WHERE session_id IN (SELECT unnest($1)) ORDER BY session_id",
+        [ids],
     )
     if frame["session_id"].to_list() != ids:
-        raise ValueError("the sessions to predict must be features.session_features rows, in id order")
+        raise ValueError(f"the sessions to predict must be {tables.SESSION_FEATURES_QUALIFIED} rows, in id order")
     return frame.select(names).cast(dict.fromkeys(names, pl.Float64)).to_numpy().astype(float)

@@ -25,11 +25,12 @@ The inner cross-fit is as cheap as it can be while exact:
 
 - a bagged forest needs no inner fit: its outer model's out-of-bag predictions for the rows of T_k come from trees
   that never saw F_k (the model was trained on T_k) nor the row itself (left out of those trees' bootstrap
-  samples); ``out_of_bag`` computes them. A forest of 400 trees costs ~1.5 s a fit at the paper's scale;
+  samples); ``cv.out_of_bag`` computes them. A forest of 400 trees costs ~1.5 s a fit at the paper's scale;
 - the family ``text`` already has them: its nested scores (``text.py``) give every row of T_k an inner cross-fit
   score that never saw F_k;
-- any other family: ``INNER_FOLDS`` = 2 inner folds within T_k (two fits on half of T_k each; a 5-fold inner
-  cross-fit would cost 5 fits on 4/5 of T_k, and with a few families of weak signal the weights need no more).
+- any other family: ``cv.INNER_FOLDS`` = 2 inner folds within T_k (``cv.inner_crossfit``: two fits on half of
+  T_k each; a 5-fold inner cross-fit would cost 5 fits on 4/5 of T_k, and with a few families of weak signal the
+  weights need no more).
 
 With the sessions' text the tabular families' rows carry the text score column exactly as in ``crossfit``: fold k's
 outer and inner models see [x, inner text score of T_k] and predict F_k from [x, outer text score]. (Those inner
@@ -42,10 +43,11 @@ so ``crossfit.oof_violations`` checks it like any family's.
 
 Unrated sessions get the mean over the K outer stacks, like the other families.
 
-The outer fits are exactly ``crossfit.cross_validate``'s (same folds, features and model seeds), so
-``cross_validate_all`` measures every family and the stack in one pass: the stack adds only the inner fits. They are
-also exactly the cross-fit's of the same seed, so ``cross_validate_keeping`` keeps seed 42's (``SeedFits``) and
-``crossfit_from_fits`` makes the cross-fit from them, predicting only the unrated sessions.
+Every fit here is the cross-validation engine's (``cv.py``: ``outer_folds``, ``fit_folds`` with the level-one
+predictions), the very fits ``crossfit.cross_validate`` makes (same folds, features and model seeds), so
+``cross_validate_all`` measures every family, the stack and the constant in one pass: the stack adds only the inner
+fits. They are also exactly the cross-fit's of the same seed, so ``cross_validate_keeping`` keeps seed 42's
+(``cv.SeedFits``) and ``crossfit_from_fits`` makes the cross-fit from them, predicting only the unrated sessions.
 """
 
 from __future__ import annotations
@@ -55,23 +57,24 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.optimize import nnls
-from sklearn.model_selection import KFold
-from sklearn.pipeline import Pipeline
 
-from .crossfit import (
-    METRICS,
+from . import cv
+from .cv import (
     TEXT_FAMILY,
     CrossFit,
     CVResult,
+    Fold,
+    FoldPredictions,
+    SeedFits,
     SeedMetrics,
-    _as_unlabeled,
-    _as_xy,
-    _summary,
+    checked_unlabeled,
+    checked_xy,
     effective_k,
-    pearson,
+    longest_first,
+    outer_folds,
 )
-from .families import FAMILIES, make_model
-from .text import FoldTextScores, TextFeature
+from .families import FAMILIES
+from .text import TextFeature
 from .threads import native_threads
 from .workers import forest_threads, map_jobs, workers_for
 
@@ -80,9 +83,6 @@ STACK = "stack"
 
 CONSTANT = "constant"
 """The honest floor's name in Table 2: predict the training folds' mean rating."""
-
-INNER_FOLDS = 2
-"""Inner folds within T_k for the families that have no free level-one predictions (see the module docstring)."""
 
 
 def nnls_weights(P: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
@@ -94,99 +94,6 @@ def nnls_weights(P: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
     p_mean = P.mean(axis=0)
     w, _ = nnls(P - p_mean, y - y.mean())
     return float(y.mean() - p_mean @ w), w
-
-
-@dataclass(frozen=True, eq=False)
-class FoldPredictions:
-    """One family's fits for one seed (``eq=False``: it holds arrays).
-
-    ``oof[i]``: the outer fold model's prediction for labeled row i; ``inner[k, i]`` for i in T_k: the level-one
-    prediction of row i inside T_k (NaN on F_k, and everywhere when no stack is fitted); ``unlabeled[k]``: fold
-    k's predictions for the unlabeled rows; ``models``: the outer fold models (when kept; none for ``text``)."""
-
-    family: str
-    oof: np.ndarray
-    inner: np.ndarray
-    unlabeled: tuple[np.ndarray, ...]
-    models: tuple
-
-
-def out_of_bag(model: Pipeline, X_train: np.ndarray) -> np.ndarray | None:
-    """The out-of-bag predictions of a fitted bagged forest for its own training rows: row i's prediction is the
-    mean over the trees whose bootstrap sample left i out, so it never saw i's label. None when the pipeline's
-    model is not bagged (no ``estimators_samples_``); a row every tree drew (chance 0.63^400 with 400 trees) gets
-    the mean of the other rows' out-of-bag predictions."""
-    forest = model[-1]
-    if not hasattr(forest, "estimators_samples_"):
-        return None
-    # the trees split on float32 (as the forest's own predict converts); check_input=False skips 400 validations
-    Xt = np.ascontiguousarray(model[:-1].transform(X_train), dtype=np.float32)
-    total, count = np.zeros(Xt.shape[0]), np.zeros(Xt.shape[0])
-    for tree, drawn in zip(forest.estimators_, forest.estimators_samples_, strict=True):
-        left_out = np.ones(Xt.shape[0], dtype=bool)
-        left_out[drawn] = False
-        total[left_out] += tree.predict(Xt[left_out], check_input=False)
-        count[left_out] += 1
-    oob = np.divide(total, count, out=np.full_like(total, np.nan), where=count > 0)
-    return np.where(count > 0, oob, np.nanmean(oob))
-
-
-def _inner_crossfit(A: np.ndarray, y: np.ndarray, family: str, seed: int, threads: int) -> np.ndarray:
-    """Level-one predictions for the rows of T_k (features ``A``, labels ``y``): ``INNER_FOLDS``-fold cross-fit."""
-    inner = np.empty(y.shape[0])
-    for train, test in KFold(n_splits=INNER_FOLDS, shuffle=True, random_state=seed).split(A):
-        inner[test] = make_model(family, random_state=seed, threads=threads).fit(A[train], y[train]).predict(A[test])
-    return inner
-
-
-def _fit_family(
-    X: np.ndarray,
-    y: np.ndarray,
-    Xu: np.ndarray,
-    family: str,
-    folds: Sequence[Fold],
-    seed: int,
-    threads: int,
-    inner: bool,
-    keep: bool,
-    forest_jobs: int | None = None,
-) -> FoldPredictions:
-    """``FoldPredictions`` of ``family``: the K outer fits of ``crossfit`` (same folds, features and seeds) and,
-    with ``inner``, the level-one predictions inside each T_k (the module docstring says how). ``forest_jobs``:
-    the random forest's threads (``families.make_model``)."""
-    n, K = y.shape[0], len(folds)
-    oof = np.empty(n)
-    level_one = np.full((K, n), np.nan)
-    unlabeled, models = [], []
-    for k, fold in enumerate(folds):
-        train, test, text = fold.train, fold.test, fold.text
-        if family == TEXT_FAMILY:
-            oof[test] = text.held_out_scores
-            level_one[k, train] = text.train_scores
-            unlabeled.append(text.unlabeled_scores)
-            continue
-        A_train, A_test = X[train], X[test]
-        if text is not None:
-            A_train = np.column_stack([A_train, text.train_scores])
-            A_test = np.column_stack([A_test, text.held_out_scores])
-        model = make_model(family, random_state=seed, threads=threads, forest_jobs=forest_jobs)
-        model.fit(A_train, y[train])
-        oof[test] = model.predict(A_test)
-        if keep and Xu.shape[0]:
-            unlabeled.append(model.predict(Xu if text is None else np.column_stack([Xu, text.unlabeled_scores])))
-        else:
-            unlabeled.append(np.empty(0))
-        if inner:
-            oob = out_of_bag(model, A_train)
-            level_one[k, train] = oob if oob is not None else _inner_crossfit(A_train, y[train], family, seed, threads)
-        if keep:
-            models.append(model)
-    return FoldPredictions(family, oof, level_one, tuple(unlabeled), tuple(models))
-
-
-def _longest_first(families: Sequence[str]) -> list[str]:
-    """The families in the order their fits are handed to workers: the forest (the longest) first."""
-    return sorted(families, key=lambda f: f != "random_forest")
 
 
 @dataclass(frozen=True, eq=False)
@@ -225,23 +132,6 @@ class FoldBlend:
         return out
 
 
-@dataclass(frozen=True, eq=False)
-class Fold:
-    """One outer fold: its training rows T_k, held-out rows F_k and, with the text, its nested text scores."""
-
-    train: np.ndarray
-    test: np.ndarray
-    text: FoldTextScores | None
-
-
-def outer_folds(y: np.ndarray, k: int, seed: int, text: TextFeature | None) -> list[Fold]:
-    """``KFold(k, shuffle=True, random_state=seed)``'s folds, as ``crossfit`` makes them (the text's when given)."""
-    if text is not None:
-        return [Fold(t.train_rows, t.held_out_rows, t) for t in text.scores(y, k, seed)]
-    split = KFold(n_splits=k, shuffle=True, random_state=seed).split(np.empty((y.shape[0], 1)))
-    return [Fold(train, test, None) for train, test in split]
-
-
 def blend(fits: Sequence[FoldPredictions], y: np.ndarray, folds: Sequence[Fold]) -> StackFit:
     """Fit each outer fold's weights on the level-one predictions of T_k and apply them to the outer predictions
     of F_k (the module docstring's formula); record every label each fold's stack used."""
@@ -263,38 +153,12 @@ def blend(fits: Sequence[FoldPredictions], y: np.ndarray, folds: Sequence[Fold])
     return StackFit(families, oof, fold_of, intercepts, weights, tuple(weight_rows), tuple(train_rows))
 
 
-def _seed_metrics(seed: int, y: np.ndarray, oof: np.ndarray) -> SeedMetrics:
-    err = y - oof
-    r, why = pearson(y, oof)
-    return SeedMetrics(seed, float(np.mean(err**2)), float(np.mean(np.abs(err))), r, why)
-
-
-def _result(name: str, y: np.ndarray, per_seed: list[SeedMetrics], oof: np.ndarray, k: int, note) -> CVResult:
-    notes = ([note] if note else []) + [f"seed {s.seed}: {s.note}" for s in per_seed if s.note]
-    metrics = tuple(_summary(m, [getattr(s, m) for s in per_seed]) for m in METRICS)
-    return CVResult(name, int(y.shape[0]), metrics, tuple(per_seed), oof, k, tuple(notes))
-
-
 def _check_families(families: Sequence[str], text: TextFeature | None) -> None:
     for family in families:
         if family == STACK or family not in FAMILIES:
             raise ValueError(f"cannot stack {family!r}; families to stack: {', '.join(FAMILIES[:-1])}")
         if family == TEXT_FAMILY and text is None:
             raise ValueError(f"the {TEXT_FAMILY!r} family needs the sessions' text: pass text=TextFeature(...)")
-
-
-@dataclass(frozen=True, eq=False)
-class SeedFits:
-    """Every family's outer fold models of one cross-validation seed, with that seed's folds and level-one
-    predictions, kept so the cross-fit reuses them (``crossfit_from_fits``) instead of fitting them again: they
-    are exactly the fits ``stack_crossfit_predict`` and ``crossfit.crossfit_predict`` make with that seed (same
-    folds, features, text scores and model seeds). ``note`` says when k was reduced (``effective_k``)."""
-
-    seed: int
-    k: int
-    note: str | None
-    folds: tuple[Fold, ...]
-    fits: dict[str, FoldPredictions]
 
 
 def cross_validate_all(
@@ -331,44 +195,26 @@ def cross_validate_keeping(
     """``cross_validate_all``, and the fits of seed ``keep_seed`` (when it is one of ``seeds``) as ``SeedFits``
     for ``crossfit_from_fits``: the cross-fit of that seed then costs no fit at all. ``text`` may hold the
     labeled rows alone (cross-validation scores no unlabeled row; ``crossfit_from_fits`` scores them later)."""
-    X, y = _as_xy(X, y)
+    X, y = checked_xy(X, y)
     _check_families(families, text)
-    seeds = tuple(int(s) for s in seeds)
-    if not seeds:
-        raise ValueError("cross_validate_all needs at least one seed")
-    k_used, note = effective_k(y.shape[0], k)
     with_stack = stack and len(families) >= 2
-    per_seed: dict[str, list[SeedMetrics]] = {name: [] for name in (*families, STACK, CONSTANT)}
-    first_oof: dict[str, np.ndarray] = {}
-    no_rows = np.empty((0, X.shape[1]))
-    workers = workers_for(len(seeds) * len(families), y.shape[0])
-    with native_threads(threads) as n_threads:
-        folds_of = dict(zip(seeds, map_jobs(outer_folds, [(y, k_used, s, text) for s in seeds], workers), strict=True))
-        jobs = [
-            (X, y, no_rows, f, folds_of[s], s, n_threads, with_stack, s == keep_seed, forest_threads(len(y), workers))
-            for f in _longest_first(families)
-            for s in seeds
-        ]
-        fitted = {(job[3], job[5]): fit for job, fit in zip(jobs, map_jobs(_fit_family, jobs, workers), strict=True)}
-    for seed in seeds:
-        folds, fits = folds_of[seed], [fitted[f, seed] for f in families]
-        constant = np.empty(y.shape[0])
-        for fold in folds:
-            constant[fold.test] = y[fold.train].mean()
-        named = [(f.family, f.oof) for f in fits] + [(CONSTANT, constant)]
+    run = cv.cross_validate_families(X, y, families, k, seeds, threads, text, level_one=with_stack, keep_seed=keep_seed)
+    results = [run.result(f, y) for f in families]
+    constant: list[SeedMetrics] = []
+    stacked: list[SeedMetrics] = []
+    first: dict[str, np.ndarray] = {}
+    for seed in run.seeds:
+        folds = run.folds[seed]
+        named = [(CONSTANT, constant, cv.constant_oof(y, folds))]
         if with_stack:
-            named.append((STACK, blend(fits, y, folds).oof))
-        for name, oof in named:
-            per_seed[name].append(_seed_metrics(seed, y, oof))
-            first_oof.setdefault(name, oof)
-    order = [*families, *([STACK] if with_stack else []), CONSTANT]
-    results = [_result(name, y, per_seed[name], first_oof[name], k_used, note) for name in order]
-    kept = None
-    if keep_seed in folds_of:
-        kept = SeedFits(
-            keep_seed, k_used, note, tuple(folds_of[keep_seed]), {f: fitted[f, keep_seed] for f in families}
-        )
-    return results, kept
+            named.append((STACK, stacked, blend([run.fits[f, seed] for f in families], y, folds).oof))
+        for name, per_seed, oof in named:
+            per_seed.append(cv.seed_metrics(seed, y, oof))
+            first.setdefault(name, oof)
+    if with_stack:
+        results.append(cv.cv_result(STACK, y, stacked, first[STACK], run.k, run.note))
+    results.append(cv.cv_result(CONSTANT, y, constant, first[CONSTANT], run.k, run.note))
+    return results, run.kept()
 
 
 def stack_crossfit_predict(
@@ -386,8 +232,8 @@ def stack_crossfit_predict(
     (1/K) sum_k (b_k + sum_f w_{k,f} M_{k,f}(x)). The ``CrossFit``'s ``train_index_by_fold`` is the stack's
     recorded training rows; its ``models`` are the folds' ``FoldBlend``s (each several models, some fed text
     scores), and with the text its ``text_score`` is each rated row's held-out text score."""
-    X, y = _as_xy(X_labeled, y)
-    Xu = _as_unlabeled(X_unlabeled, X.shape[1])
+    X, y = checked_xy(X_labeled, y)
+    Xu = checked_unlabeled(X_unlabeled, X.shape[1])
     _check_families(families, text)
     k_used, note = effective_k(y.shape[0], k)
     if len(families) < 2:
@@ -397,17 +243,19 @@ def stack_crossfit_predict(
     folds = outer_folds(y, k_used, seed, text)
     workers = workers_for(len(families), y.shape[0])
     with native_threads(threads) as n_threads:
-        order = _longest_first(families)
+        order = longest_first(families)
         jobs = [(X, y, Xu, f, folds, seed, n_threads, True, True, forest_threads(y.shape[0], workers)) for f in order]
-        by_family = dict(zip(order, map_jobs(_fit_family, jobs, workers), strict=True))
+        by_family = dict(zip(order, map_jobs(cv.fit_folds, jobs, workers), strict=True))
         fits = [by_family[f] for f in families]
-    return _stack_crossfit(fits, y, folds, Xu.shape[0], seed, note)
+    return stack_crossfit(fits, y, folds, Xu.shape[0], seed, note)
 
 
-def _stack_crossfit(
+def stack_crossfit(
     fits: Sequence[FoldPredictions], y: np.ndarray, folds: Sequence[Fold], n_unlabeled: int, seed: int, note
 ) -> tuple[CrossFit, StackFit]:
-    """``stack_crossfit_predict``'s result from the families' fits (with their unlabeled predictions)."""
+    """``stack_crossfit_predict``'s result from the families' fold loops (``cv.fit_folds`` with their unlabeled
+    predictions, ``fits``) on ``folds``: the blend of each fold, its rated rows' predictions and the unrated rows'
+    mean over the folds' blends."""
     k_used = len(folds)
     stack = blend(fits, y, folds)
     unlabeled = np.zeros(n_unlabeled)
@@ -424,24 +272,7 @@ def _stack_crossfit(
         for k in range(k_used)
     )
     fit = CrossFit(STACK, k_used, seed, stack.oof, stack.fold, unlabeled / k_used, stack.train_index_by_fold, models)
-    return replace(fit, note=note, text_folds=text_folds, text_score=_held_out_text_scores(folds, y.shape[0])), stack
-
-
-def _held_out_text_scores(folds: Sequence[Fold], n: int) -> np.ndarray | None:
-    """Each labeled row's held-out text score (the last column its fold's model reads), None without text."""
-    if any(fold.text is None for fold in folds):
-        return None
-    scores = np.empty(n)
-    for fold in folds:
-        scores[fold.test] = fold.text.held_out_scores
-    return scores
-
-
-def _predict_unlabeled(model: Pipeline, Xu: np.ndarray, text_scores: np.ndarray | None) -> np.ndarray:
-    """A fold model's predictions for the unlabeled rows (their text score last, as in ``_fit_family``)."""
-    if not Xu.shape[0]:
-        return np.empty(0)
-    return model.predict(Xu if text_scores is None else np.column_stack([Xu, text_scores]))
+    return replace(fit, note=note, text_folds=text_folds, text_score=cv.held_out_text_scores(folds, y.shape[0])), stack
 
 
 def crossfit_from_fits(
@@ -460,8 +291,8 @@ def crossfit_from_fits(
     Only the unlabeled rows are new: their text scores come from each fold's outer ridge (``with_unlabeled``) and
     their predictions from the kept fold models, (family, fold) pairs in worker processes. ``X_labeled``, ``y``
     and ``text.labeled`` must be the rows cross-validation saw, in the same order (their number is checked)."""
-    X, y = _as_xy(X_labeled, y)
-    Xu = _as_unlabeled(X_unlabeled, X.shape[1])
+    X, y = checked_xy(X_labeled, y)
+    Xu = checked_unlabeled(X_unlabeled, X.shape[1])
     members = list(families) if family == STACK else [family]
     missing = [f for f in members if f not in kept.fits]
     if missing:
@@ -475,37 +306,17 @@ def crossfit_from_fits(
     ]
     jobs = [
         (kept.fits[f].models[k], Xu, None if fold.text is None else fold.text.unlabeled_scores)
-        for f in _longest_first(members)
+        for f in longest_first(members)
         if f != TEXT_FAMILY
         for k, fold in enumerate(folds)
     ]
     with native_threads(threads):
-        predicted = iter(map_jobs(_predict_unlabeled, jobs, workers_for(len(jobs), y.shape[0])))
+        predicted = iter(map_jobs(cv.predict_unlabeled, jobs, workers_for(len(jobs), y.shape[0])))
     unlabeled = {
         f: tuple(fold.text.unlabeled_scores if f == TEXT_FAMILY else next(predicted) for fold in folds)
-        for f in _longest_first(members)
+        for f in longest_first(members)
     }
     fits = [replace(kept.fits[f], unlabeled=unlabeled[f]) for f in members]
     if family == STACK:
-        return _stack_crossfit(fits, y, folds, Xu.shape[0], kept.seed, kept.note)[0]
-    fit = fits[0]
-    fold_of = np.empty(y.shape[0], dtype=np.int64)
-    for k, fold in enumerate(folds):
-        fold_of[fold.test] = k
-    train_rows = tuple(f.train if f.text is None else np.union1d(f.train, f.text.labels_used) for f in folds)
-    mean_unlabeled = np.mean(np.stack(fit.unlabeled), axis=0) if Xu.shape[0] else np.empty(0)
-    text_folds = tuple(f.text for f in folds if f.text is not None)
-    return CrossFit(
-        family,
-        kept.k,
-        kept.seed,
-        fit.oof,
-        fold_of,
-        mean_unlabeled,
-        train_rows,
-        fit.models,
-        "crossfit",
-        kept.note,
-        _held_out_text_scores(folds, y.shape[0]),
-        text_folds,
-    )
+        return stack_crossfit(fits, y, folds, Xu.shape[0], kept.seed, kept.note)[0]
+    return cv.crossfit_from_folds(fits[0], folds, y, Xu.shape[0], kept.seed, kept.note)

@@ -377,7 +377,7 @@ def nested_text_scores(
     alpha: float = RIDGE_ALPHA,
 ) -> tuple[FoldTextScores, ...]:
     """Exact nested cross-fit text scores, one ``FoldTextScores`` per outer fold of
-    ``KFold(k, shuffle=True, random_state=seed)`` (the same folds as ``crossfit._fit_folds``).
+    ``KFold(k, shuffle=True, random_state=seed)`` (the same folds as ``cv.outer_folds``).
 
     Within outer fold k: the training rows T_k are split by ``KFold(min(inner_k, |T_k| // 2), shuffle=True,
     random_state=seed)``, and each gets the score of the ridge fitted on the other inner folds; the held-out rows

@@ -7,11 +7,9 @@ from pathlib import Path
 import dagster as dg
 
 from ... import tables
-from ...estimates.experiment_effects import EffectRow, experiment_effect_rows, insample_predictions
-from ...estimates.sessions import chosen_family
+from ...estimates.experiment_effects import EffectRow, experiment_effect_rows
 from ...modeling.comparison import load_floor
-from ...modeling.data import load_modeling_data, unrated_chunks
-from ...modeling.stack import STACK
+from ...modeling.insample import load_insample_predictions
 from ..markdown import markdown_table
 from ..metadata import rounded, significant
 from ..resources import WarehouseResource
@@ -55,22 +53,16 @@ def headline_metadata(rows: Sequence[EffectRow]) -> dict[str, dg.MetadataValue]:
     return metadata
 
 
-@dg.asset(**table_spec(tables.EXPERIMENT_EFFECTS, SESSIONS_DEPS, "estimates"))
+@dg.asset(**table_spec(tables.EXPERIMENT_EFFECTS, [*SESSIONS_DEPS, tables.INSAMPLE_PREDICTIONS], "estimates"))
 def experiment_effects(context: dg.AssetExecutionContext, warehouse: WarehouseResource, estimates: EstimatesResource):
     with warehouse.warehouse() as wh:
         # the honest floor: predictions no better than the mean rating (modeling/cv_metrics) -> ppi's lambda = 0
         floor = load_floor(wh)
         settings = estimates.effect_settings(Path(warehouse.database).parent, floor, context.log.info)
         sessions = run_sessions(context.run_id, warehouse.database, wh)
-        family = chosen_family(wh)
-        family = None if family == STACK else family  # a blend has no single in-sample model: no ppi_insample row
-        # the in-sample model (ppi_insample) fits what the model stage fit; with none, nothing is loaded (the text
-        # of every session is vectorized there, ~40 s at paper scale): the rated sessions' text, then the unrated
-        # ones' a chunk at a time, as the model stage predicts them (every session's text at once: 2.6 GB at 10x)
-        insample = None
-        if family is not None:
-            data = load_modeling_data(wh, text_of="rated")
-            insample = insample_predictions(data, family, unrated_chunks(wh, data))
+        # the in-sample model's predictions (ppi_insample), made by the model stage; None: no row (the stack, or
+        # no model chosen, has no single in-sample model)
+        insample = load_insample_predictions(wh)
         rows = experiment_effect_rows(
             sessions,
             estimates.controls(),

@@ -31,6 +31,8 @@ CROSSFIT_TABLES = (
     tables.TEXT_TERMS,
     tables.TEXT_VOCABULARY,
 )
+INSAMPLE_TABLE = tables.INSAMPLE_PREDICTIONS
+"""The in-sample comparison model's predictions (``modeling/insample.py``): rewritten at every run, a kept fit's too."""
 NO_CHOSEN_MODEL = "skipped: no model was chosen (see modeling/cv_metrics)"
 MODELS_FOLDER = "models"
 """The kept fit's folder, beside the working database (``PULSE_HOME/.work/models/``)."""
@@ -38,7 +40,8 @@ MODELS_FOLDER = "models"
 
 @dg.multi_asset(
     specs=[dg.AssetSpec(**table_spec(tables.CV_METRICS, INPUTS, "modeling", KINDS))]
-    + [dg.AssetSpec(**table_spec(t, [tables.CV_METRICS, *INPUTS], "modeling", KINDS)) for t in CROSSFIT_TABLES],
+    + [dg.AssetSpec(**table_spec(t, [tables.CV_METRICS, *INPUTS], "modeling", KINDS)) for t in CROSSFIT_TABLES]
+    + [dg.AssetSpec(**table_spec(INSAMPLE_TABLE, [tables.CV_METRICS, *INPUTS], "modeling", KINDS))],
     name="models",
 )
 def models(context: dg.AssetExecutionContext, warehouse: WarehouseResource, modeling: ModelingResource):
@@ -59,18 +62,31 @@ def models(context: dg.AssetExecutionContext, warehouse: WarehouseResource, mode
         )
         stored = [] if run.reused is None else stored_cv_rows(wh)
         vocabulary = wh.count(tables.TEXT_VOCABULARY)
+        insample_rows = wh.count(INSAMPLE_TABLE)
     if run.reused is not None:
         yield from _reused_results(run.reused, stored)
-        return
-    comparison, result = run.comparison, run.result
-    if result is None:
-        context.log.warning(comparison.skipped)
-        yield dg.MaterializeResult(asset_key=key(tables.CV_METRICS), metadata={"skipped": comparison.skipped})
+    elif run.result is None:
+        context.log.warning(run.comparison.skipped)
+        yield dg.MaterializeResult(asset_key=key(tables.CV_METRICS), metadata={"skipped": run.comparison.skipped})
         for t in CROSSFIT_TABLES:
             yield dg.MaterializeResult(asset_key=key(t), metadata={"skipped": NO_CHOSEN_MODEL})
-        return
-    yield _cv_metrics_result(context, comparison, modeling, run)
-    yield from _crossfit_results(comparison.chosen.family, result, vocabulary)
+    else:
+        yield _cv_metrics_result(context, run.comparison, modeling, run)
+        yield from _crossfit_results(run.comparison.chosen.family, run.result, vocabulary)
+    yield _insample_result(run, insample_rows)  # last: after cv_metrics, which it depends on
+
+
+def _insample_result(run: ModelsRun, rows: int) -> dg.MaterializeResult:
+    """The in-sample model's table: its rows, the family, or why it is empty (no single model to fit)."""
+    family = run.reused.kept.family if run.reused is not None else getattr(run.comparison.chosen, "family", None)
+    metadata: dict = {"dagster/row_count": rows}
+    if family is None:
+        metadata["skipped"] = NO_CHOSEN_MODEL
+    elif not rows:
+        metadata["empty"] = f"the chosen model is {family}: a blend has no single in-sample model (no ppi_insample)"
+    else:
+        metadata["model"] = family
+    return dg.MaterializeResult(asset_key=key(INSAMPLE_TABLE), metadata=metadata)
 
 
 def stored_cv_rows(wh) -> list[CVMetricRow]:
