@@ -8,6 +8,7 @@ import polars as pl
 
 from ..label_scales import SCALES
 from ..warehouse import Warehouse
+from .methods import Method
 
 KEYS = (
     "session_id",
@@ -134,6 +135,7 @@ def oof_rho_by_comparison(wh: Warehouse) -> dict[tuple[str, str], float | None]:
     return {
         (experiment, treatment): rho
         for experiment, treatment, rho in wh.con.execute(
-            "SELECT experiment, treatment, oof_rho FROM estimates.experiment_effects WHERE method = 'naive_welch'"
+            "SELECT experiment, treatment, oof_rho FROM estimates.experiment_effects WHERE method = ?",
+            [Method.NAIVE_WELCH],
         ).fetchall()
     }

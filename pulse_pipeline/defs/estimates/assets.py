@@ -8,6 +8,7 @@ import dagster as dg
 
 from ... import tables
 from ...estimates.experiment_effects import EffectRow, experiment_effect_rows, insample_predictions
+from ...estimates.methods import Method
 from ...estimates.sessions import chosen_family
 from ...modeling.comparison import load_floor
 from ...modeling.data import load_modeling_data, unrated_chunks
@@ -22,7 +23,7 @@ from .sessions import SESSIONS_DEPS, run_sessions
 # The headline figures the UI plots over materializations (numeric metadata under the same key each time): the naive
 # reference and the prediction-powered methods that can be valid (ppi_insample never is; the bootstrap repeats the
 # naive effect), each with its effect, interval and width relative to naive.
-HEADLINE_METHODS = ("naive_welch", "ppi", "crossppi", "aipw")
+HEADLINE_METHODS = (Method.NAIVE_WELCH, Method.PPI, Method.CROSSPPI, Method.AIPW)
 HEADLINE_STATISTICS = ("effect", "ci_low", "ci_high", "width_vs_naive")
 # 15 numbers per comparison (naive's width is 1 by definition): a few comparisons keep the metadata to tens of entries.
 MAX_HEADLINE_COMPARISONS = 6
@@ -41,7 +42,7 @@ def headline_metadata(rows: Sequence[EffectRow]) -> dict[str, dg.MetadataValue]:
     for r in rows:
         if (r.experiment, r.treatment, r.control) not in shown or r.method not in HEADLINE_METHODS:
             continue
-        statistics = HEADLINE_STATISTICS[:-1] if r.method == "naive_welch" else HEADLINE_STATISTICS
+        statistics = HEADLINE_STATISTICS[:-1] if r.method == Method.NAIVE_WELCH else HEADLINE_STATISTICS
         for statistic in statistics:
             value = getattr(r, statistic)
             if value is None or not math.isfinite(value):

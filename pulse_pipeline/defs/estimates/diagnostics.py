@@ -14,6 +14,7 @@ from ...estimates.label_shift import (
     label_shift_rows,
     shift_finding,
 )
+from ...estimates.methods import NO_METHOD
 from ...estimates.power import power_rows
 from ...estimates.sessions import arm_sizes, assignments, feature_names, oof_rho_by_comparison
 from ...estimates.srm import ALARM_P, srm_rows, unit_counts
@@ -144,7 +145,7 @@ def segment_effects(context: dg.AssetExecutionContext, warehouse: WarehouseResou
         exps = experiments_of(sessions, estimates.controls())
         rows = subgroup_effect_rows(sessions, exps, estimates.segment_min_ratings)
         wh.replace(tables.SEGMENT_EFFECTS, rows, nan_as_null=True)
-    estimated = sum(1 for r in rows if r.method != "none")
+    estimated = sum(1 for r in rows if r.method != NO_METHOD)
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": len(rows),
