@@ -404,7 +404,7 @@ def test_a_one_arm_experiment_in_segment_effects_gives_its_note(tmp_path):
     """segment_effects' row for an experiment with one arm has no treatment, dimension or segment (the estimates
     stage writes it so; tests/test_bad_input.py's mixed drop has one): the section shows its note, no crash."""
     from pulse_pipeline.report.data import Rows
-    from pulse_pipeline.report.page import segments_section
+    from pulse_pipeline.report.sections.segments import segments_section
 
     row = {"experiment": "solo", "treatment": None, "control": "only-arm", "dimension": None, "segment": None}
     row |= {"method": "none", "effect": None, "note": "one arm: nothing to compare"}
@@ -507,7 +507,7 @@ def test_segments_mark_ppi_flagged_for_the_comparison():
     """Section 7 draws PPI++ as section 1 does: flagged for the comparison (EFFECTS: planning's PPI row), so
     flagged within its segments, in the figure's description, its caption and its numbers."""
     from pulse_pipeline.report.data import Rows
-    from pulse_pipeline.report.page import segments_section
+    from pulse_pipeline.report.sections.segments import segments_section
 
     segment = {**PLANNING, "dimension": "task_type", "segment": "fix_bugs", "n_labeled_treatment": 20}
     segment |= {"n_labeled_control": 20, "p_value": 0.5, "note": None}

@@ -33,37 +33,9 @@ import numpy as np
 from matplotlib import dates as mdates
 from matplotlib.figure import Figure
 
-BLACK, GREY, BLUE, SKY, ORANGE, VERMILLION, GREEN = (
-    "#000000",
-    "#666666",
-    "#0072B2",
-    "#56B4E9",
-    "#E69F00",
-    "#D55E00",
-    "#009E73",
-)
+from .style import BLACK, BLUE, GREY, METHODS, method_style
 
-
-@dataclass(frozen=True)
-class MethodStyle:
-    label: str
-    colour: str
-    marker: str
-
-
-METHODS = {
-    "naive_welch": MethodStyle("naive (Welch)", BLACK, "o"),
-    "naive_bootstrap": MethodStyle("naive (bootstrap)", GREY, "s"),
-    "ppi": MethodStyle("PPI++", BLUE, "D"),
-    "crossppi": MethodStyle("cross-PPI", SKY, "^"),
-    "aipw": MethodStyle("AIPW", ORANGE, "v"),
-    "ppi_insample": MethodStyle("PPI in-sample (paper)", VERMILLION, "X"),
-}
 STARS_PER_UNIT = 4.0  # label = (stars - 1) / 4: a difference of 0.25 on the label is one star (stars.py)
-
-
-def method_style(method: str) -> MethodStyle:
-    return METHODS.get(method, MethodStyle(method, GREY, "P"))
 
 
 STYLE = {

@@ -1,0 +1,308 @@
+"""Sections 1 and 2: every method's effect per comparison with its conclusion, and how much the unrated sessions
+narrowed the interval."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import polars as pl
+
+from ...estimates.methods import Method
+from .. import data, figures
+from ..figures import Interval
+from ..html import Section, comparison_label, esc, headline, missing, number, pair, slug, stars, table, td
+from ..style import method_rank, method_style
+
+WIDTH_METHODS = (Method.PPI, Method.CROSSPPI, Method.AIPW)  # the model-assisted methods whose width section 2 shows
+GLOSSARY = (
+    ("naive", "the difference of the rated sessions' mean ratings (Welch interval, or a bootstrap)"),
+    (
+        "PPI++",
+        "prediction-powered inference: the rated mean corrected with the model's predictions for every "
+        "session, rated or not; narrower when the predictions track the ratings, valid when rated sessions are "
+        "like the unrated ones",
+    ),
+    ("cross-PPI", "PPI with the predictions of the fold models, weight 1"),
+    (
+        "AIPW",
+        "corrects for who rates (the chance a session is rated, learnt from its features); wider, but valid "
+        "when rated sessions differ from unrated ones in what the features record",
+    ),
+    ("PPI in-sample", "the paper's PPI with a model fit on every rating: shown for comparison, never valid"),
+)
+
+
+def comparison_count(effects: pl.DataFrame) -> int:
+    """How many treatment-vs-control comparisons the effects frame holds."""
+    return effects.filter(pl.col("treatment").is_not_null()).select("experiment", "treatment").n_unique()
+
+
+# ---------------------------------------------------------------- 1. effects
+
+
+def choose(rows: Sequence[dict]) -> tuple[dict | None, str]:
+    """The estimate to read a comparison by, and why: PPI when it is valid and not flagged (narrowest of the
+    trustworthy ones); AIPW when PPI is flagged (rated sessions unlike the rest: AIPW corrects for who rates);
+    else the naive difference. None when no method has a valid number."""
+    by = {r["method"]: r for r in rows if r["valid"] and not missing(r["effect"])}
+    if "ppi" in by and not by["ppi"]["flags"]:
+        return by["ppi"], "PPI++ is valid and not flagged"
+    if "aipw" in by and not by["aipw"]["flags"]:
+        why = f"PPI++ is flagged: {by['ppi']['flags']}" if "ppi" in by else "PPI++ has no valid estimate"
+        return by["aipw"], f"{why}; AIPW corrects for who rates"
+    if "naive_welch" in by:
+        return by["naive_welch"], "no model-assisted estimate is valid and unflagged"
+    return None, "no method has a valid estimate"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a comparison lets one conclude, read from the estimate ``choose`` picks: the summary's row and
+    section 1's sentence both come from it, so they cannot disagree."""
+
+    chosen: dict | None
+    why: str
+    direction: str | None  # "higher" / "lower" when the 95 % interval excludes zero, None when it holds zero
+    holm_p: float | None  # Holm's adjusted p when the interval excludes zero but the correction does not
+
+    @property
+    def short(self) -> str:
+        """The conclusion in a few words, for the summary table."""
+        if self.chosen is None:
+            return "no conclusion"
+        treatment = str(self.chosen["treatment"])
+        if self.direction is None:
+            return "no detectable difference"
+        text = f"{treatment} rated {self.direction}"
+        return text + " (not after Holm's correction)" if self.holm_p is not None else text
+
+
+def verdict(rows: Sequence[dict], n_comparisons: int) -> Verdict:
+    """The chosen estimate (``choose``), whether its interval excludes zero, and whether Holm's correction over
+    the report's ``n_comparisons`` comparisons keeps it."""
+    chosen, why = choose(rows)
+    if chosen is None:
+        return Verdict(None, why, None, None)
+    low, high = chosen["ci_low"], chosen["ci_high"]
+    if missing(low) or missing(high) or low <= 0 <= high:
+        return Verdict(chosen, why, None, None)
+    holm = chosen["p_holm"]
+    caveat = n_comparisons > 1 and not missing(holm) and holm >= 0.05
+    return Verdict(chosen, why, "higher" if chosen["effect"] > 0 else "lower", holm if caveat else None)
+
+
+def conclusion(rows: Sequence[dict], power: dict | None, n_comparisons: int) -> str:
+    """One plain sentence (HTML) saying what the comparison lets one conclude, from the chosen estimate's
+    interval and, when it holds zero, the minimum detectable effect (``estimates.power``, 80 % power)."""
+    found = verdict(rows, n_comparisons)
+    chosen, why = found.chosen, found.why
+    first = rows[0]
+    treatment, control = esc(str(first["treatment"])), esc(str(first["control"]))
+    if chosen is None:
+        notes = "; ".join(sorted({r["note"] for r in rows if r["note"]}))
+        return f"No conclusion: {esc(why)}" + (f" ({esc(notes)})." if notes else ".")
+    name = method_style(chosen["method"]).label
+    effect, low, high = chosen["effect"], chosen["ci_low"], chosen["ci_high"]
+    span = (
+        f"{stars(effect)} stars (95 % interval {stars(low)} to {stars(high)}; "
+        f"{number(effect, 3, True)} on the 0–1 scale)"
+    )
+    if found.direction is not None:
+        text = f"<strong>{treatment} is rated {found.direction} than {control}</strong>: {span}, by {name}"
+        if found.holm_p is not None:
+            text += (
+                f"; after Holm's correction for the {n_comparisons} comparisons of this report it is not significant"
+                f" (adjusted p = {found.holm_p:.3f})"
+            )
+    else:
+        text = f"<strong>No detectable difference</strong> between {treatment} and {control}: {span} by {name}"
+        mde = None
+        if power is not None:
+            mde = power["mde_ppi"] if chosen["method"] in ("ppi", "crossppi") else power["mde_naive"]
+        if not missing(mde):
+            text += (
+                f"; the test could have detected {stars(mde, False)} stars or more"
+                f" ({number(mde, 3)} on the 0–1 scale, 80 % power)"
+            )
+    return f'{text}. <span class="why">({esc(why)}.)</span>'
+
+
+def effects_section(effects: data.Rows, power: data.Rows) -> Section:
+    s = Section("effects", "1. Did the treatment change satisfaction?")
+    s.add(
+        "<p>Ratings are on a 0–1 scale: (stars − 1) / 4, so 0.25 is one star. Each comparison is a treatment arm "
+        'against its control, by every method:</p><dl class="glossary">'
+        + "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in GLOSSARY)
+        + "</dl>"
+    )
+    if effects.why_empty:
+        s.empty(effects.why_empty)
+        return s
+    powers = {(r["experiment"], r["treatment"]): r for r in power.frame.to_dicts()} if power.why_empty is None else {}
+    frame = effects.frame
+    n_comparisons = comparison_count(frame)
+    for (experiment,), by_experiment in frame.group_by("experiment", maintain_order=True):
+        s.add(f"<h3>Experiment {esc(experiment)}</h3>")
+        for (treatment,), group in by_experiment.group_by("treatment", maintain_order=True):
+            rows = sorted(group.to_dicts(), key=lambda r: method_rank(r["method"]))
+            control = rows[0]["control"]
+            s.add(f"<h4>{esc(comparison_label(treatment, control))}</h4>")
+            if treatment is None:
+                s.add(f"<p>{esc(rows[0]['note'] or 'single-arm experiment: nothing to compare')}.</p>")
+                continue
+            s.add(f'<p class="conclusion">{conclusion(rows, powers.get((experiment, treatment)), n_comparisons)}</p>')
+            _effects_figure(s, experiment, treatment, control, rows)
+    return s
+
+
+def _effects_figure(s: Section, experiment: str, treatment: str, control: str, rows: list[dict]) -> None:
+    naive = next((r["effect"] for r in rows if r["method"] == "naive_welch"), None)
+    intervals = [
+        Interval(method_style(r["method"]).label, r["method"], r["effect"], r["ci_low"], r["ci_high"], bool(r["flags"]))
+        for r in rows
+    ]
+    flagged = [r for r in rows if r["flags"]]
+    caption = (
+        f"Effect of {esc(treatment)} against {esc(control)} by method, with 95 % intervals; the dotted line is the "
+        "naive estimate, the grey line zero. Hollow markers and dashed intervals are flagged rows"
+        + (
+            ": " + "; ".join(f"{esc(method_style(r['method']).label)}: {esc(r['flags'])}" for r in flagged)
+            if flagged
+            else " (none here)"
+        )
+        + "."
+    )
+    where = {"experiment": experiment, "treatment": treatment}
+    table_rows = [
+        [
+            td(method_style(r["method"]).label),
+            headline(r["effect"], "estimates.experiment_effects", "effect", {**where, "method": r["method"]}),
+            headline(r["ci_low"], "estimates.experiment_effects", "ci_low", {**where, "method": r["method"]}),
+            headline(r["ci_high"], "estimates.experiment_effects", "ci_high", {**where, "method": r["method"]}),
+            td(r["effect_stars"], 2, True),
+            td(r["p_value"]),
+            td(r["p_holm"]),
+            td(pair(r["n_labeled_treatment"], r["n_labeled_control"])),
+            td(pair(r["N_unlabeled_treatment"], r["N_unlabeled_control"])),
+            td(r["valid"]),
+            td(r["flags"] or ""),
+            td(r["note"] or ""),
+        ]
+        for r in rows
+    ]
+    numbers = table(
+        [
+            "method",
+            "effect (0–1)",
+            "95 % low (0–1)",
+            "95 % high (0–1)",
+            "effect (stars)",
+            "p",
+            "p (Holm)",
+            "rated T / C",
+            "unrated T / C",
+            "valid",
+            "flags",
+            "note",
+        ],
+        table_rows,
+    )
+    if all(missing(r["effect"]) for r in rows):  # nothing to draw: the rows and their notes
+        s.add(numbers)
+        return
+    fig_id = f"fig-effects-{slug(experiment, treatment)}"
+    svg = figures.forest(fig_id, f"{experiment}: {treatment} vs {control}", intervals, naive)
+    s.figure(svg, caption, numbers)
+
+
+# ---------------------------------------------------------------- 2. the unrated sessions
+
+
+def width_section(effects: data.Rows) -> Section:
+    s = Section("unrated", "2. How much did the unrated sessions help?")
+    s.add(
+        "<p>PPI++ and AIPW use the model's predictions for the unrated sessions. How much narrower than naive "
+        "PPI++'s interval can be is set by how well the predictions track the ratings: in an arm with n rated and N "
+        "unrated sessions and ρ the out-of-fold correlation of its predictions with its ratings, PPI++ with its "
+        "best weight shrinks the naive variance to (1 − ρ²·N/(n + N)) of itself; the two arms' variances add. "
+        "That width, worked out from each arm's own ρ, is the <em>best for PPI++</em> mark below: PPI++ lands on "
+        "it or just right of it. A PPI-type method left of it by more than the sampling noise of a width ratio "
+        "(0.02 + 1/√(2n) by default, n the ratings of both arms) is too good to be true and flagged "
+        "&quot;predictions may have seen the labels&quot;. AIPW corrects for who rates instead and is often "
+        "wider than naive.</p>"
+    )
+    if effects.why_empty:
+        s.empty(effects.why_empty)
+        return s
+    compared = effects.frame.filter(pl.col("treatment").is_not_null())
+    rows, cells = [], []
+    for (experiment, treatment), group in compared.group_by(["experiment", "treatment"], maintain_order=True):
+        by = {r["method"]: r for r in group.to_dicts()}
+        first = next(iter(by.values()))
+        label = f"{experiment}: {treatment} vs {first['control']}"
+        widths = {m: by[m]["width_vs_naive"] for m in WIDTH_METHODS if m in by}
+        if all(missing(v) for v in [first["best_width_theory"], *widths.values()]):
+            continue  # an arm too small for any interval: section 1 shows why
+        flagged = frozenset(m for m in widths if by[m]["flags"])
+        rows.append(figures.WidthRow(label, first["best_width_theory"], widths, flagged))
+        key = {"experiment": experiment, "treatment": treatment}
+        n = (first["n_labeled_treatment"] or 0) + (first["n_labeled_control"] or 0)
+        big_n = (first["N_unlabeled_treatment"] or 0) + (first["N_unlabeled_control"] or 0)
+        ppi_key = {**key, "method": "ppi"} if "ppi" in by else None
+        cells.append(
+            [
+                td(label),
+                headline(by["ppi"]["oof_rho"], "estimates.experiment_effects", "oof_rho", ppi_key, signed=False)
+                if ppi_key
+                else td(first["oof_rho"]),
+                td(n),
+                td(big_n),
+                headline(
+                    by["ppi"]["best_width_theory"],
+                    "estimates.experiment_effects",
+                    "best_width_theory",
+                    ppi_key,
+                    signed=False,
+                )
+                if ppi_key
+                else td(first["best_width_theory"]),
+                *[
+                    headline(
+                        by[m]["width_vs_naive"],
+                        "estimates.experiment_effects",
+                        "width_vs_naive",
+                        {**key, "method": m},
+                        signed=False,
+                    )
+                    if m in by
+                    else td(None)
+                    for m in WIDTH_METHODS
+                ],
+            ]
+        )
+    if not rows:
+        s.empty("no comparison has an interval width: no experiment with two arms, or arms too small")
+        return s
+    svg = figures.width_gain("fig-width", rows)
+    caption = (
+        "Interval width of each model-assisted method divided by the naive width (1 = no gain), per comparison; "
+        "the black bar is the best PPI++ can do with these predictions: √(1 − ρ²·N/(n + N)) in each arm, from "
+        "that arm's out-of-fold ρ, the arms' variances added. Hollow markers are methods flagged for the "
+        "comparison (section 1 names why)."
+    )
+    numbers = table(
+        [
+            "comparison",
+            "ρ (out of fold, both arms)",
+            "rated n",
+            "unrated N",
+            "best for PPI++ (ρ per arm)",
+            "PPI++",
+            "cross-PPI",
+            "AIPW",
+        ],
+        cells,
+    )
+    s.figure(svg, caption, numbers)
+    return s
