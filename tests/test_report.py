@@ -20,9 +20,12 @@ import numpy as np
 import polars as pl
 import pytest
 
+from pulse_pipeline import tables
 from pulse_pipeline.cli import main
+from pulse_pipeline.defs.estimates.conclusions import EFFECTS_IN_ORDER
 from pulse_pipeline.defs.report.assets import ReportResource, index_html, report_is_written
 from pulse_pipeline.defs.resources import WarehouseResource
+from pulse_pipeline.estimates.conclusions import conclusion_rows
 from pulse_pipeline.report.page import build_page
 from pulse_pipeline.warehouse import Warehouse, connect, publish
 
@@ -178,9 +181,17 @@ def make_warehouse(path: Path) -> Path:
         ("staging.session_labels", labels),
     ):
         _insert(con, table, rows)
+    conclude(con)
     con.close()
     assert publish(working_database(path), path) is None
     return path
+
+
+def conclude(con: duckdb.DuckDBPyConnection) -> None:
+    """``estimates.conclusions`` from the effects and power rows written, as the pipeline's asset writes it."""
+    effects = con.execute(EFFECTS_IN_ORDER).pl().to_dicts()
+    power = con.execute("SELECT * FROM estimates.power").pl().to_dicts()
+    Warehouse(con).replace(tables.CONCLUSIONS, conclusion_rows(effects, power), nan_as_null=True)
 
 
 def working_database(published: Path) -> Path:
@@ -345,6 +356,22 @@ def test_a_warehouse_without_the_tables_gives_a_page_of_reasons(tmp_path):
     text = _text(page.html)
     assert "estimates.experiment_effects does not exist in this warehouse" in text
     assert text.count("Nothing to show:") >= 10
+
+
+def test_the_page_shows_the_conclusion_the_warehouse_stores(tmp_path):
+    """The summary and section 1 read ``estimates.conclusions``: what is stored there is what the page says."""
+    published = make_warehouse(tmp_path / "pulse.duckdb")
+    con = connect(working_database(published))
+    con.execute(
+        f"UPDATE {tables.CONCLUSIONS.qualified} SET verdict = 'stored verdict', sentence = 'A stored sentence.'"
+        " WHERE treatment = 'gpt-5'"
+    )
+    con.close()
+    assert publish(working_database(published), published) is None
+    with duckdb.connect(str(published), read_only=True) as con:
+        page = build_page(con, "pulse.duckdb", built=datetime(2026, 1, 1)).html
+    assert summary_rows(page)["llm-backbone: gpt-5 vs claude-4-sonnet"][0] == "stored verdict"
+    assert '<p class="conclusion">A stored sentence.</p>' in page
 
 
 def test_the_page_loads_nothing_from_elsewhere(page):

@@ -18,6 +18,8 @@ LIKELY_CAUSE = {
     "estimates.experiment_effects": "no assigned session has a cross-fit prediction: the drops hold no "
     "assignments.csv, or too few sessions are rated for the model stage",
     "estimates.power": "no experiment comparison: the drops hold no assignments",
+    "estimates.conclusions": "no experiment comparison: the drops hold no assignments, or too few sessions are "
+    "rated for the model stage",
     "modeling.cv_metrics": "too few rated sessions to cross-validate a model",
     "modeling.predictions": "too few rated sessions to cross-fit a model",
     "estimates.label_shift": "no rated or no unrated sessions to compare",
@@ -57,6 +59,16 @@ def effects(con: duckdb.DuckDBPyConnection) -> Rows:
         con,
         "estimates.experiment_effects",
         "SELECT * FROM estimates.experiment_effects ORDER BY experiment, treatment NULLS FIRST, method",
+    )
+
+
+def conclusions(con: duckdb.DuckDBPyConnection) -> Rows:
+    """PULSE's conclusion per comparison (``estimates.conclusions``): the method it is read by, why, the verdict and
+    the sentence; single-arm experiments too (no treatment)."""
+    return _query(
+        con,
+        "estimates.conclusions",
+        "SELECT * FROM estimates.conclusions ORDER BY experiment, treatment NULLS FIRST",
     )
 
 

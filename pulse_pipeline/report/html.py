@@ -1,7 +1,8 @@
 """The report's HTML pieces: cells, tables, and the ``Section`` every section of the page fills.
 
 Every value from the warehouse goes through ``esc`` (``html.escape``). Numbers are written by ``number`` and
-``stars``.
+``stars``, the same functions that write the numbers of ``estimates.conclusions``' sentences, so the page's cells
+and the stored sentences agree digit for digit.
 
 Headline numbers are marked for machines (``headline``): ``data-headline`` (the column), ``data-table``,
 ``data-where`` (the row's key as JSON) and ``data-value`` (the full-precision number; the cell shows it rounded),
@@ -12,32 +13,13 @@ from __future__ import annotations
 
 import html
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..stars import label_difference_in_stars
+from ..estimates.conclusions import in_stars, missing, number
 
 esc = html.escape
-
-
-def missing(value: object) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
-def number(value: float | None, digits: int = 3, signed: bool = False) -> str:
-    """The number as the page shows it: ``digits`` decimals (ASCII '-', so it pastes into a calculator), whole
-    with thousands separators from 1 000 up (token counts, durations), '–' when missing."""
-    if missing(value):
-        return "–"
-    if abs(value) >= 1000:
-        return f"{value:+,.0f}" if signed else f"{value:,.0f}"
-    return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
-
-
-def stars(value: float | None, signed: bool = True) -> str:
-    """A difference on the 0-1 label scale in stars (4 x: ``stars.label_difference_in_stars``), 2 decimals."""
-    return number(None if missing(value) else label_difference_in_stars(value), 2, signed)
+stars = in_stars  # a difference on the 0-1 label scale in stars, 2 decimals
 
 
 @dataclass

@@ -50,9 +50,10 @@ def build_page(con: duckdb.DuckDBPyConnection, source: str, built: datetime) -> 
     (when) are shown in its header."""
     effects = data.effects(con)
     power = data.power(con)
-    summary = summary_section(effects)
+    conclusions = data.conclusions(con)
+    summary = summary_section(conclusions)
     sections = [
-        effects_section(effects, power),
+        effects_section(effects, conclusions),
         width_section(effects),
         model_section(data.calibration(con), data.cv_metrics(con)),
         shift_section(data.label_shift(con), effects),
@@ -60,7 +61,7 @@ def build_page(con: duckdb.DuckDBPyConnection, source: str, built: datetime) -> 
         benchmark_section(data.benchmark_points(con), data.benchmark_correlation(con), data.benchmark_left_out(con)),
         segments_section(data.segment_effects(con), effects),
         split_power_section(data.srm(con), power),
-        history_section(data.history(con), effects),
+        history_section(data.history(con), conclusions),
         design_section(data.units(con), data.ask_policy(con)),
     ]
     toc = "".join(f'<li><a href="#{s.anchor}">{esc(s.title.split(". ", 1)[1])}</a></li>' for s in sections)

@@ -15,6 +15,7 @@ READS = (
     tables.STAGING_SESSIONS,  # which sessions the generator made: the synthetic banner
     tables.EXPERIMENT_EFFECTS,
     tables.POWER,
+    tables.CONCLUSIONS,  # the method each comparison is read by, and its sentence
     tables.PREDICTIONS,
     tables.SESSION_LABELS,
     tables.CV_METRICS,

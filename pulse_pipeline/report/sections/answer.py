@@ -6,45 +6,38 @@ import json
 
 from .. import data
 from ..html import Section, esc, missing, number, stars
-from ..style import method_rank, method_style
-from .effects import comparison_count, verdict
+from ..style import method_style
 
 # ---------------------------------------------------------------- the answer, and what the data are
 
 
-def summary_section(effects: data.Rows) -> Section:
-    """The answer first: one row per comparison with its conclusion, the method it is read by (``choose``), the
-    effect and its 95 % interval in stars, and that method's interval width against naive. Rows carry
-    ``data-comparison`` and their cells ``data-field``, so the browser test compares them with the warehouse."""
+def summary_section(conclusions: data.Rows) -> Section:
+    """The answer first: one row per comparison of ``estimates.conclusions``: its verdict, the method it is read
+    by and why, the effect and its 95 % interval in stars, and that method's interval width against naive. Rows
+    carry ``data-comparison`` and their cells ``data-field``, so the browser test compares them with the
+    warehouse."""
     s = Section("summary", "The answer: did each change make users happier?")
-    if effects.why_empty:
-        s.empty(effects.why_empty)
+    if conclusions.why_empty:
+        s.empty(conclusions.why_empty)
         return s
-    frame = effects.frame
-    n_comparisons = comparison_count(frame)
     cells, single = [], []
-    for (experiment, treatment), group in frame.group_by(["experiment", "treatment"], maintain_order=True):
-        rows = sorted(group.to_dicts(), key=lambda r: method_rank(r["method"]))
-        control = rows[0]["control"]
+    for r in conclusions.frame.to_dicts():
+        experiment, treatment, control = r["experiment"], r["treatment"], r["control"]
         if treatment is None:
             single.append(f"{experiment} ({control} only)")
             continue
-        found = verdict(rows, n_comparisons)
-        chosen = found.chosen or {}
-        short = esc(found.short)
-        notes = "; ".join(sorted({r["note"] for r in rows if r["note"]})) if not chosen else ""
-        why = f"{found.why} ({notes})" if notes else found.why
-        low, high = chosen.get("ci_low"), chosen.get("ci_high")
+        short = esc(r["verdict"])
+        low, high = r["ci_low"], r["ci_high"]
         interval = "–" if missing(low) or missing(high) else f"{stars(low)} to {stars(high)}"
-        method = method_style(chosen["method"]).label if chosen else "–"
+        method = method_style(r["method"]).label if r["method"] is not None else "–"
         key = esc(json.dumps({"experiment": experiment, "treatment": treatment}))
         cells.append(
             f'<tr data-comparison="{key}"><th scope="row">{esc(experiment)}: {esc(treatment)} vs {esc(control)}</th>'
-            f'<td data-field="conclusion">{f"<strong>{short}</strong>" if found.direction else short}</td>'
-            f'<td><span data-field="method">{esc(method)}</span><br><span class="why">{esc(why)}</span></td>'
-            f'<td class="num" data-field="effect_stars">{stars(chosen.get("effect"))}</td>'
+            f'<td data-field="conclusion">{f"<strong>{short}</strong>" if r["direction"] else short}</td>'
+            f'<td><span data-field="method">{esc(method)}</span><br><span class="why">{esc(r["why"])}</span></td>'
+            f'<td class="num" data-field="effect_stars">{stars(r["effect"])}</td>'
             f'<td class="num" data-field="interval_stars">{interval}</td>'
-            f'<td class="num" data-field="width_vs_naive">{number(chosen.get("width_vs_naive"), 2)}</td></tr>'
+            f'<td class="num" data-field="width_vs_naive">{number(r["width_vs_naive"], 2)}</td></tr>'
         )
     if cells:
         head = "".join(

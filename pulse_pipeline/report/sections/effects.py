@@ -3,15 +3,13 @@ narrowed the interval."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-
 import polars as pl
 
+from ...estimates.conclusions import lead
 from ...estimates.methods import Method
 from .. import data, figures
 from ..figures import Interval
-from ..html import Section, comparison_label, esc, headline, missing, number, pair, slug, stars, table, td
+from ..html import Section, comparison_label, esc, headline, missing, pair, slug, table, td
 from ..style import method_rank, method_style
 
 WIDTH_METHODS = (Method.PPI, Method.CROSSPPI, Method.AIPW)  # the model-assisted methods whose width section 2 shows
@@ -33,102 +31,24 @@ GLOSSARY = (
 )
 
 
-def comparison_count(effects: pl.DataFrame) -> int:
-    """How many treatment-vs-control comparisons the effects frame holds."""
-    return effects.filter(pl.col("treatment").is_not_null()).select("experiment", "treatment").n_unique()
-
-
 # ---------------------------------------------------------------- 1. effects
 
 
-def choose(rows: Sequence[dict]) -> tuple[dict | None, str]:
-    """The estimate to read a comparison by, and why: PPI when it is valid and not flagged (narrowest of the
-    trustworthy ones); AIPW when PPI is flagged (rated sessions unlike the rest: AIPW corrects for who rates);
-    else the naive difference. None when no method has a valid number."""
-    by = {r["method"]: r for r in rows if r["valid"] and not missing(r["effect"])}
-    if "ppi" in by and not by["ppi"]["flags"]:
-        return by["ppi"], "PPI++ is valid and not flagged"
-    if "aipw" in by and not by["aipw"]["flags"]:
-        why = f"PPI++ is flagged: {by['ppi']['flags']}" if "ppi" in by else "PPI++ has no valid estimate"
-        return by["aipw"], f"{why}; AIPW corrects for who rates"
-    if "naive_welch" in by:
-        return by["naive_welch"], "no model-assisted estimate is valid and unflagged"
-    return None, "no method has a valid estimate"
+def conclusion_html(row: dict) -> str:
+    """A comparison's stored sentence (``estimates.conclusions``) as the page shows it: its lead in bold
+    (``conclusions.lead``: who is rated higher or lower, or that no difference was detected) and why the method was
+    chosen set apart; a sentence without a conclusion plain."""
+    text, opening = row["sentence"], lead(row)
+    tail = f" ({row['why']}.)"
+    if opening is None or not text.startswith(opening) or not text.endswith(tail):
+        return esc(text)
+    body = text[len(opening) : -len(tail)]
+    return f'<strong>{esc(opening)}</strong>{esc(body, quote=False)} <span class="why">({esc(row["why"])}.)</span>'
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """What a comparison lets one conclude, read from the estimate ``choose`` picks: the summary's row and
-    section 1's sentence both come from it, so they cannot disagree."""
-
-    chosen: dict | None
-    why: str
-    direction: str | None  # "higher" / "lower" when the 95 % interval excludes zero, None when it holds zero
-    holm_p: float | None  # Holm's adjusted p when the interval excludes zero but the correction does not
-
-    @property
-    def short(self) -> str:
-        """The conclusion in a few words, for the summary table."""
-        if self.chosen is None:
-            return "no conclusion"
-        treatment = str(self.chosen["treatment"])
-        if self.direction is None:
-            return "no detectable difference"
-        text = f"{treatment} rated {self.direction}"
-        return text + " (not after Holm's correction)" if self.holm_p is not None else text
-
-
-def verdict(rows: Sequence[dict], n_comparisons: int) -> Verdict:
-    """The chosen estimate (``choose``), whether its interval excludes zero, and whether Holm's correction over
-    the report's ``n_comparisons`` comparisons keeps it."""
-    chosen, why = choose(rows)
-    if chosen is None:
-        return Verdict(None, why, None, None)
-    low, high = chosen["ci_low"], chosen["ci_high"]
-    if missing(low) or missing(high) or low <= 0 <= high:
-        return Verdict(chosen, why, None, None)
-    holm = chosen["p_holm"]
-    caveat = n_comparisons > 1 and not missing(holm) and holm >= 0.05
-    return Verdict(chosen, why, "higher" if chosen["effect"] > 0 else "lower", holm if caveat else None)
-
-
-def conclusion(rows: Sequence[dict], power: dict | None, n_comparisons: int) -> str:
-    """One plain sentence (HTML) saying what the comparison lets one conclude, from the chosen estimate's
-    interval and, when it holds zero, the minimum detectable effect (``estimates.power``, 80 % power)."""
-    found = verdict(rows, n_comparisons)
-    chosen, why = found.chosen, found.why
-    first = rows[0]
-    treatment, control = esc(str(first["treatment"])), esc(str(first["control"]))
-    if chosen is None:
-        notes = "; ".join(sorted({r["note"] for r in rows if r["note"]}))
-        return f"No conclusion: {esc(why)}" + (f" ({esc(notes)})." if notes else ".")
-    name = method_style(chosen["method"]).label
-    effect, low, high = chosen["effect"], chosen["ci_low"], chosen["ci_high"]
-    span = (
-        f"{stars(effect)} stars (95 % interval {stars(low)} to {stars(high)}; "
-        f"{number(effect, 3, True)} on the 0–1 scale)"
-    )
-    if found.direction is not None:
-        text = f"<strong>{treatment} is rated {found.direction} than {control}</strong>: {span}, by {name}"
-        if found.holm_p is not None:
-            text += (
-                f"; after Holm's correction for the {n_comparisons} comparisons of this report it is not significant"
-                f" (adjusted p = {found.holm_p:.3f})"
-            )
-    else:
-        text = f"<strong>No detectable difference</strong> between {treatment} and {control}: {span} by {name}"
-        mde = None
-        if power is not None:
-            mde = power["mde_ppi"] if chosen["method"] in ("ppi", "crossppi") else power["mde_naive"]
-        if not missing(mde):
-            text += (
-                f"; the test could have detected {stars(mde, False)} stars or more"
-                f" ({number(mde, 3)} on the 0–1 scale, 80 % power)"
-            )
-    return f'{text}. <span class="why">({esc(why)}.)</span>'
-
-
-def effects_section(effects: data.Rows, power: data.Rows) -> Section:
+def effects_section(effects: data.Rows, conclusions: data.Rows) -> Section:
+    """Every method's estimate per comparison, with the comparison's conclusion (``estimates.conclusions``, the
+    sentence PULSE stores) above its figure."""
     s = Section("effects", "1. Did the treatment change satisfaction?")
     s.add(
         "<p>Ratings are on a 0–1 scale: (stars − 1) / 4, so 0.25 is one star. Each comparison is a treatment arm "
@@ -139,9 +59,10 @@ def effects_section(effects: data.Rows, power: data.Rows) -> Section:
     if effects.why_empty:
         s.empty(effects.why_empty)
         return s
-    powers = {(r["experiment"], r["treatment"]): r for r in power.frame.to_dicts()} if power.why_empty is None else {}
+    concluded = {}
+    if conclusions.why_empty is None:
+        concluded = {(r["experiment"], r["treatment"]): r for r in conclusions.frame.to_dicts()}
     frame = effects.frame
-    n_comparisons = comparison_count(frame)
     for (experiment,), by_experiment in frame.group_by("experiment", maintain_order=True):
         s.add(f"<h3>Experiment {esc(experiment)}</h3>")
         for (treatment,), group in by_experiment.group_by("treatment", maintain_order=True):
@@ -151,7 +72,11 @@ def effects_section(effects: data.Rows, power: data.Rows) -> Section:
             if treatment is None:
                 s.add(f"<p>{esc(rows[0]['note'] or 'single-arm experiment: nothing to compare')}.</p>")
                 continue
-            s.add(f'<p class="conclusion">{conclusion(rows, powers.get((experiment, treatment)), n_comparisons)}</p>')
+            found = concluded.get((experiment, treatment))
+            if found is not None:
+                s.add(f'<p class="conclusion">{conclusion_html(found)}</p>')
+            else:
+                s.empty(conclusions.why_empty or f"estimates.conclusions has no row for {experiment}: {treatment}")
             _effects_figure(s, experiment, treatment, control, rows)
     return s
 

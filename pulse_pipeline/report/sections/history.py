@@ -8,14 +8,13 @@ from ...estimates.methods import Method
 from .. import data, figures
 from ..html import Section, comparison_label, esc, missing, slug, table, td
 from ..style import method_style
-from .effects import choose
 
 HISTORY_METHODS = (Method.PPI, Method.NAIVE_WELCH)  # without a chosen estimate: PPI's history, else the naive one
 
 # ---------------------------------------------------------------- 9. history
 
 
-def history_section(history: data.Rows, effects: data.Rows) -> Section:
+def history_section(history: data.Rows, conclusions: data.Rows) -> Section:
     s = Section("history", "9. How did the estimate evolve?")
     s.add(
         "<p>The estimate as it stood at the end of each day. The dashed 95 % interval is valid for one look "
@@ -27,10 +26,8 @@ def history_section(history: data.Rows, effects: data.Rows) -> Section:
         s.empty(history.why_empty)
         return s
     chosen = {}  # the method section 1 reads each comparison by, so both sections tell one story
-    if effects.why_empty is None:
-        for (experiment, treatment), group in effects.frame.group_by(["experiment", "treatment"]):
-            row, _ = choose(group.to_dicts())
-            chosen[(experiment, treatment)] = row["method"] if row else None
+    if conclusions.why_empty is None:
+        chosen = {(r["experiment"], r["treatment"]): r["method"] for r in conclusions.frame.to_dicts()}
     for (experiment, treatment), group in history.frame.group_by(["experiment", "treatment"], maintain_order=True):
         methods = set(group["method"].to_list())
         preferred = [chosen.get((experiment, treatment)), *HISTORY_METHODS]
