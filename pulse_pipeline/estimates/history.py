@@ -48,6 +48,7 @@ from datetime import date
 import numpy as np
 import polars as pl
 
+from .. import tables
 from ..stats.sequential import DEFAULT_PLANNED_N, confidence_sequence
 from ..warehouse import Warehouse
 from .effects import ArmColumns, Settings, arm_columns, arm_data, compare, propensities
@@ -83,7 +84,7 @@ class HistoryRow:
 
 def session_days(wh: Warehouse) -> pl.DataFrame:
     """session_id -> ``day``, the UTC date its session started (null when ``staging.sessions`` has no start)."""
-    return wh.frame("SELECT session_id, CAST(started_at AS DATE) AS day FROM staging.sessions")
+    return wh.frame(f"SELECT session_id, CAST(started_at AS DATE) AS day FROM {tables.STAGING_SESSIONS.qualified}")
 
 
 def with_days(sessions: pl.DataFrame, days: pl.DataFrame) -> pl.DataFrame:

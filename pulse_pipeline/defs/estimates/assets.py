@@ -85,11 +85,11 @@ def experiment_effects(context: dg.AssetExecutionContext, warehouse: WarehouseRe
             reason = "skipped: no cross-fit predictions for assigned sessions (see modeling/predictions)"
             context.log.warning(reason)
             return dg.MaterializeResult(metadata={"skipped": reason})
-        headline = wh.frame("""
+        headline = wh.frame(f"""
             SELECT experiment, treatment, control, method, round(effect, 4) AS effect,
                    '[' || round(ci_low, 4) || ', ' || round(ci_high, 4) || ']' AS ci95, round(p_value, 4) AS p,
                    round(width_vs_naive, 2) AS width_vs_naive, flags
-            FROM estimates.experiment_effects ORDER BY experiment, treatment, method""")
+            FROM {tables.EXPERIMENT_EFFECTS.qualified} ORDER BY experiment, treatment, method""")
     return dg.MaterializeResult(
         metadata=rounded(
             {
@@ -111,8 +111,8 @@ def experiment_effects(context: dg.AssetExecutionContext, warehouse: WarehouseRe
 )
 def intervals_are_not_too_good(warehouse: WarehouseResource) -> dg.AssetCheckResult:
     with warehouse.warehouse() as wh:
-        rows = wh.con.execute("""
-            SELECT experiment, treatment, method FROM estimates.experiment_effects
+        rows = wh.con.execute(f"""
+            SELECT experiment, treatment, method FROM {tables.EXPERIMENT_EFFECTS.qualified}
             WHERE valid AND flags LIKE '%predictions may have seen the labels%'""").fetchall()
     return dg.AssetCheckResult(
         passed=not rows,

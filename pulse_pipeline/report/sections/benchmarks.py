@@ -6,6 +6,7 @@ import math
 
 import polars as pl
 
+from ... import tables
 from ...stars import label_difference_in_stars
 from .. import data, figures
 from ..html import Section, esc, headline, missing, number, pair, slug, table, td
@@ -103,8 +104,8 @@ def benchmark_section(points: data.Rows, correlation: data.Rows, left_out: data.
                 [f'<td class="na" colspan="2">{esc(why)}</td>']
                 if why is not None
                 else [
-                    headline(r["ci_low"], "estimates.benchmark_correlation", "ci_low", where),
-                    headline(r["ci_high"], "estimates.benchmark_correlation", "ci_high", where),
+                    headline(r["ci_low"], tables.BENCHMARK_CORRELATION.qualified, "ci_low", where),
+                    headline(r["ci_high"], tables.BENCHMARK_CORRELATION.qualified, "ci_high", where),
                 ]
             )
             note = "; ".join(x for x in (_correlation_caveat(r), r["note"]) if x)
@@ -112,7 +113,7 @@ def benchmark_section(points: data.Rows, correlation: data.Rows, left_out: data.
                 [
                     td(r["measure"]),
                     td(r["n_clusters"]),
-                    headline(r["coefficient"], "estimates.benchmark_correlation", "coefficient", where),
+                    headline(r["coefficient"], tables.BENCHMARK_CORRELATION.qualified, "coefficient", where),
                     *interval,
                     td(note),
                 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ... import tables
 from .. import data
 from ..html import Section, esc, missing, number, table, td
 
@@ -39,7 +40,7 @@ def design_section(units: data.Rows, policy: data.Rows) -> Section:
     rows = policy.frame.to_dicts()
     first = rows[0]
     if first["note"] and all(missing(r["coefficient"]) for r in rows):
-        s.empty(f"estimates.ask_policy has no fitted policy: {first['note']}")
+        s.empty(f"{tables.ASK_POLICY.qualified} has no fitted policy: {first['note']}")
         return s
     s.add(
         f"<p>Budget {number(first['budget_per_day'], 1)} asks a day out of {number(first['sessions_per_day'], 1)} "

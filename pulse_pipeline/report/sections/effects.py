@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from ... import tables
 from ...estimates.conclusions import lead
 from ...estimates.methods import Method
 from .. import data, figures
@@ -12,6 +13,7 @@ from ..figures import Interval
 from ..html import Section, comparison_label, esc, headline, missing, pair, slug, table, td
 from ..style import method_rank, method_style
 
+EFFECTS_TABLE = tables.EXPERIMENT_EFFECTS.qualified  # what the headline cells name
 WIDTH_METHODS = (Method.PPI, Method.CROSSPPI, Method.AIPW)  # the model-assisted methods whose width section 2 shows
 GLOSSARY = (
     ("naive", "the difference of the rated sessions' mean ratings (Welch interval, or a bootstrap)"),
@@ -76,13 +78,15 @@ def effects_section(effects: data.Rows, conclusions: data.Rows) -> Section:
             if found is not None:
                 s.add(f'<p class="conclusion">{conclusion_html(found)}</p>')
             else:
-                s.empty(conclusions.why_empty or f"estimates.conclusions has no row for {experiment}: {treatment}")
+                s.empty(
+                    conclusions.why_empty or f"{tables.CONCLUSIONS.qualified} has no row for {experiment}: {treatment}"
+                )
             _effects_figure(s, experiment, treatment, control, rows)
     return s
 
 
 def _effects_figure(s: Section, experiment: str, treatment: str, control: str, rows: list[dict]) -> None:
-    naive = next((r["effect"] for r in rows if r["method"] == "naive_welch"), None)
+    naive = next((r["effect"] for r in rows if r["method"] == Method.NAIVE_WELCH), None)
     intervals = [
         Interval(method_style(r["method"]).label, r["method"], r["effect"], r["ci_low"], r["ci_high"], bool(r["flags"]))
         for r in rows
@@ -102,9 +106,9 @@ def _effects_figure(s: Section, experiment: str, treatment: str, control: str, r
     table_rows = [
         [
             td(method_style(r["method"]).label),
-            headline(r["effect"], "estimates.experiment_effects", "effect", {**where, "method": r["method"]}),
-            headline(r["ci_low"], "estimates.experiment_effects", "ci_low", {**where, "method": r["method"]}),
-            headline(r["ci_high"], "estimates.experiment_effects", "ci_high", {**where, "method": r["method"]}),
+            headline(r["effect"], EFFECTS_TABLE, "effect", {**where, "method": r["method"]}),
+            headline(r["ci_low"], EFFECTS_TABLE, "ci_low", {**where, "method": r["method"]}),
+            headline(r["ci_high"], EFFECTS_TABLE, "ci_high", {**where, "method": r["method"]}),
             td(r["effect_stars"], 2, True),
             td(r["p_value"]),
             td(r["p_holm"]),
@@ -174,18 +178,18 @@ def width_section(effects: data.Rows) -> Section:
         key = {"experiment": experiment, "treatment": treatment}
         n = (first["n_labeled_treatment"] or 0) + (first["n_labeled_control"] or 0)
         big_n = (first["N_unlabeled_treatment"] or 0) + (first["N_unlabeled_control"] or 0)
-        ppi_key = {**key, "method": "ppi"} if "ppi" in by else None
+        ppi_key = {**key, "method": Method.PPI.value} if Method.PPI in by else None
         cells.append(
             [
                 td(label),
-                headline(by["ppi"]["oof_rho"], "estimates.experiment_effects", "oof_rho", ppi_key, signed=False)
+                headline(by[Method.PPI]["oof_rho"], EFFECTS_TABLE, "oof_rho", ppi_key, signed=False)
                 if ppi_key
                 else td(first["oof_rho"]),
                 td(n),
                 td(big_n),
                 headline(
-                    by["ppi"]["best_width_theory"],
-                    "estimates.experiment_effects",
+                    by[Method.PPI]["best_width_theory"],
+                    EFFECTS_TABLE,
                     "best_width_theory",
                     ppi_key,
                     signed=False,
@@ -195,7 +199,7 @@ def width_section(effects: data.Rows) -> Section:
                 *[
                     headline(
                         by[m]["width_vs_naive"],
-                        "estimates.experiment_effects",
+                        EFFECTS_TABLE,
                         "width_vs_naive",
                         {**key, "method": m},
                         signed=False,

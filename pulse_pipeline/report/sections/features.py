@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ... import tables
 from .. import data, figures
 from ..html import Section, comparison_label, esc, headline, missing, pair, percent, slug, table, td
 
@@ -81,8 +82,8 @@ def features_section(differences: data.Rows, cost: data.Rows) -> Section:
         cells.append(
             [
                 td(f"{r['experiment']}: {r['treatment']} vs {r['control']}"),
-                headline(r["mean_treatment"], "estimates.feature_comparisons", "mean_treatment", key, 4, False),
-                headline(r["mean_control"], "estimates.feature_comparisons", "mean_control", key, 4, False),
+                headline(r["mean_treatment"], tables.FEATURE_COMPARISONS.qualified, "mean_treatment", key, 4, False),
+                headline(r["mean_control"], tables.FEATURE_COMPARISONS.qualified, "mean_control", key, 4, False),
                 td(r["difference"], 4, True),
                 td(percent(r["relative_difference"])),
                 td(r["p_value"]),

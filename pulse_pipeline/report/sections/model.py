@@ -5,6 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from ...estimates.label_shift import WARN_ABOVE
+from ...estimates.methods import Method, stored
 from .. import data, figures
 from ..html import Section, esc, number, table, td
 
@@ -76,9 +77,8 @@ def shift_section(shift: data.Rows, effects: data.Rows) -> Section:
     top = f.row(0, named=True)
     flagged = 0
     if effects.why_empty is None:
-        flagged = effects.frame.filter(
-            pl.col("method").is_in(["ppi", "crossppi"]) & pl.col("flags").str.contains("not representative")
-        ).height
+        ppi_rows = pl.col("method").is_in(stored([Method.PPI, Method.CROSSPPI]))
+        flagged = effects.frame.filter(ppi_rows & pl.col("flags").str.contains("not representative")).height
     large = abs(top["rank_biserial"]) > WARN_ABOVE
     if large or flagged:
         advice = (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ... import tables
 from ...estimates.srm import ALARM_P
 from .. import data
 from ..html import Section, comparison_label, esc, headline, pair, table, td
@@ -40,7 +41,7 @@ def split_power_section(srm: data.Rows, power: data.Rows) -> Section:
                         td(r["intended_share"]),
                         headline(
                             r["p_value"],
-                            "estimates.srm_check",
+                            tables.SRM_CHECK.qualified,
                             "p_value",
                             {"experiment": r["experiment"], "arm": r["arm"]},
                             3,
@@ -68,8 +69,8 @@ def split_power_section(srm: data.Rows, power: data.Rows) -> Section:
                 td(f"{r['experiment']}: {comparison_label(r['treatment'], r['control'])}"),
                 td(pair(r["n_labeled_treatment"], r["n_labeled_control"])),
                 td(r["oof_rho"], 2),
-                headline(r["mde_naive"], "estimates.power", "mde_naive", key, 3, False),
-                headline(r["mde_ppi"], "estimates.power", "mde_ppi", key, 3, False),
+                headline(r["mde_naive"], tables.POWER.qualified, "mde_naive", key, 3, False),
+                headline(r["mde_ppi"], tables.POWER.qualified, "mde_ppi", key, 3, False),
                 td(r["target_effect"]),
                 td(r["labels_per_arm_naive"]),
                 td(r["labels_per_arm_ppi"]),
