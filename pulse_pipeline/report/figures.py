@@ -33,6 +33,8 @@ import numpy as np
 from matplotlib import dates as mdates
 from matplotlib.figure import Figure
 
+from ..estimates import methods as methods_module
+from . import style as style_module
 from .style import BLACK, BLUE, GREY, METHODS, method_style
 
 STARS_PER_UNIT = 4.0  # label = (stars - 1) / 4: a difference of 0.25 on the label is one star (stars.py)
@@ -62,14 +64,20 @@ def _style(fig_id: str) -> Iterator[None]:
 
 
 _DRAWN: ContextVar[tuple[Path, set[Path]] | None] = ContextVar("pulse_figure_cache", default=None)
-_SOURCE = hashlib.sha1(Path(__file__).read_bytes() + matplotlib.__version__.encode()).hexdigest()
+_SOURCE = hashlib.sha1(
+    b"".join(Path(m).read_bytes() for m in (__file__, style_module.__file__, methods_module.__file__))
+    + matplotlib.__version__.encode()
+).hexdigest()
+"""What a kept figure was drawn by: this module, the style it draws with (``style.py``: colours, markers), the
+methods' names (``estimates/methods.py``) and matplotlib's version. A change to any of them draws every figure again."""
 
 
 @contextmanager
 def drawn_once(folder: Path | None) -> Iterator[None]:
-    """While open, each figure function's SVG is kept in ``folder`` by a digest of its arguments (and of this
-    module's source and matplotlib's version), and read from there when a later build draws it with the same
-    arguments; at the end, the SVGs this build did not use are removed. None: draw everything.
+    """While open, each figure function's SVG is kept in ``folder`` by a digest of its arguments (and of
+    ``_SOURCE``: this module's source, ``style.py``'s and matplotlib's version), and read from there when a later
+    build draws it with the same arguments; at the end, the SVGs this build did not use are removed. None: draw
+    everything.
 
     Why: a drop of ratings alone rebuilds the report at every run of a live drop; drawing its ~20 figures was most of
     the report's time (18 of 25 s under load at the paper's scale), and most figures (feature comparisons, the
