@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..stars import label_difference_in_stars
 from .methods import Method, method_label
@@ -212,9 +212,14 @@ def conclusion_row(rows: Sequence[Mapping], power: Mapping | None, n_comparisons
     if chosen is None:
         why = f"{found.why} ({notes})" if notes else found.why
         row = ConclusionRow(
-            experiment=experiment, treatment=treatment, control=control, method=None, why=why, verdict=found.short,
+            experiment=experiment,
+            treatment=treatment,
+            control=control,
+            method=None,
+            why=why,
+            verdict=found.short,
             sentence="",
-        )  # fmt: skip
+        )
     else:
         method = Method(chosen["method"])
         row = ConclusionRow(
@@ -233,7 +238,7 @@ def conclusion_row(rows: Sequence[Mapping], power: Mapping | None, n_comparisons
             verdict=found.short,
             sentence="",
         )
-    return ConclusionRow(**{**row.__dict__, "sentence": sentence(row, n_comparisons)})
+    return replace(row, sentence=sentence(row, n_comparisons))
 
 
 def conclusion_rows(effects: Sequence[Mapping], power: Sequence[Mapping] = ()) -> list[ConclusionRow]:
