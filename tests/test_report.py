@@ -567,11 +567,11 @@ def test_figures_drawn_with_the_same_numbers_are_kept_and_give_the_same_page(war
     figure drawn with the same arguments as in the last build is read back from the cache folder: the page is the
     same to the byte as one drawn whole, a second build draws nothing, a figure whose numbers changed is drawn
     again, and figures no build uses any more are removed."""
-    from pulse_pipeline.report import figures
+    from pulse_pipeline.report import drawing, figures
 
     drawn: list[str] = []
-    real_svg = figures._svg
-    monkeypatch.setattr(figures, "_svg", lambda fig, fig_id, *a: drawn.append(fig_id) or real_svg(fig, fig_id, *a))
+    real_svg = figures.svg_of
+    monkeypatch.setattr(figures, "svg_of", lambda fig, fig_id, *a: drawn.append(fig_id) or real_svg(fig, fig_id, *a))
     now = datetime(2026, 12, 4, 12, 0)
     cache = tmp_path / "figures"
     with duckdb.connect(str(warehouse), read_only=True) as con:
@@ -580,16 +580,16 @@ def test_figures_drawn_with_the_same_numbers_are_kept_and_give_the_same_page(war
         assert every > 3
         for expected_draws in (every, 0):  # cold, then warm
             drawn.clear()
-            with figures.drawn_once(cache):
+            with drawing.drawn_once(cache):
                 assert build_page(con, "pulse.duckdb", now).html == whole
             assert len(drawn) == expected_draws
     assert len(list(cache.glob("*.svg"))) == every
 
     rows = [figures.Interval("naive", "naive", 0.1, 0.0, 0.2)]
-    with figures.drawn_once(cache):
+    with drawing.drawn_once(cache):
         first = figures.forest("fig-x", "x", rows, None)
     drawn.clear()
-    with figures.drawn_once(cache):
+    with drawing.drawn_once(cache):
         assert figures.forest("fig-x", "x", rows, None) == first and drawn == []
         moved = figures.forest("fig-x", "x", [figures.Interval("naive", "naive", 0.1, 0.0, 0.3)], None)
     assert drawn == ["fig-x"] and moved != first

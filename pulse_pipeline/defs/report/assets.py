@@ -33,7 +33,7 @@ MIN_BYTES = 5_000  # the page with every section empty is larger: smaller means 
 
 class ReportResource(dg.ConfigurableResource):
     """Where the report is written (``PULSE_HOME/report``, see ``paths.py``), and where its figures are kept between
-    builds (``PULSE_HOME/.work/figures``: ``report/figures.drawn_once``; empty: none kept)."""
+    builds (``PULSE_HOME/.work/figures``: ``report/drawing.drawn_once``; empty: none kept)."""
 
     folder: str
     figure_cache: str = ""
