@@ -665,6 +665,30 @@ POWER = _t(
     ("note", VARCHAR),
 )
 
+CONCLUSIONS = _t(
+    "estimates.conclusions",
+    "One row per experiment comparison (and per single-arm experiment, not compared): PULSE's own conclusion, the"
+    " one the report and the UI show. The method it is read by (PPI++ when valid and unflagged, else AIPW, else"
+    " naive Welch: estimates/conclusions.py) and why; that estimate's effect and 95 % interval on the 0-1 scale"
+    " and its width against naive; the direction when the interval excludes zero, Holm's adjusted p when the"
+    " correction does not keep it, the minimum detectable effect when it holds zero; the verdict in a few words"
+    " and the plain sentence.",
+    ("experiment", VARCHAR),
+    ("treatment", VARCHAR),
+    ("control", VARCHAR),
+    ("method", VARCHAR),
+    ("why", VARCHAR),
+    ("effect", DOUBLE),
+    ("ci_low", DOUBLE),
+    ("ci_high", DOUBLE),
+    ("width_vs_naive", DOUBLE),
+    ("direction", VARCHAR),
+    ("p_holm_caveat", DOUBLE),
+    ("mde", DOUBLE),
+    ("verdict", VARCHAR),
+    ("sentence", VARCHAR),
+)
+
 BENCHMARK_POINTS = _t(
     "estimates.benchmark_points",
     "One row per comparison and task cluster: the benchmark score difference (benchmarks.csv: PULSE_HOME's, else"
@@ -729,6 +753,7 @@ ESTIMATE_TABLES = (
     LABEL_SHIFT,
     SEGMENT_EFFECTS,
     POWER,
+    CONCLUSIONS,
     BENCHMARK_POINTS,
     BENCHMARK_CORRELATION,
     ASK_POLICY,

@@ -20,9 +20,12 @@ import numpy as np
 import polars as pl
 import pytest
 
+from pulse_pipeline import tables
 from pulse_pipeline.cli import main
+from pulse_pipeline.defs.estimates.conclusions import EFFECTS_IN_ORDER
 from pulse_pipeline.defs.report.assets import ReportResource, index_html, report_is_written
 from pulse_pipeline.defs.resources import WarehouseResource
+from pulse_pipeline.estimates.conclusions import conclusion_rows
 from pulse_pipeline.report.page import build_page
 from pulse_pipeline.warehouse import Warehouse, connect, publish
 
@@ -178,9 +181,17 @@ def make_warehouse(path: Path) -> Path:
         ("staging.session_labels", labels),
     ):
         _insert(con, table, rows)
+    conclude(con)
     con.close()
     assert publish(working_database(path), path) is None
     return path
+
+
+def conclude(con: duckdb.DuckDBPyConnection) -> None:
+    """``estimates.conclusions`` from the effects and power rows written, as the pipeline's asset writes it."""
+    effects = con.execute(EFFECTS_IN_ORDER).pl().to_dicts()
+    power = con.execute("SELECT * FROM estimates.power").pl().to_dicts()
+    Warehouse(con).replace(tables.CONCLUSIONS, conclusion_rows(effects, power), nan_as_null=True)
 
 
 def working_database(published: Path) -> Path:
@@ -347,6 +358,22 @@ def test_a_warehouse_without_the_tables_gives_a_page_of_reasons(tmp_path):
     assert text.count("Nothing to show:") >= 10
 
 
+def test_the_page_shows_the_conclusion_the_warehouse_stores(tmp_path):
+    """The summary and section 1 read ``estimates.conclusions``: what is stored there is what the page says."""
+    published = make_warehouse(tmp_path / "pulse.duckdb")
+    con = connect(working_database(published))
+    con.execute(
+        f"UPDATE {tables.CONCLUSIONS.qualified} SET verdict = 'stored verdict', sentence = 'A stored sentence.'"
+        " WHERE treatment = 'gpt-5'"
+    )
+    con.close()
+    assert publish(working_database(published), published) is None
+    with duckdb.connect(str(published), read_only=True) as con:
+        page = build_page(con, "pulse.duckdb", built=datetime(2026, 1, 1)).html
+    assert summary_rows(page)["llm-backbone: gpt-5 vs claude-4-sonnet"][0] == "stored verdict"
+    assert '<p class="conclusion">A stored sentence.</p>' in page
+
+
 def test_the_page_loads_nothing_from_elsewhere(page):
     assert "http" not in page and "<script" not in page and "<link" not in page and "<img" not in page
     assert not re.search(r"\ssrc=", page)
@@ -404,7 +431,7 @@ def test_a_one_arm_experiment_in_segment_effects_gives_its_note(tmp_path):
     """segment_effects' row for an experiment with one arm has no treatment, dimension or segment (the estimates
     stage writes it so; tests/test_bad_input.py's mixed drop has one): the section shows its note, no crash."""
     from pulse_pipeline.report.data import Rows
-    from pulse_pipeline.report.page import segments_section
+    from pulse_pipeline.report.sections.segments import segments_section
 
     row = {"experiment": "solo", "treatment": None, "control": "only-arm", "dimension": None, "segment": None}
     row |= {"method": "none", "effect": None, "note": "one arm: nothing to compare"}
@@ -507,7 +534,7 @@ def test_segments_mark_ppi_flagged_for_the_comparison():
     """Section 7 draws PPI++ as section 1 does: flagged for the comparison (EFFECTS: planning's PPI row), so
     flagged within its segments, in the figure's description, its caption and its numbers."""
     from pulse_pipeline.report.data import Rows
-    from pulse_pipeline.report.page import segments_section
+    from pulse_pipeline.report.sections.segments import segments_section
 
     segment = {**PLANNING, "dimension": "task_type", "segment": "fix_bugs", "n_labeled_treatment": 20}
     segment |= {"n_labeled_control": 20, "p_value": 0.5, "note": None}
@@ -540,11 +567,11 @@ def test_figures_drawn_with_the_same_numbers_are_kept_and_give_the_same_page(war
     figure drawn with the same arguments as in the last build is read back from the cache folder: the page is the
     same to the byte as one drawn whole, a second build draws nothing, a figure whose numbers changed is drawn
     again, and figures no build uses any more are removed."""
-    from pulse_pipeline.report import figures
+    from pulse_pipeline.report import drawing, figures
 
     drawn: list[str] = []
-    real_svg = figures._svg
-    monkeypatch.setattr(figures, "_svg", lambda fig, fig_id, *a: drawn.append(fig_id) or real_svg(fig, fig_id, *a))
+    real_svg = figures.svg_of
+    monkeypatch.setattr(figures, "svg_of", lambda fig, fig_id, *a: drawn.append(fig_id) or real_svg(fig, fig_id, *a))
     now = datetime(2026, 12, 4, 12, 0)
     cache = tmp_path / "figures"
     with duckdb.connect(str(warehouse), read_only=True) as con:
@@ -553,16 +580,16 @@ def test_figures_drawn_with_the_same_numbers_are_kept_and_give_the_same_page(war
         assert every > 3
         for expected_draws in (every, 0):  # cold, then warm
             drawn.clear()
-            with figures.drawn_once(cache):
+            with drawing.drawn_once(cache):
                 assert build_page(con, "pulse.duckdb", now).html == whole
             assert len(drawn) == expected_draws
     assert len(list(cache.glob("*.svg"))) == every
 
     rows = [figures.Interval("naive", "naive", 0.1, 0.0, 0.2)]
-    with figures.drawn_once(cache):
+    with drawing.drawn_once(cache):
         first = figures.forest("fig-x", "x", rows, None)
     drawn.clear()
-    with figures.drawn_once(cache):
+    with drawing.drawn_once(cache):
         assert figures.forest("fig-x", "x", rows, None) == first and drawn == []
         moved = figures.forest("fig-x", "x", [figures.Interval("naive", "naive", 0.1, 0.0, 0.3)], None)
     assert drawn == ["fig-x"] and moved != first

@@ -88,6 +88,7 @@ import numpy as np
 import polars as pl
 from sklearn.linear_model import LogisticRegression, PoissonRegressor
 
+from .. import tables
 from ..atomic_write import write_whole
 from ..label_scales import STARS
 from ..stats.aipw import PROPENSITY_C, PROPENSITY_TOL
@@ -541,12 +542,12 @@ def policy_inputs(con: duckdb.DuckDBPyConnection) -> PolicyInputs:
         if has_asks
         else "false AS asked, false AS answered_ask"
     )
-    join_asks = "LEFT JOIN staging.session_asks k USING (session_id)" if has_asks else ""
+    join_asks = f"LEFT JOIN {tables.SESSION_ASKS.qualified} k USING (session_id)" if has_asks else ""
     frame = con.execute(f"""
         SELECT {cols}, s.started_at, l.label, p.prediction, {asks}
-        FROM features.event_features e JOIN staging.sessions s USING (session_id)
-        LEFT JOIN (SELECT * FROM staging.session_labels WHERE scale = '{STARS}') l USING (session_id)
-        LEFT JOIN modeling.predictions p USING (session_id)
+        FROM {tables.EVENT_FEATURES.qualified} e JOIN {tables.STAGING_SESSIONS.qualified} s USING (session_id)
+        LEFT JOIN (SELECT * FROM {tables.SESSION_LABELS.qualified} WHERE scale = '{STARS}') l USING (session_id)
+        LEFT JOIN {tables.PREDICTIONS.qualified} p USING (session_id)
         {join_asks}
         ORDER BY e.session_id""").pl()
     features = {c: frame[c].cast(float).fill_null(float("nan")).to_numpy() for c in POLICY_FEATURES}

@@ -61,8 +61,8 @@ from ..stats.cluster import (
 from ..stats.naive import bootstrap_difference, permutation_pvalue, welch_difference
 from ..stats.ppi import ArmMean, best_width_ratio_of_difference, crossppi_mean, difference, ppi_mean, wald_p_value
 from .kept_propensities import PropensityStore
+from .methods import NAIVE, PPI_METHODS, Method
 
-PPI_METHODS = ("ppi", "crossppi", "ppi_insample")
 SEEN_LABELS = "predictions may have seen the labels"
 NOT_REPRESENTATIVE = "rated sessions are not representative"
 
@@ -346,8 +346,8 @@ def compare(
         nan = float("nan")
         rows = [
             MethodEstimate(m, nan, nan, nan, nan, nan, None, None, nan, False, None, note)
-            for m in ("naive_welch", "naive_bootstrap", "ppi", "crossppi", "aipw")
-            if resampling or m != "naive_bootstrap"
+            for m in (Method.NAIVE_WELCH, Method.NAIVE_BOOTSTRAP, Method.PPI, Method.CROSSPPI, Method.AIPW)
+            if resampling or m != Method.NAIVE_BOOTSTRAP
         ]
         return rows, {"oof_rho": nan, "auc": nan, "best_width_theory": nan}
 
@@ -386,9 +386,9 @@ def compare(
             flags.append(SEEN_LABELS)
         if method in PPI_METHODS and not math.isnan(auc) and auc > s.auc_threshold:
             flags.append(f"{NOT_REPRESENTATIVE} (AUC {auc:.2f})")
-        if method == "ppi_insample":
+        if method == Method.PPI_INSAMPLE:
             flags.append("not valid: predictions from a model fit on all labels")
-        p = p_perm if method.startswith("naive") else wald_p_value(iv.estimate, iv.se)
+        p = p_perm if method in NAIVE else wald_p_value(iv.estimate, iv.se)
         note = "; ".join(x for x in (getattr(iv, "note", None), *notes) if x) or None
         return MethodEstimate(
             method,
@@ -400,17 +400,17 @@ def compare(
             lam_t,
             lam_c,
             width,
-            valid and method != "ppi_insample",
+            valid and method != Method.PPI_INSAMPLE,
             "; ".join(flags) or None,
             note,
         )
 
-    rows = [row("naive_welch", welch)] + ([row("naive_bootstrap", boot)] if boot is not None else [])
+    rows = [row(Method.NAIVE_WELCH, welch)] + ([row(Method.NAIVE_BOOTSTRAP, boot)] if boot is not None else [])
     lam = 0.0 if s.floor else None
     pt, pc = (_ppi_arm(a, lam, s, clustered) for a in (treat, control))
     rows.append(
         row(
-            "ppi",
+            Method.PPI,
             difference(pt, pc, alpha=s.alpha),
             pt.lam,
             pc.lam,
@@ -418,16 +418,16 @@ def compare(
         )
     )
     ct, cc = (_ppi_arm(a, None, s, clustered, cross=True) for a in (treat, control))
-    rows.append(row("crossppi", difference(ct, cc, alpha=s.alpha), 1.0, 1.0))
+    rows.append(row(Method.CROSSPPI, difference(ct, cc, alpha=s.alpha), 1.0, 1.0))
     at, ac = _aipw_arm(treat, *sel_t[:2], s), _aipw_arm(control, *sel_c[:2], s)
     rows.append(
         row(
-            "aipw",
+            Method.AIPW,
             difference(at, ac, alpha=s.alpha),
             notes=[x for x in (getattr(at, "note", None), getattr(ac, "note", None)) if x],
         )
     )
     if treat.f_insample_labeled is not None and control.f_insample_labeled is not None:
         it, ic = (ppi_mean(a.y, a.f_insample_labeled, a.f_insample_unlabeled, alpha=s.alpha) for a in (treat, control))
-        rows.append(row("ppi_insample", difference(it, ic, alpha=s.alpha), it.lam, ic.lam))
+        rows.append(row(Method.PPI_INSAMPLE, difference(it, ic, alpha=s.alpha), it.lam, ic.lam))
     return rows, {"oof_rho": rho, "auc": auc, "best_width_theory": best}

@@ -30,6 +30,7 @@ from ..stars import label_difference_in_stars
 from ..stats.multitest import holm
 from .effects import ArmData, MethodEstimate, Settings, arm_data, compare
 from .experiments import Experiment, Unit, experiments_of, for_unit, units_of
+from .methods import NO_METHOD
 from .sessions import feature_names, left_out_by_scale, one_scale_per_experiment
 
 
@@ -43,7 +44,7 @@ class EffectRow:
     experiment: str
     treatment: str | None
     control: str
-    method: str  # a method of effects.compare, or "none" (a single-arm experiment)
+    method: str  # a Method of effects.compare, or NO_METHOD "none" (a single-arm experiment)
     effect: float | None = None
     se: float | None = None
     ci_low: float | None = None
@@ -195,7 +196,7 @@ def experiment_effect_rows(
                     experiment=exp.name,
                     treatment=None,
                     control=exp.control,
-                    method="none",
+                    method=NO_METHOD,
                     valid=False,
                     note=exp.nothing_to_compare,
                     unit=unit.unit,

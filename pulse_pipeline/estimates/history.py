@@ -48,13 +48,15 @@ from datetime import date
 import numpy as np
 import polars as pl
 
+from .. import tables
 from ..stats.sequential import DEFAULT_PLANNED_N, confidence_sequence
 from ..warehouse import Warehouse
 from .effects import ArmColumns, Settings, arm_columns, arm_data, compare, propensities
 from .experiments import experiments_of, for_unit, units_of
+from .methods import NO_METHOD, Method
 from .sessions import feature_names
 
-METHODS: tuple[str, ...] = ("naive_welch", "ppi", "crossppi", "aipw")
+METHODS: tuple[Method, ...] = (Method.NAIVE_WELCH, Method.PPI, Method.CROSSPPI, Method.AIPW)
 MAX_LOOKS = 100
 
 
@@ -65,7 +67,7 @@ class HistoryRow:
     experiment: str
     treatment: str | None
     control: str
-    method: str  # a METHODS entry, or "none" (nothing to compare; see note)
+    method: str  # a METHODS entry, or NO_METHOD "none" (nothing to compare; see note)
     unit: str = "session"  # the randomization unit, whose count to date is the sequence's clock
     day: date | None = None
     n_rated: int | None = None  # rated sessions of both arms started on or before day
@@ -82,7 +84,7 @@ class HistoryRow:
 
 def session_days(wh: Warehouse) -> pl.DataFrame:
     """session_id -> ``day``, the UTC date its session started (null when ``staging.sessions`` has no start)."""
-    return wh.frame("SELECT session_id, CAST(started_at AS DATE) AS day FROM staging.sessions")
+    return wh.frame(f"SELECT session_id, CAST(started_at AS DATE) AS day FROM {tables.STAGING_SESSIONS.qualified}")
 
 
 def with_days(sessions: pl.DataFrame, days: pl.DataFrame) -> pl.DataFrame:
@@ -239,7 +241,7 @@ def history_rows(
         undated_note = f"sessions without a start time left out: {undated}" if undated else None
         if not exp.treatments:
             rows.append(
-                HistoryRow(experiment=exp.name, treatment=None, control=exp.control, method="none", unit=unit.unit,
+                HistoryRow(experiment=exp.name, treatment=None, control=exp.control, method=NO_METHOD, unit=unit.unit,
                            note=_join_notes(exp.nothing_to_compare, undated_note))
             )  # fmt: skip
             continue
@@ -250,7 +252,7 @@ def history_rows(
             arms = dated.filter(pl.col("variant").is_in([treatment, exp.control]))
             if arms.is_empty():
                 rows.append(
-                    HistoryRow(experiment=exp.name, treatment=treatment, control=exp.control, method="none",
+                    HistoryRow(experiment=exp.name, treatment=treatment, control=exp.control, method=NO_METHOD,
                                unit=unit.unit,
                                note=_join_notes("no session of this comparison has a start time", undated_note))
                 )  # fmt: skip

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import polars as pl
 
+from .. import tables
 from ..stats.multitest import benjamini_hochberg
 from ..stats.two_sample import rank_biserial
 
@@ -80,7 +81,7 @@ WHAT_THE_REPORT_DOES = (
     " over PPI++ while any is beyond the threshold. Each comparison's PPI++ rows are flagged 'rated sessions are"
     " not representative' when a model on these features tells rated from unrated sessions (out-of-fold AUC above"
     " PULSE_SHIFT_AUC, default 0.6); a flagged comparison is read by AIPW instead of PPI++"
-    " (estimates.experiment_effects, column flags)."
+    f" ({tables.EXPERIMENT_EFFECTS.qualified}, column flags)."
 )
 
 

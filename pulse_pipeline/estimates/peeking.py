@@ -62,6 +62,7 @@ from ..stats.naive import welch_difference
 from ..stats.ppi import difference, ppi_mean
 from ..stats.sequential import DEFAULT_PLANNED_N, cs_radius
 from ..synth.model import ArmEffect, feature_matrix, simulate_sessions
+from .methods import Method
 from .validation import (
     CONTROL,
     DEFAULT_FAMILY,
@@ -73,7 +74,7 @@ from .validation import (
 )
 
 SCENARIO = "peeking"
-ESTIMATORS: tuple[str, ...] = ("naive_welch", "ppi")
+ESTIMATORS: tuple[Method, ...] = (Method.NAIVE_WELCH, Method.PPI)
 CS_SUFFIX = "_cs"
 LAST_SUFFIX = "_last_look"
 METHODS: tuple[str, ...] = tuple(e + suffix for e in ESTIMATORS for suffix in ("", CS_SUFFIX, LAST_SUFFIX))
@@ -126,8 +127,8 @@ def replicate_peeking(
             continue
         n_sessions = int(upto.sum())
         estimates = {
-            "naive_welch": welch_difference(y[lab[TREATMENT]], y[lab[CONTROL]]),
-            "ppi": difference(*(ppi_mean(y[lab[a]], f[lab[a]], f[arm[a] & ~rated]) for a in (TREATMENT, CONTROL))),
+            Method.NAIVE_WELCH: welch_difference(y[lab[TREATMENT]], y[lab[CONTROL]]),
+            Method.PPI: difference(*(ppi_mean(y[lab[a]], f[lab[a]], f[arm[a] & ~rated]) for a in (TREATMENT, CONTROL))),
         }
         for est, iv in estimates.items():
             radius = cs_radius(iv.se, n_sessions, planned_n)
@@ -139,7 +140,7 @@ def replicate_peeking(
     for est in ESTIMATORS:
         fixed_in, fixed_width, cs_width, estimate = last[est]
         for method, covered, width in (
-            (est, held[est], fixed_width),
+            (str(est), held[est], fixed_width),
             (est + CS_SUFFIX, held[est + CS_SUFFIX], cs_width),
             (est + LAST_SUFFIX, fixed_in, fixed_width),
         ):

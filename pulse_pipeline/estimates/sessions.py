@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import polars as pl
 
+from .. import tables
 from ..label_scales import SCALES
 from ..warehouse import Warehouse
+from .methods import Method
 
 KEYS = (
     "session_id",
@@ -49,10 +51,10 @@ def assigned_sessions(wh: Warehouse, with_features: bool = True) -> pl.DataFrame
         SELECT a.session_id, a.experiment, a.variant, a.user_id, l.label IS NOT NULL AS labeled, l.label, p.prediction,
                k.ask_probability, l.scale AS label_scale
                {features}
-        FROM staging.assignments a
-        LEFT JOIN staging.session_labels l USING (session_id)
-        LEFT JOIN modeling.predictions p USING (session_id)
-        LEFT JOIN staging.session_asks k USING (session_id)
+        FROM {tables.STAGING_ASSIGNMENTS.qualified} a
+        LEFT JOIN {tables.SESSION_LABELS.qualified} l USING (session_id)
+        LEFT JOIN {tables.PREDICTIONS.qualified} p USING (session_id)
+        LEFT JOIN {tables.SESSION_ASKS.qualified} k USING (session_id)
         {join}
         ORDER BY a.session_id""").pipe(one_scale_per_experiment)
 
@@ -110,23 +112,20 @@ def feature_names(frame: pl.DataFrame) -> list[str]:
 def assignments(wh: Warehouse) -> pl.DataFrame:
     """``staging.assignments`` as a frame (session_id, experiment, variant, user_id): what the unit is detected
     from and what the sample-ratio check counts."""
-    return wh.frame("SELECT session_id, experiment, variant, user_id FROM staging.assignments ORDER BY session_id")
+    return wh.frame(
+        f"SELECT session_id, experiment, variant, user_id FROM {tables.STAGING_ASSIGNMENTS.qualified}"
+        " ORDER BY session_id"
+    )
 
 
 def arm_sizes(wh: Warehouse) -> dict[str, dict[str, int]]:
     """experiment -> arm -> assigned sessions (what the sample-ratio check tests)."""
     sizes: dict[str, dict[str, int]] = {}
     for experiment, arm, n in wh.con.execute(
-        "SELECT experiment, variant, count(*) FROM staging.assignments GROUP BY ALL"
+        f"SELECT experiment, variant, count(*) FROM {tables.STAGING_ASSIGNMENTS.qualified} GROUP BY ALL"
     ).fetchall():
         sizes.setdefault(experiment, {})[arm] = n
     return sizes
-
-
-def chosen_family(wh: Warehouse) -> str | None:
-    """The model family the model stage chose (and cross-fit); None when it chose none."""
-    chosen = wh.con.execute("SELECT DISTINCT model FROM modeling.cv_metrics WHERE chosen").fetchone()
-    return chosen[0] if chosen else None
 
 
 def oof_rho_by_comparison(wh: Warehouse) -> dict[tuple[str, str], float | None]:
@@ -134,6 +133,7 @@ def oof_rho_by_comparison(wh: Warehouse) -> dict[tuple[str, str], float | None]:
     return {
         (experiment, treatment): rho
         for experiment, treatment, rho in wh.con.execute(
-            "SELECT experiment, treatment, oof_rho FROM estimates.experiment_effects WHERE method = 'naive_welch'"
+            f"SELECT experiment, treatment, oof_rho FROM {tables.EXPERIMENT_EFFECTS.qualified} WHERE method = ?",
+            [Method.NAIVE_WELCH],
         ).fetchall()
     }

@@ -22,6 +22,7 @@ from ..stats.ppi import difference, ppi_mean, wald_p_value
 from ..stats.two_sample import welch_test
 from .effects import arm_data
 from .experiments import Experiment
+from .methods import NO_METHOD, Method
 
 DIMENSIONS = ("task_type", "development_cluster")
 DEFAULT_MIN_RATINGS = 10
@@ -36,7 +37,7 @@ class SubgroupEffectRow:
     control: str
     dimension: str | None = None  # "task_type" or "development_cluster"
     segment: str | None = None  # the subgroup, e.g. "fix_bugs"
-    method: str  # "naive_welch", "ppi", or "none" (not estimated; the note says why)
+    method: str  # Method.NAIVE_WELCH, Method.PPI, or NO_METHOD "none" (not estimated; the note says why)
     n_labeled_treatment: int | None = None
     n_labeled_control: int | None = None
     N_unlabeled_treatment: int | None = None
@@ -67,7 +68,11 @@ def subgroup_effect_rows(frame: pl.DataFrame, exps: Sequence[Experiment], min_ra
         if not exp.treatments:
             rows.append(
                 SubgroupEffectRow(
-                    experiment=exp.name, treatment=None, control=exp.control, method="none", note=exp.nothing_to_compare
+                    experiment=exp.name,
+                    treatment=None,
+                    control=exp.control,
+                    method=NO_METHOD,
+                    note=exp.nothing_to_compare,
                 )
             )
         for treatment in exp.treatments:
@@ -81,7 +86,7 @@ def subgroup_effect_rows(frame: pl.DataFrame, exps: Sequence[Experiment], min_ra
                     control=exp.control,
                     dimension=dimension,
                     segment=subgroup,
-                    method="none",
+                    method=NO_METHOD,
                     n_labeled_treatment=t.y.size,
                     n_labeled_control=c.y.size,
                     N_unlabeled_treatment=t.f_unlabeled.size,
@@ -93,10 +98,12 @@ def subgroup_effect_rows(frame: pl.DataFrame, exps: Sequence[Experiment], min_ra
                     continue
                 welch = welch_difference(t.y, c.y)
                 p_welch = welch_test(t.y, c.y).p_value
-                rows.append(replace(counts, method="naive_welch", **_interval(welch), p_value=p_welch, note=welch.note))
+                rows.append(
+                    replace(counts, method=Method.NAIVE_WELCH, **_interval(welch), p_value=p_welch, note=welch.note)
+                )
                 ppi = difference(ppi_mean(t.y, t.f_labeled, t.f_unlabeled), ppi_mean(c.y, c.f_labeled, c.f_unlabeled))
                 p_ppi = wald_p_value(ppi.estimate, ppi.se)
-                rows.append(replace(counts, method="ppi", **_interval(ppi), p_value=p_ppi, note=ppi.note))
+                rows.append(replace(counts, method=Method.PPI, **_interval(ppi), p_value=p_ppi, note=ppi.note))
     return rows
 
 

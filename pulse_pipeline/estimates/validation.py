@@ -76,6 +76,7 @@ from ..stars import stars_to_label
 from ..stats.cluster import cluster_codes
 from ..synth.model import GeneratorParams, SessionTable, feature_matrix, simulate_sessions, true_effects
 from .effects import ArmData, MethodEstimate, Settings, compare
+from .methods import Method, stored
 
 EXPERIMENT = "llm-backbone"
 CONTROL = "claude-4-sonnet"
@@ -87,7 +88,7 @@ PARAMS = GeneratorParams(direct_chattiness=2.0, selection_log_messages=1.6)
 self_selected scenario who rates follows the user-message count more steeply than the paper's default (slope 1.6
 instead of 0.8 on log M), so a shortfall PPI would show in production shows plainly in 500 replications."""
 SETTINGS = Settings(n_resamples=1000, n_permutations=200, threads=1)  # one replication per core
-METHODS: tuple[str, ...] = ("naive_welch", "naive_bootstrap", "ppi", "crossppi", "aipw", "ppi_insample")
+METHODS: tuple[Method, ...] = tuple(Method)
 SESSION_SUFFIX = "_session"
 """``user_assigned`` reports each method twice: clustered by user (its plain name) and as if sessions were
 independent (the name with this suffix), to show what ignoring the unit costs."""
@@ -221,7 +222,7 @@ def replicate_user_assigned(
     theta = truth(USER_PARAMS)
     rows = _scored(scenario, compare(*clustered, SETTINGS)[0], theta)
     # ppi_insample is session-level in both runs (never valid anyway): reported once
-    session = [r for r in compare(*plain, SETTINGS)[0] if r.method != "ppi_insample"]
+    session = [r for r in compare(*plain, SETTINGS)[0] if r.method != Method.PPI_INSAMPLE]
     return rows + _scored(scenario, session, theta, SESSION_SUFFIX)
 
 
@@ -278,7 +279,7 @@ def _run(args: tuple[Replicate, int, str, dict]) -> list[dict]:
 def summarize(rows: Sequence[dict]) -> pl.DataFrame:
     """One row per scenario x method: coverage, mean_width, bias, replications, share_flagged."""
     frame = pl.DataFrame(list(rows))
-    names = [*METHODS, *(m + SESSION_SUFFIX for m in METHODS)]
+    names = [*stored(METHODS), *(m + SESSION_SUFFIX for m in METHODS)]
     order = {m: i for i, m in enumerate(names)}
     return (
         frame.group_by("scenario", "method", maintain_order=True)
@@ -394,24 +395,24 @@ class _Targets:
 
 
 def _random_targets(t: _Targets) -> None:
-    for method in ("naive_welch", "ppi", "crossppi"):
+    for method in (Method.NAIVE_WELCH, Method.PPI, Method.CROSSPPI):
         t.within("random", method, RANDOM_COVERAGE)
-    t.below("random", "ppi_insample", "coverage", INSAMPLE_MAX_COVERAGE)
+    t.below("random", Method.PPI_INSAMPLE, "coverage", INSAMPLE_MAX_COVERAGE)
 
 
 def _self_selected_targets(t: _Targets) -> None:
-    for method in ("ppi", "crossppi"):
+    for method in (Method.PPI, Method.CROSSPPI):
         t.below("self_selected", method, "coverage", PPI_SELECTED_MAX_COVERAGE, " (the shortfall shows)")
-    t.at_least("self_selected", "aipw", "coverage", AIPW_MIN_COVERAGE)
-    t.at_least("self_selected", "ppi_insample", "share_flagged", INSAMPLE_MIN_SHARE_FLAGGED)
-    for method in ("ppi", "crossppi"):
+    t.at_least("self_selected", Method.AIPW, "coverage", AIPW_MIN_COVERAGE)
+    t.at_least("self_selected", Method.PPI_INSAMPLE, "share_flagged", INSAMPLE_MIN_SHARE_FLAGGED)
+    for method in (Method.PPI, Method.CROSSPPI):
         t.at_least("self_selected", method, "share_flagged", PPI_MIN_SHARE_FLAGGED)
 
 
 def _user_assigned_targets(t: _Targets) -> None:
-    for method in ("naive_welch", "ppi", "crossppi", "aipw"):
+    for method in (Method.NAIVE_WELCH, Method.PPI, Method.CROSSPPI, Method.AIPW):
         t.within("user_assigned", method, USER_COVERAGE)
-    for method in ("naive_welch", "ppi"):
+    for method in (Method.NAIVE_WELCH, Method.PPI):
         name = method + SESSION_SUFFIX
         t.below("user_assigned", name, "coverage", USER_SESSION_MAX_COVERAGE, " (ignoring the unit shows)")
 

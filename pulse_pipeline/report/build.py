@@ -11,7 +11,7 @@ from pathlib import Path
 
 import duckdb
 
-from .figures import drawn_once
+from .drawing import drawn_once
 from .page import build_page
 
 REPORT_FILE = "index.html"
@@ -29,7 +29,7 @@ def write_report(con: duckdb.DuckDBPyConnection, folder: Path, source: str, figu
     """Build the page from the warehouse open on ``con`` and write ``folder/index.html`` atomically: into a
     temporary file beside it, then ``os.replace``, so a reader (or a browser refreshing) never sees half a page
     and a failed build leaves the previous report in place. ``figure_cache``: where figures drawn with the same
-    numbers as in the last build are kept (``figures.drawn_once``; None draws every one)."""
+    numbers as in the last build are kept (``drawing.drawn_once``; None draws every one)."""
     with drawn_once(figure_cache):
         page = build_page(con, source, datetime.now(UTC))
     folder.mkdir(parents=True, exist_ok=True)

@@ -13,23 +13,27 @@ from dataclasses import dataclass
 import duckdb
 import polars as pl
 
+from .. import tables
+
 # Why a table is usually empty: what a reader does next. A table's own notes, when it has rows, say more.
 LIKELY_CAUSE = {
-    "estimates.experiment_effects": "no assigned session has a cross-fit prediction: the drops hold no "
+    tables.EXPERIMENT_EFFECTS.qualified: "no assigned session has a cross-fit prediction: the drops hold no "
     "assignments.csv, or too few sessions are rated for the model stage",
-    "estimates.power": "no experiment comparison: the drops hold no assignments",
-    "modeling.cv_metrics": "too few rated sessions to cross-validate a model",
-    "modeling.predictions": "too few rated sessions to cross-fit a model",
-    "estimates.label_shift": "no rated or no unrated sessions to compare",
-    "estimates.feature_comparisons": "no experiment comparison with sessions in both arms",
-    "estimates.benchmark_points": "no benchmarks file and no assigned sessions",
-    "estimates.benchmark_correlation": "the benchmarks file (PULSE_HOME/benchmarks.csv, else the shipped one) "
+    tables.POWER.qualified: "no experiment comparison: the drops hold no assignments",
+    tables.CONCLUSIONS.qualified: "no experiment comparison: the drops hold no assignments, or too few sessions are "
+    "rated for the model stage",
+    tables.CV_METRICS.qualified: "too few rated sessions to cross-validate a model",
+    tables.PREDICTIONS.qualified: "too few rated sessions to cross-fit a model",
+    tables.LABEL_SHIFT.qualified: "no rated or no unrated sessions to compare",
+    tables.FEATURE_COMPARISONS.qualified: "no experiment comparison with sessions in both arms",
+    tables.BENCHMARK_POINTS.qualified: "no benchmarks file and no assigned sessions",
+    tables.BENCHMARK_CORRELATION.qualified: "the benchmarks file (PULSE_HOME/benchmarks.csv, else the shipped one) "
     "names no comparison that could be used",
-    "estimates.segment_effects": "no experiment comparison with task types or development clusters",
-    "estimates.srm_check": "the drops hold no assignments",
-    "estimates.effect_history": "no session has a start time, or no comparison has ratings on any day",
-    "estimates.ask_policy": "too few ratings to fit the error model",
-    "staging.sessions": "no drop has been ingested",
+    tables.SEGMENT_EFFECTS.qualified: "no experiment comparison with task types or development clusters",
+    tables.SRM_CHECK.qualified: "the drops hold no assignments",
+    tables.EFFECT_HISTORY.qualified: "no session has a start time, or no comparison has ratings on any day",
+    tables.ASK_POLICY.qualified: "too few ratings to fit the error model",
+    tables.STAGING_SESSIONS.qualified: "no drop has been ingested",
 }
 
 
@@ -55,14 +59,24 @@ def effects(con: duckdb.DuckDBPyConnection) -> Rows:
     """Every method's row of every comparison (``estimates.experiment_effects``)."""
     return _query(
         con,
-        "estimates.experiment_effects",
-        "SELECT * FROM estimates.experiment_effects ORDER BY experiment, treatment NULLS FIRST, method",
+        tables.EXPERIMENT_EFFECTS.qualified,
+        f"SELECT * FROM {tables.EXPERIMENT_EFFECTS.qualified} ORDER BY experiment, treatment NULLS FIRST, method",
+    )
+
+
+def conclusions(con: duckdb.DuckDBPyConnection) -> Rows:
+    """PULSE's conclusion per comparison (``estimates.conclusions``): the method it is read by, why, the verdict and
+    the sentence; single-arm experiments too (no treatment)."""
+    return _query(
+        con,
+        tables.CONCLUSIONS.qualified,
+        f"SELECT * FROM {tables.CONCLUSIONS.qualified} ORDER BY experiment, treatment NULLS FIRST",
     )
 
 
 def power(con: duckdb.DuckDBPyConnection) -> Rows:
     """Minimum detectable effects per comparison (``estimates.power``)."""
-    return _query(con, "estimates.power", "SELECT * FROM estimates.power ORDER BY experiment, treatment")
+    return _query(con, tables.POWER.qualified, f"SELECT * FROM {tables.POWER.qualified} ORDER BY experiment, treatment")
 
 
 def calibration(con: duckdb.DuckDBPyConnection, bins: int = 10) -> Rows:
@@ -71,12 +85,12 @@ def calibration(con: duckdb.DuckDBPyConnection, bins: int = 10) -> Rows:
     Fewer rated sessions than bins give as many bins as sessions."""
     return _query(
         con,
-        "modeling.predictions",
-        """
+        tables.PREDICTIONS.qualified,
+        f"""
         WITH rated AS (
             SELECT p.prediction_stars AS prediction, l.label_stars AS rating,
                    ntile(?) OVER (ORDER BY p.prediction_stars, p.session_id) AS decile
-            FROM modeling.predictions p JOIN staging.session_labels l USING (session_id)
+            FROM {tables.PREDICTIONS.qualified} p JOIN {tables.SESSION_LABELS.qualified} l USING (session_id)
             WHERE p.labeled AND p.prediction_stars IS NOT NULL AND l.label_stars IS NOT NULL)
         SELECT decile, count(*) AS n, avg(prediction) AS mean_prediction, avg(rating) AS mean_rating
         FROM rated GROUP BY decile ORDER BY decile""",
@@ -86,17 +100,19 @@ def calibration(con: duckdb.DuckDBPyConnection, bins: int = 10) -> Rows:
 
 def cv_metrics(con: duckdb.DuckDBPyConnection) -> Rows:
     """The paper's Table 2 (``modeling.cv_metrics``), one row per model and metric."""
-    return _query(con, "modeling.cv_metrics", "SELECT * FROM modeling.cv_metrics ORDER BY metric, mean, model")
+    return _query(
+        con, tables.CV_METRICS.qualified, f"SELECT * FROM {tables.CV_METRICS.qualified} ORDER BY metric, mean, model"
+    )
 
 
 def label_shift(con: duckdb.DuckDBPyConnection, top: int = 8) -> Rows:
     """The features on which rated sessions differ most from unrated ones (largest |rank-biserial|)."""
-    if not _has_rows(con, "estimates.label_shift", "rank_biserial IS NOT NULL"):
-        return _notes(con, "estimates.label_shift")
+    if not _has_rows(con, tables.LABEL_SHIFT.qualified, "rank_biserial IS NOT NULL"):
+        return _notes(con, tables.LABEL_SHIFT.qualified)
     return _query(
         con,
-        "estimates.label_shift",
-        """SELECT * FROM estimates.label_shift WHERE rank_biserial IS NOT NULL
+        tables.LABEL_SHIFT.qualified,
+        f"""SELECT * FROM {tables.LABEL_SHIFT.qualified} WHERE rank_biserial IS NOT NULL
            ORDER BY abs(rank_biserial) DESC, feature LIMIT ?""",
         [top],
     )
@@ -112,13 +128,13 @@ def feature_differences(con: duckdb.DuckDBPyConnection, top: int = 8) -> Rows:
     whose control mean is near zero, such as a sentiment score). Cost is shown on its own (``cost``)."""
     return _query(
         con,
-        "estimates.feature_comparisons",
-        """
+        tables.FEATURE_COMPARISONS.qualified,
+        f"""
         SELECT * FROM (
             SELECT *, row_number() OVER (PARTITION BY experiment, treatment
                                          ORDER BY p_value NULLS LAST, abs(standardized) DESC, feature) AS rank
             FROM (SELECT *, difference / nullif(sqrt((sd_treatment ^ 2 + sd_control ^ 2) / 2), 0) AS standardized
-                  FROM estimates.feature_comparisons WHERE population = 'all' AND feature IS DISTINCT FROM ?)
+                  FROM {tables.FEATURE_COMPARISONS.qualified} WHERE population = 'all' AND feature IS DISTINCT FROM ?)
             WHERE treatment IS NULL OR standardized IS NOT NULL)
         WHERE rank <= ? ORDER BY experiment, treatment, rank""",
         [COST_FEATURE, top],
@@ -130,10 +146,11 @@ def cost(con: duckdb.DuckDBPyConnection) -> Rows:
     carry no LLM usage (every cost zero or missing): the reason says so."""
     rows = _query(
         con,
-        "estimates.feature_comparisons",
-        """SELECT experiment, treatment, control, n_treatment, n_control, mean_treatment, mean_control, difference,
+        tables.FEATURE_COMPARISONS.qualified,
+        f"""SELECT experiment, treatment, control, n_treatment, n_control, mean_treatment, mean_control, difference,
                   relative_difference, p_value
-           FROM estimates.feature_comparisons WHERE population = 'all' AND feature = ? AND treatment IS NOT NULL
+           FROM {tables.FEATURE_COMPARISONS.qualified}
+           WHERE population = 'all' AND feature = ? AND treatment IS NOT NULL
            ORDER BY experiment, treatment""",
         [COST_FEATURE],
     )
@@ -149,8 +166,8 @@ def benchmark_points(con: duckdb.DuckDBPyConnection) -> Rows:
     were left out (``estimates.benchmark_points`` keeps each with its reason)."""
     used = _query(
         con,
-        "estimates.benchmark_points",
-        """SELECT * FROM estimates.benchmark_points WHERE status = 'used' AND delta_b IS NOT NULL
+        tables.BENCHMARK_POINTS.qualified,
+        f"""SELECT * FROM {tables.BENCHMARK_POINTS.qualified} WHERE status = 'used' AND delta_b IS NOT NULL
            AND delta_h IS NOT NULL ORDER BY treatment, control, cluster""",
     )
     if used.why_empty is None:
@@ -161,10 +178,10 @@ def benchmark_points(con: duckdb.DuckDBPyConnection) -> Rows:
 
 def benchmark_reasons(con: duckdb.DuckDBPyConnection, limit: int = 5) -> list[str]:
     """The distinct reasons benchmark points were left out, the most frequent first."""
-    if not exists(con, "estimates.benchmark_points"):
+    if not exists(con, tables.BENCHMARK_POINTS.qualified):
         return []
     found = con.execute(
-        """SELECT reason, count(*) AS n FROM estimates.benchmark_points
+        f"""SELECT reason, count(*) AS n FROM {tables.BENCHMARK_POINTS.qualified}
            WHERE status <> 'used' AND reason IS NOT NULL GROUP BY reason ORDER BY n DESC, reason LIMIT ?""",
         [limit],
     ).fetchall()
@@ -175,8 +192,8 @@ def benchmark_left_out(con: duckdb.DuckDBPyConnection) -> Rows:
     """Per comparison, why its benchmark points were left out and how many (the points that are not used)."""
     return _query(
         con,
-        "estimates.benchmark_points",
-        """SELECT treatment, control, reason, count(*) AS n FROM estimates.benchmark_points
+        tables.BENCHMARK_POINTS.qualified,
+        f"""SELECT treatment, control, reason, count(*) AS n FROM {tables.BENCHMARK_POINTS.qualified}
            WHERE status <> 'used' AND reason IS NOT NULL GROUP BY ALL ORDER BY treatment, control, n DESC, reason""",
     )
 
@@ -186,8 +203,8 @@ def benchmark_correlation(con: duckdb.DuckDBPyConnection) -> Rows:
     were left out."""
     rows = _query(
         con,
-        "estimates.benchmark_correlation",
-        "SELECT * FROM estimates.benchmark_correlation ORDER BY treatment, control, measure",
+        tables.BENCHMARK_CORRELATION.qualified,
+        f"SELECT * FROM {tables.BENCHMARK_CORRELATION.qualified} ORDER BY treatment, control, measure",
     )
     if rows.why_empty is not None and (reasons := benchmark_reasons(con)):
         return Rows(rows.frame, f"{rows.why_empty}. The points were left out because: {'; '.join(reasons)}")
@@ -199,39 +216,41 @@ def segment_effects(con: duckdb.DuckDBPyConnection) -> Rows:
     note (too few ratings)."""
     return _query(
         con,
-        "estimates.segment_effects",
-        """SELECT * FROM estimates.segment_effects
+        tables.SEGMENT_EFFECTS.qualified,
+        f"""SELECT * FROM {tables.SEGMENT_EFFECTS.qualified}
            ORDER BY experiment, treatment NULLS FIRST, dimension DESC, segment, method""",
     )
 
 
 def srm(con: duckdb.DuckDBPyConnection) -> Rows:
     """The split check (``estimates.srm_check``), one row per experiment and arm."""
-    return _query(con, "estimates.srm_check", "SELECT * FROM estimates.srm_check ORDER BY experiment, arm")
+    return _query(
+        con, tables.SRM_CHECK.qualified, f"SELECT * FROM {tables.SRM_CHECK.qualified} ORDER BY experiment, arm"
+    )
 
 
 def history(con: duckdb.DuckDBPyConnection) -> Rows:
     """Each comparison's estimate by look day with both intervals (``estimates.effect_history``)."""
     return _query(
         con,
-        "estimates.effect_history",
-        "SELECT * FROM estimates.effect_history ORDER BY experiment, treatment NULLS FIRST, method, day",
+        tables.EFFECT_HISTORY.qualified,
+        f"SELECT * FROM {tables.EFFECT_HISTORY.qualified} ORDER BY experiment, treatment NULLS FIRST, method, day",
     )
 
 
 def ask_policy(con: duckdb.DuckDBPyConnection) -> Rows:
     """The ask policy's terms (``estimates.ask_policy``)."""
-    return _query(con, "estimates.ask_policy", "SELECT * FROM estimates.ask_policy")
+    return _query(con, tables.ASK_POLICY.qualified, f"SELECT * FROM {tables.ASK_POLICY.qualified}")
 
 
 def units(con: duckdb.DuckDBPyConnection) -> Rows:
     """Each experiment's randomization unit, where it came from, and the sessions it left out."""
     return _query(
         con,
-        "estimates.experiment_effects",
-        """SELECT experiment, any_value(unit) AS unit, any_value(unit_source) AS unit_source,
+        tables.EXPERIMENT_EFFECTS.qualified,
+        f"""SELECT experiment, any_value(unit) AS unit, any_value(unit_source) AS unit_source,
                   max(sessions_excluded) AS sessions_excluded
-           FROM estimates.experiment_effects GROUP BY experiment ORDER BY experiment""",
+           FROM {tables.EXPERIMENT_EFFECTS.qualified} GROUP BY experiment ORDER BY experiment""",
     )
 
 
@@ -246,7 +265,7 @@ def corpus(con: duckdb.DuckDBPyConnection) -> Rows:
     generators' seeds (comma-separated), NULL when none is synthetic."""
     return _query(
         con,
-        "staging.sessions",
+        tables.STAGING_SESSIONS.qualified,
         f"""
         WITH marked AS (
             SELECT drop_id,
@@ -254,7 +273,7 @@ def corpus(con: duckdb.DuckDBPyConnection) -> Rows:
                         THEN json_extract_string(metadata_json, '{SYNTHETIC_PATH}') END AS generator,
                    CASE WHEN contains(metadata_json, '"synthetic"')
                         THEN json_extract_string(metadata_json, '$.synthetic.seed') END AS seed
-            FROM staging.sessions)
+            FROM {tables.STAGING_SESSIONS.qualified})
         SELECT drop_id, count(*) AS sessions, count(generator) AS synthetic,
                string_agg(DISTINCT generator, ', ' ORDER BY generator) AS generators,
                string_agg(DISTINCT seed, ', ' ORDER BY seed) AS seeds

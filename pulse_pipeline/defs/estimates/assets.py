@@ -8,6 +8,7 @@ import dagster as dg
 
 from ... import tables
 from ...estimates.experiment_effects import EffectRow, experiment_effect_rows
+from ...estimates.methods import Method
 from ...modeling.comparison import load_floor
 from ...modeling.insample import load_insample_predictions
 from ..markdown import markdown_table
@@ -20,7 +21,7 @@ from .sessions import SESSIONS_DEPS, run_sessions
 # The headline figures the UI plots over materializations (numeric metadata under the same key each time): the naive
 # reference and the prediction-powered methods that can be valid (ppi_insample never is; the bootstrap repeats the
 # naive effect), each with its effect, interval and width relative to naive.
-HEADLINE_METHODS = ("naive_welch", "ppi", "crossppi", "aipw")
+HEADLINE_METHODS = (Method.NAIVE_WELCH, Method.PPI, Method.CROSSPPI, Method.AIPW)
 HEADLINE_STATISTICS = ("effect", "ci_low", "ci_high", "width_vs_naive")
 # 15 numbers per comparison (naive's width is 1 by definition): a few comparisons keep the metadata to tens of entries.
 MAX_HEADLINE_COMPARISONS = 6
@@ -39,7 +40,7 @@ def headline_metadata(rows: Sequence[EffectRow]) -> dict[str, dg.MetadataValue]:
     for r in rows:
         if (r.experiment, r.treatment, r.control) not in shown or r.method not in HEADLINE_METHODS:
             continue
-        statistics = HEADLINE_STATISTICS[:-1] if r.method == "naive_welch" else HEADLINE_STATISTICS
+        statistics = HEADLINE_STATISTICS[:-1] if r.method == Method.NAIVE_WELCH else HEADLINE_STATISTICS
         for statistic in statistics:
             value = getattr(r, statistic)
             if value is None or not math.isfinite(value):
@@ -76,11 +77,11 @@ def experiment_effects(context: dg.AssetExecutionContext, warehouse: WarehouseRe
             reason = "skipped: no cross-fit predictions for assigned sessions (see modeling/predictions)"
             context.log.warning(reason)
             return dg.MaterializeResult(metadata={"skipped": reason})
-        headline = wh.frame("""
+        headline = wh.frame(f"""
             SELECT experiment, treatment, control, method, round(effect, 4) AS effect,
                    '[' || round(ci_low, 4) || ', ' || round(ci_high, 4) || ']' AS ci95, round(p_value, 4) AS p,
                    round(width_vs_naive, 2) AS width_vs_naive, flags
-            FROM estimates.experiment_effects ORDER BY experiment, treatment, method""")
+            FROM {tables.EXPERIMENT_EFFECTS.qualified} ORDER BY experiment, treatment, method""")
     return dg.MaterializeResult(
         metadata=rounded(
             {
@@ -102,8 +103,8 @@ def experiment_effects(context: dg.AssetExecutionContext, warehouse: WarehouseRe
 )
 def intervals_are_not_too_good(warehouse: WarehouseResource) -> dg.AssetCheckResult:
     with warehouse.warehouse() as wh:
-        rows = wh.con.execute("""
-            SELECT experiment, treatment, method FROM estimates.experiment_effects
+        rows = wh.con.execute(f"""
+            SELECT experiment, treatment, method FROM {tables.EXPERIMENT_EFFECTS.qualified}
             WHERE valid AND flags LIKE '%predictions may have seen the labels%'""").fetchall()
     return dg.AssetCheckResult(
         passed=not rows,

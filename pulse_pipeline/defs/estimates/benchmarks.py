@@ -63,7 +63,7 @@ def benchmark_file_is_clean(warehouse: WarehouseResource) -> dg.AssetCheckResult
         reasons = [
             r
             for (r,) in wh.con.execute(
-                "SELECT reason FROM estimates.benchmark_points WHERE status = 'rejected' ORDER BY reason"
+                f"SELECT reason FROM {tables.BENCHMARK_POINTS.qualified} WHERE status = 'rejected' ORDER BY reason"
             ).fetchall()
         ]
     return dg.AssetCheckResult(

@@ -4,10 +4,10 @@ differences, label shift, subgroups, power, benchmarks) and the on-demand covera
 import dagster as dg
 
 from ...paths import PulseHome
-from . import ask_policy, assets, benchmarks, diagnostics, history
+from . import ask_policy, assets, benchmarks, conclusions, diagnostics, history
 from .resources import estimates_resource
 
-MODULES = [assets, benchmarks, diagnostics, history, ask_policy]
+MODULES = [assets, benchmarks, diagnostics, history, ask_policy, conclusions]
 
 
 def definitions(home: PulseHome) -> dg.Definitions:

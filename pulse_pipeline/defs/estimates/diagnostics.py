@@ -14,6 +14,7 @@ from ...estimates.label_shift import (
     label_shift_rows,
     shift_finding,
 )
+from ...estimates.methods import NO_METHOD
 from ...estimates.power import power_rows
 from ...estimates.sessions import arm_sizes, assignments, feature_names, oof_rho_by_comparison
 from ...estimates.srm import ALARM_P, srm_rows, unit_counts
@@ -37,7 +38,7 @@ def srm_check(context: dg.AssetExecutionContext, warehouse: WarehouseResource, e
         units = unit_counts(assignments(wh), estimates.units())
         rows = srm_rows(arm_sizes(wh), splits, units)
         wh.replace(tables.SRM_CHECK, rows, nan_as_null=True)
-        shown = wh.frame("SELECT * EXCLUDE (note) FROM estimates.srm_check ORDER BY experiment, arm")
+        shown = wh.frame(f"SELECT * EXCLUDE (note) FROM {tables.SRM_CHECK.qualified} ORDER BY experiment, arm")
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": len(rows),
@@ -51,7 +52,7 @@ def srm_check(context: dg.AssetExecutionContext, warehouse: WarehouseResource, e
 def split_matches_design(warehouse: WarehouseResource) -> dg.AssetCheckResult:
     with warehouse.warehouse() as wh:
         bad = wh.con.execute(
-            "SELECT DISTINCT experiment, p_value FROM estimates.srm_check WHERE mismatch ORDER BY 1"
+            f"SELECT DISTINCT experiment, p_value FROM {tables.SRM_CHECK.qualified} WHERE mismatch ORDER BY 1"
         ).fetchall()
     why = [f"{e} (p = {p:.2g})" if p is not None else f"{e} (sessions in an arm outside the split)" for e, p in bad]
     return dg.AssetCheckResult(
@@ -69,10 +70,11 @@ def feature_comparisons(context: dg.AssetExecutionContext, warehouse: WarehouseR
         exps = experiments_of(sessions, estimates.controls())
         rows = feature_comparison_rows(sessions, feature_names(sessions), exps)
         wh.replace(tables.FEATURE_COMPARISONS, rows, nan_as_null=True)
-        top = wh.frame("""
+        top = wh.frame(f"""
             SELECT experiment, treatment, control, population, feature, round(mean_treatment, 4) AS mean_t,
                    round(mean_control, 4) AS mean_c, round(p_bh, 4) AS p_bh
-            FROM estimates.feature_comparisons WHERE p_bh < 0.05 ORDER BY experiment, treatment, population, p_bh""")
+            FROM {tables.FEATURE_COMPARISONS.qualified} WHERE p_bh < 0.05
+            ORDER BY experiment, treatment, population, p_bh""")
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": len(rows),
@@ -88,9 +90,9 @@ def label_shift(context: dg.AssetExecutionContext, warehouse: WarehouseResource)
         sessions = run_sessions(context.run_id, warehouse.database, wh)
         rows = label_shift_rows(sessions, feature_names(sessions))
         wh.replace(tables.LABEL_SHIFT, rows, nan_as_null=True)
-        top = wh.frame("""
+        top = wh.frame(f"""
             SELECT feature, round(mean_rated, 3) AS mean_rated, round(mean_unrated, 3) AS mean_unrated,
-                   round(rank_biserial, 3) AS rbc FROM estimates.label_shift
+                   round(rank_biserial, 3) AS rbc FROM {tables.LABEL_SHIFT.qualified}
             WHERE rank_biserial IS NOT NULL
             ORDER BY abs(rank_biserial) DESC""")
     return dg.MaterializeResult(
@@ -110,9 +112,9 @@ def label_shift(context: dg.AssetExecutionContext, warehouse: WarehouseResource)
 )
 def rated_sessions_are_representative(warehouse: WarehouseResource) -> dg.AssetCheckResult:
     with warehouse.warehouse() as wh:
-        found = wh.frame("""
+        found = wh.frame(f"""
             SELECT feature, rank_biserial, mean_rated, mean_unrated, n_rated, n_unrated, p_bh
-            FROM estimates.label_shift WHERE rank_biserial IS NOT NULL
+            FROM {tables.LABEL_SHIFT.qualified} WHERE rank_biserial IS NOT NULL
             ORDER BY abs(rank_biserial) DESC, feature""")
     shifts = [
         Shift(r["feature"], r["rank_biserial"], r["mean_rated"], r["mean_unrated"]) for r in found.iter_rows(named=True)
@@ -144,7 +146,7 @@ def segment_effects(context: dg.AssetExecutionContext, warehouse: WarehouseResou
         exps = experiments_of(sessions, estimates.controls())
         rows = subgroup_effect_rows(sessions, exps, estimates.segment_min_ratings)
         wh.replace(tables.SEGMENT_EFFECTS, rows, nan_as_null=True)
-    estimated = sum(1 for r in rows if r.method != "none")
+    estimated = sum(1 for r in rows if r.method != NO_METHOD)
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": len(rows),
@@ -161,9 +163,9 @@ def power(context: dg.AssetExecutionContext, warehouse: WarehouseResource, estim
         exps = experiments_of(sessions, estimates.controls())
         rows = power_rows(sessions, exps, oof_rho_by_comparison(wh), estimates.target_effect)
         wh.replace(tables.POWER, rows, nan_as_null=True)
-        shown = wh.frame("""
+        shown = wh.frame(f"""
             SELECT experiment, treatment, round(mde_naive, 4) AS mde_naive, round(mde_ppi, 4) AS mde_ppi,
-                   labels_per_arm_naive, labels_per_arm_ppi FROM estimates.power ORDER BY 1, 2""")
+                   labels_per_arm_naive, labels_per_arm_ppi FROM {tables.POWER.qualified} ORDER BY 1, 2""")
     return dg.MaterializeResult(
         metadata={"dagster/row_count": len(rows), "power": dg.MetadataValue.md(markdown_table(shown, max_rows=30))}
     )

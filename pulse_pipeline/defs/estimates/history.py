@@ -13,11 +13,11 @@ from ..specs import key, table_spec
 from .resources import EstimatesResource
 from .sessions import SESSIONS_DEPS, run_sessions
 
-FIRST_EXCLUSIONS = """
+FIRST_EXCLUSIONS = f"""
     SELECT experiment, treatment, method, count(*) AS looks,
            CAST(min(day) FILTER (WHERE excludes_zero_fixed) AS DATE) AS first_day_fixed_excludes_0,
            CAST(min(day) FILTER (WHERE excludes_zero_cs) AS DATE) AS first_day_cs_excludes_0
-    FROM estimates.effect_history WHERE day IS NOT NULL
+    FROM {tables.EFFECT_HISTORY.qualified} WHERE day IS NOT NULL
     GROUP BY ALL ORDER BY experiment, treatment, method"""
 """Per comparison and method: the first look whose fixed interval, and whose confidence sequence, excludes 0."""
 
@@ -61,7 +61,9 @@ def history_reconciles(
             run_sessions(context.run.run_id, warehouse.database, wh, with_features=False), session_days(wh)
         )
         expected = expected_looks(sessions, estimates.controls(), units=estimates.units())
-        table = wh.frame("SELECT experiment, treatment, CAST(day AS DATE) AS day, method FROM estimates.effect_history")
+        table = wh.frame(
+            f"SELECT experiment, treatment, CAST(day AS DATE) AS day, method FROM {tables.EFFECT_HISTORY.qualified}"
+        )
     problems = missing_looks(table, expected)
     return dg.AssetCheckResult(
         passed=not problems,

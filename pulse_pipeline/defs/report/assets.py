@@ -15,6 +15,7 @@ READS = (
     tables.STAGING_SESSIONS,  # which sessions the generator made: the synthetic banner
     tables.EXPERIMENT_EFFECTS,
     tables.POWER,
+    tables.CONCLUSIONS,  # the method each comparison is read by, and its sentence
     tables.PREDICTIONS,
     tables.SESSION_LABELS,
     tables.CV_METRICS,
@@ -32,7 +33,7 @@ MIN_BYTES = 5_000  # the page with every section empty is larger: smaller means 
 
 class ReportResource(dg.ConfigurableResource):
     """Where the report is written (``PULSE_HOME/report``, see ``paths.py``), and where its figures are kept between
-    builds (``PULSE_HOME/.work/figures``: ``report/figures.drawn_once``; empty: none kept)."""
+    builds (``PULSE_HOME/.work/figures``: ``report/drawing.drawn_once``; empty: none kept)."""
 
     folder: str
     figure_cache: str = ""

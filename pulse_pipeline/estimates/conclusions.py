@@ -1,0 +1,253 @@
+"""PULSE's own conclusion for each comparison: the method it is read by, why, and the sentence.
+
+``estimates.experiment_effects`` holds every method's answer; this module decides which one a comparison is read
+by and says what it lets one conclude, so the report, the UI and an analyst querying the warehouse all read the
+same decision (``estimates.conclusions``, one row per comparison).
+
+The rule (``choose``): PPI++ when it is valid and not flagged (the narrowest of the trustworthy estimates); else
+AIPW when it is valid and not flagged (rated sessions unlike the rest: AIPW corrects for who rates); else the naive
+Welch difference; no conclusion when no method has a valid number.
+
+The verdict (``verdict``): the chosen estimate's 95 % interval excludes zero or not. When it does, and the run has
+more than one comparison, Holm's adjusted p (``experiment_effects.with_holm``, per method over every comparison)
+of 0.05 or more is a caveat: the difference does not survive the correction. When the interval holds zero, the
+minimum detectable effect of the chosen kind of estimate (``estimates.power``: PPI's for PPI and cross-PPI, the
+naive one otherwise) says how large a difference the test could have seen.
+
+Numbers in the sentence are written as the report writes them (``number``, ``in_stars``): effects in stars are
+4 x the 0-1 difference (``stars.label_difference_in_stars``), 2 decimals.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from ..stars import label_difference_in_stars
+from .methods import Method, method_label
+
+HIGHER, LOWER = "higher", "lower"
+SIGNIFICANT = 0.05  # Holm's adjusted p below this keeps a difference whose interval excludes zero
+NOTHING_TO_COMPARE = "single-arm experiment: nothing to compare"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConclusionRow:
+    """One row of ``estimates.conclusions``: what one comparison lets one conclude.
+
+    A single-arm experiment has a row too (``treatment`` None, no method): it is listed as not compared."""
+
+    experiment: str
+    treatment: str | None
+    control: str
+    method: str | None  # the Method the comparison is read by; None: no method has a valid estimate
+    why: str  # why that method (and, with none, the rows' notes)
+    effect: float | None = None  # the chosen estimate on the 0-1 label scale
+    ci_low: float | None = None
+    ci_high: float | None = None
+    width_vs_naive: float | None = None  # its interval's width divided by naive Welch's
+    direction: str | None = None  # "higher" / "lower" when the interval excludes zero; None when it holds zero
+    p_holm_caveat: float | None = None  # Holm's adjusted p when the interval excludes zero but Holm does not keep it
+    mde: float | None = None  # when the interval holds zero: the smallest effect the test detects (80 % power)
+    verdict: str  # the conclusion in a few words
+    sentence: str  # the conclusion in one plain sentence, the method and why in parentheses
+
+
+# ---------------------------------------------------------------- numbers as the sentence (and the report) write them
+
+
+def missing(value: object) -> bool:
+    """None or NaN: a statistic that is undefined (too few ratings), stored as NULL."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def number(value: float | None, digits: int = 3, signed: bool = False) -> str:
+    """The number as the report shows it: ``digits`` decimals (ASCII '-', so it pastes into a calculator), whole
+    with thousands separators from 1 000 up (token counts, durations), '–' when missing."""
+    if missing(value):
+        return "–"
+    if abs(value) >= 1000:
+        return f"{value:+,.0f}" if signed else f"{value:,.0f}"
+    return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
+
+
+def in_stars(value: float | None, signed: bool = True) -> str:
+    """A difference on the 0-1 label scale in stars (4 x: ``stars.label_difference_in_stars``), 2 decimals."""
+    return number(None if missing(value) else label_difference_in_stars(value), 2, signed)
+
+
+# ---------------------------------------------------------------- the rule
+
+
+def choose(rows: Sequence[Mapping]) -> tuple[Mapping | None, str]:
+    """The estimate to read a comparison by (one of ``rows``, its ``estimates.experiment_effects`` rows), and why:
+    PPI when it is valid and not flagged (narrowest of the trustworthy ones); AIPW when PPI is flagged (rated
+    sessions unlike the rest: AIPW corrects for who rates); else the naive difference. None when no method has a
+    valid number."""
+    by = {r["method"]: r for r in rows if r["valid"] and not missing(r["effect"])}
+    if Method.PPI in by and not by[Method.PPI]["flags"]:
+        return by[Method.PPI], "PPI++ is valid and not flagged"
+    if Method.AIPW in by and not by[Method.AIPW]["flags"]:
+        why = f"PPI++ is flagged: {by[Method.PPI]['flags']}" if Method.PPI in by else "PPI++ has no valid estimate"
+        return by[Method.AIPW], f"{why}; AIPW corrects for who rates"
+    if Method.NAIVE_WELCH in by:
+        return by[Method.NAIVE_WELCH], "no model-assisted estimate is valid and unflagged"
+    return None, "no method has a valid estimate"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a comparison lets one conclude, read from the estimate ``choose`` picks."""
+
+    chosen: Mapping | None
+    why: str
+    direction: str | None  # "higher" / "lower" when the 95 % interval excludes zero, None when it holds zero
+    holm_p: float | None  # Holm's adjusted p when the interval excludes zero but the correction does not
+
+    @property
+    def short(self) -> str:
+        """The conclusion in a few words (the report's summary table)."""
+        if self.chosen is None:
+            return "no conclusion"
+        treatment = str(self.chosen["treatment"])
+        if self.direction is None:
+            return "no detectable difference"
+        text = f"{treatment} rated {self.direction}"
+        return text + " (not after Holm's correction)" if self.holm_p is not None else text
+
+
+def verdict(rows: Sequence[Mapping], n_comparisons: int) -> Verdict:
+    """The chosen estimate (``choose``), whether its interval excludes zero, and whether Holm's correction over
+    the run's ``n_comparisons`` comparisons keeps it."""
+    chosen, why = choose(rows)
+    if chosen is None:
+        return Verdict(None, why, None, None)
+    low, high = chosen["ci_low"], chosen["ci_high"]
+    if missing(low) or missing(high) or low <= 0 <= high:
+        return Verdict(chosen, why, None, None)
+    holm = chosen["p_holm"]
+    caveat = n_comparisons > 1 and not missing(holm) and holm >= SIGNIFICANT
+    return Verdict(chosen, why, HIGHER if chosen["effect"] > 0 else LOWER, holm if caveat else None)
+
+
+def detectable(method: str, power: Mapping | None) -> float | None:
+    """The minimum detectable effect (0-1, 80 % power) of the kind of estimate ``method`` is, from the
+    comparison's ``estimates.power`` row: PPI's for PPI and cross-PPI, the naive one for any other."""
+    if power is None:
+        return None
+    mde = power["mde_ppi"] if method in (Method.PPI, Method.CROSSPPI) else power["mde_naive"]
+    return None if missing(mde) else mde
+
+
+# ---------------------------------------------------------------- the sentence
+
+
+def lead(row: ConclusionRow | Mapping) -> str | None:
+    """The words the sentence opens with, the ones the report sets in bold: who is rated higher or lower, or that
+    no difference was detected; None when there is no conclusion (the sentence is plain)."""
+    get = row.get if isinstance(row, Mapping) else lambda name: getattr(row, name)
+    if get("method") is None:
+        return None
+    if get("direction") is not None:
+        return f"{get('treatment')} is rated {get('direction')} than {get('control')}"
+    return "No detectable difference"
+
+
+def sentence(row: ConclusionRow, n_comparisons: int) -> str:
+    """The plain sentence of ``row`` (its ``sentence`` column): the lead, the effect in stars with its interval
+    and on the 0-1 scale, the method; the Holm caveat or what the test could have detected; why, in parentheses.
+    With no method: "No conclusion: " and why."""
+    if row.method is None:
+        return f"No conclusion: {row.why}."
+    span = (
+        f"{in_stars(row.effect)} stars (95 % interval {in_stars(row.ci_low)} to {in_stars(row.ci_high)}; "
+        f"{number(row.effect, 3, True)} on the 0–1 scale)"
+    )
+    name = method_label(row.method)
+    if row.direction is not None:
+        text = f"{lead(row)}: {span}, by {name}"
+        if row.p_holm_caveat is not None:
+            text += (
+                f"; after Holm's correction for the {n_comparisons} comparisons of this report it is not significant"
+                f" (adjusted p = {row.p_holm_caveat:.3f})"
+            )
+    else:
+        text = f"{lead(row)} between {row.treatment} and {row.control}: {span} by {name}"
+        if row.mde is not None:
+            text += (
+                f"; the test could have detected {in_stars(row.mde, False)} stars or more"
+                f" ({number(row.mde, 3)} on the 0–1 scale, 80 % power)"
+            )
+    return f"{text}. ({row.why}.)"
+
+
+# ---------------------------------------------------------------- the rows
+
+
+def comparison_count(effects: Sequence[Mapping]) -> int:
+    """How many treatment-vs-control comparisons ``effects`` holds (single-arm experiments are none)."""
+    return len({(r["experiment"], r["treatment"]) for r in effects if r["treatment"] is not None})
+
+
+def conclusion_row(rows: Sequence[Mapping], power: Mapping | None, n_comparisons: int) -> ConclusionRow:
+    """The conclusion of one comparison from its ``estimates.experiment_effects`` rows (``rows``: every method of
+    one experiment and treatment), its ``estimates.power`` row (None: unknown) and the run's number of
+    comparisons (for Holm's caveat)."""
+    first = rows[0]
+    experiment, treatment, control = first["experiment"], first["treatment"], first["control"]
+    notes = "; ".join(sorted({r["note"] for r in rows if r["note"]}))
+    if treatment is None:
+        return ConclusionRow(
+            experiment=experiment,
+            treatment=None,
+            control=control,
+            method=None,
+            why=NOTHING_TO_COMPARE,
+            verdict="not compared",
+            sentence=f"{first['note'] or NOTHING_TO_COMPARE}.",
+        )
+    found = verdict(rows, n_comparisons)
+    chosen = found.chosen
+    if chosen is None:
+        why = f"{found.why} ({notes})" if notes else found.why
+        row = ConclusionRow(
+            experiment=experiment,
+            treatment=treatment,
+            control=control,
+            method=None,
+            why=why,
+            verdict=found.short,
+            sentence="",
+        )
+    else:
+        method = Method(chosen["method"])
+        row = ConclusionRow(
+            experiment=experiment,
+            treatment=treatment,
+            control=control,
+            method=method,
+            why=found.why,
+            effect=chosen["effect"],
+            ci_low=chosen["ci_low"],
+            ci_high=chosen["ci_high"],
+            width_vs_naive=chosen["width_vs_naive"],
+            direction=found.direction,
+            p_holm_caveat=found.holm_p,
+            mde=detectable(method, power) if found.direction is None else None,
+            verdict=found.short,
+            sentence="",
+        )
+    return replace(row, sentence=sentence(row, n_comparisons))
+
+
+def conclusion_rows(effects: Sequence[Mapping], power: Sequence[Mapping] = ()) -> list[ConclusionRow]:
+    """Rows of ``estimates.conclusions``: one per comparison of ``effects`` (``estimates.experiment_effects`` rows
+    as mappings), in the order they first appear, and one per single-arm experiment. ``power``: the
+    ``estimates.power`` rows (the minimum detectable effect a sentence without a difference gives)."""
+    groups: dict[tuple[str, str | None], list[Mapping]] = {}
+    for r in effects:
+        groups.setdefault((r["experiment"], r["treatment"]), []).append(r)
+    powers = {(p["experiment"], p["treatment"]): p for p in power}
+    n_comparisons = comparison_count(effects)
+    return [conclusion_row(rows, powers.get(k), n_comparisons) for k, rows in groups.items()]

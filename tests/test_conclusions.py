@@ -1,0 +1,144 @@
+"""estimates.conclusions: the method each comparison is read by, why, and the sentence, as a table.
+
+The expected sentences are worked out by hand from the rows below (stars = 4 x the 0-1 difference, 2 decimals).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import polars as pl
+
+from pulse_pipeline import tables
+from pulse_pipeline.defs.estimates.conclusions import conclusions as conclusions_asset
+from pulse_pipeline.defs.resources import WarehouseResource
+from pulse_pipeline.estimates.conclusions import choose, conclusion_rows, lead
+from pulse_pipeline.estimates.methods import Method
+from pulse_pipeline.warehouse import Warehouse, connect
+
+SHIFT = "rated sessions are not representative (AUC 0.71)"
+
+
+def _row(experiment, treatment, control, method, effect=None, low=None, high=None, **more) -> dict:
+    return {
+        "experiment": experiment,
+        "treatment": treatment,
+        "control": control,
+        "method": method,
+        "effect": effect,
+        "ci_low": low,
+        "ci_high": high,
+        "p_holm": more.pop("p_holm", None),
+        "width_vs_naive": more.pop("width_vs_naive", None),
+        "valid": more.pop("valid", True),
+        "flags": more.pop("flags", None),
+        "note": more.pop("note", None),
+        **more,
+    }
+
+
+EFFECTS = [
+    # t1: PPI valid and unflagged, its interval clear of zero, but Holm's p 0.08 over the 3 comparisons
+    _row("exp1", "t1", "c1", "naive_welch", 0.05, 0.01, 0.09, p_holm=0.02, width_vs_naive=1.0),
+    _row("exp1", "t1", "c1", "ppi", 0.04, 0.015, 0.065, p_holm=0.08, width_vs_naive=0.625),
+    # t2: PPI flagged, so AIPW, whose interval holds zero: the naive MDE (0.1) says what could have been seen
+    _row("exp1", "t2", "c1", "naive_welch", 0.01, -0.05, 0.07, p_holm=0.9, width_vs_naive=1.0),
+    _row("exp1", "t2", "c1", "ppi", 0.02, -0.02, 0.06, p_holm=0.9, width_vs_naive=0.67, flags=SHIFT),
+    _row("exp1", "t2", "c1", "aipw", -0.0126, -0.07, 0.045, p_holm=0.9, width_vs_naive=0.96),
+    # t3: no method has a number
+    _row("exp2", "t3", "c3", "naive_welch", valid=False, note="arm t3 has fewer than 2 ratings"),
+    _row("exp2", "t3", "c3", "ppi", valid=False, note="arm t3 has fewer than 2 ratings"),
+    # a single-arm experiment
+    _row("exp3", None, "only", "none", valid=False, note="single-arm experiment: every session is in only"),
+]
+POWER = [
+    {"experiment": "exp1", "treatment": "t1", "control": "c1", "mde_naive": 0.12, "mde_ppi": 0.09},
+    {"experiment": "exp1", "treatment": "t2", "control": "c1", "mde_naive": 0.1, "mde_ppi": 0.08},
+]
+
+
+def test_each_comparison_gets_the_method_why_and_sentence_worked_out_by_hand():
+    rows = {(r.experiment, r.treatment): r for r in conclusion_rows(EFFECTS, POWER)}
+    assert list(rows) == [("exp1", "t1"), ("exp1", "t2"), ("exp2", "t3"), ("exp3", None)]
+
+    t1 = rows[("exp1", "t1")]
+    assert (t1.method, t1.direction, t1.p_holm_caveat, t1.mde) == ("ppi", "higher", 0.08, None)
+    assert (t1.effect, t1.ci_low, t1.ci_high, t1.width_vs_naive) == (0.04, 0.015, 0.065, 0.625)
+    assert t1.verdict == "t1 rated higher (not after Holm's correction)"
+    # 4 x 0.04 = +0.16, 4 x 0.015 = +0.06, 4 x 0.065 = +0.26
+    assert t1.sentence == (
+        "t1 is rated higher than c1: +0.16 stars (95 % interval +0.06 to +0.26; +0.040 on the 0–1 scale), by PPI++;"
+        " after Holm's correction for the 3 comparisons of this report it is not significant (adjusted p = 0.080)."
+        " (PPI++ is valid and not flagged.)"
+    )
+
+    t2 = rows[("exp1", "t2")]
+    assert (t2.method, t2.direction, t2.p_holm_caveat, t2.mde) == ("aipw", None, None, 0.1)
+    assert t2.why == f"PPI++ is flagged: {SHIFT}; AIPW corrects for who rates"
+    assert t2.verdict == "no detectable difference"
+    # 4 x -0.0126 = -0.05, 4 x -0.07 = -0.28, 4 x 0.045 = +0.18; the naive MDE 0.1 = 0.40 stars
+    assert t2.sentence == (
+        "No detectable difference between t2 and c1: -0.05 stars (95 % interval -0.28 to +0.18; -0.013 on the 0–1"
+        " scale) by AIPW; the test could have detected 0.40 stars or more (0.100 on the 0–1 scale, 80 % power)."
+        f" (PPI++ is flagged: {SHIFT}; AIPW corrects for who rates.)"
+    )
+
+    t3 = rows[("exp2", "t3")]
+    assert (t3.method, t3.effect, t3.verdict) == (None, None, "no conclusion")
+    assert t3.sentence == "No conclusion: no method has a valid estimate (arm t3 has fewer than 2 ratings)."
+
+    solo = rows[("exp3", None)]
+    assert (solo.method, solo.verdict, solo.sentence) == (
+        None,
+        "not compared",
+        "single-arm experiment: every session is in only.",
+    )
+
+
+def test_the_choice_falls_back_to_aipw_then_naive():
+    ppi_flagged = _row("e", "t", "c", "ppi", 0.1, 0.0, 0.2, flags=SHIFT)
+    aipw_flagged = _row("e", "t", "c", "aipw", 0.1, 0.0, 0.2, flags=SHIFT)
+    naive = _row("e", "t", "c", "naive_welch", 0.1, 0.0, 0.2)
+    chosen, why = choose([ppi_flagged, aipw_flagged, naive])
+    assert chosen is naive and why == "no model-assisted estimate is valid and unflagged"
+    chosen, why = choose([naive, _row("e", "t", "c", "aipw", 0.1, 0.0, 0.2)])
+    assert chosen["method"] == Method.AIPW and why == "PPI++ has no valid estimate; AIPW corrects for who rates"
+
+
+def test_the_lead_is_the_opening_of_the_sentence():
+    for row in conclusion_rows(EFFECTS, POWER):
+        opening = lead(row)
+        assert opening is None if row.method is None else row.sentence.startswith(opening), row
+
+
+def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict]) -> None:
+    frame = pl.DataFrame(rows, infer_schema_length=None)  # noqa: F841 (read by DuckDB by name)
+    con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM frame")
+
+
+def test_the_asset_writes_the_table_from_the_effects_and_power_tables(tmp_path: Path):
+    database = tmp_path / "work.duckdb"
+    con = connect(database)
+    Warehouse(con)
+    _insert(con, tables.EXPERIMENT_EFFECTS.qualified, EFFECTS)
+    _insert(con, tables.POWER.qualified, POWER)
+    con.close()
+    resource = WarehouseResource(database=str(database), publish_to=str(tmp_path / "pulse.duckdb"), drops_dir="")
+    result = dg.materialize([conclusions_asset], resources={"warehouse": resource})
+    assert result.success
+    con = connect(database)  # the working database (its lake beside it)
+    try:
+        stored = con.execute(
+            f"SELECT experiment, treatment, method, verdict, sentence FROM {tables.CONCLUSIONS.qualified}"
+            " ORDER BY experiment, treatment NULLS FIRST"
+        ).fetchall()
+    finally:
+        con.close()
+    expected = conclusion_rows(EFFECTS, POWER)
+    assert stored == [(r.experiment, r.treatment, r.method, r.verdict, r.sentence) for r in expected]
+    assert stored[0][2] == "ppi" and type(stored[0][2]) is str  # the stored value, not the enum's name
+    metadata = result.asset_materializations_for_node("estimates__conclusions")[0].metadata
+    assert metadata["exp1: t2 vs c1"].value == expected[1].sentence  # the sentence, whole, in the UI
+    assert metadata["with_a_difference"].value == 1
