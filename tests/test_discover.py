@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from pulse_pipeline import cli
+from pulse_pipeline.discovery.discover import discover, proposals_check
 from pulse_pipeline.fake_llm import DISCOVERY_ANSWER, POSITIVE_WORDS, FakeLLM, Reply
-from pulse_pipeline.features.discover import discover, proposals_check
 from pulse_pipeline.features.event_features import build_event_features
 from pulse_pipeline.features.heuristic.annotator import HeuristicAnnotator, UnknownRuleError
 from pulse_pipeline.features.llm import InvalidAnswer
