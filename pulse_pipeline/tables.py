@@ -254,6 +254,15 @@ COMPUTED_VERSIONS = _t(
     ("version", VARCHAR),
 )
 
+USER_TEXT = _t(
+    "features.user_text",
+    "One row per user message of a staged session, in stream order, redacted (features/redact.py): the one place"
+    " users' words are read, for the text model, sentiment, the annotators' transcripts and discovery.",
+    ("session_id", VARCHAR),
+    ("position", INTEGER),
+    ("text", VARCHAR),
+)
+
 EVENT_FEATURES = _t(
     "features.event_features",
     "One row per session: signals read off the event stream (the paper's six plus what a user would feel).",
@@ -468,7 +477,15 @@ STAGING_TABLES = (
     STAGING_ASSIGNMENTS,
     COMPUTED_VERSIONS,
 )
-FEATURE_TABLES = (EVENT_FEATURES, ANNOTATIONS, ANNOTATION_VALUES, LLM_CACHE, JUDGE_SCORES, ANNOTATOR_AGREEMENT)
+FEATURE_TABLES = (
+    USER_TEXT,
+    EVENT_FEATURES,
+    ANNOTATIONS,
+    ANNOTATION_VALUES,
+    LLM_CACHE,
+    JUDGE_SCORES,
+    ANNOTATOR_AGREEMENT,
+)
 TEXT_FOLD_TRAINING = _t(
     "modeling.text_fold_training",
     "The inner cross-fit of the text score (modeling/text.py): within each outer fold, which rated sessions each"

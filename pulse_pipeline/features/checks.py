@@ -10,6 +10,28 @@ from .rubric import Rubric
 from .wide import feature_columns
 
 
+def user_text_violations(wh: Warehouse) -> int:
+    """Staged sessions whose rows are not their user messages one for one (as many rows as ``message`` actions with
+    source ``user`` in their events, positions 0 to n - 1 each once), plus rows of sessions no longer staged."""
+    sessions, events, text = tables.STAGING_SESSIONS.qualified, tables.EVENTS.qualified, tables.USER_TEXT.qualified
+    return wh.con.execute(
+        f"""
+        WITH expected AS (
+            SELECT s.session_id, count(e.record_key) AS n
+            FROM {sessions} s LEFT JOIN {events} e
+                ON e.record_key = s.record_key AND e.kind = 'action' AND e.name = 'message' AND e.source = 'user'
+            GROUP BY s.session_id
+        ), held AS (
+            SELECT session_id, count(*) AS n, count(DISTINCT position) AS positions, min(position) AS first,
+                max(position) AS last
+            FROM {text} GROUP BY session_id
+        )
+        SELECT (SELECT count(*) FROM expected x LEFT JOIN held h USING (session_id)
+                WHERE coalesce(h.n, 0) <> x.n OR h.positions <> h.n OR h.first <> 0 OR h.last <> h.n - 1)
+             + (SELECT count(*) FROM {text} ANTI JOIN {sessions} USING (session_id))"""
+    ).fetchone()[0]
+
+
 def event_feature_violations(wh: Warehouse) -> int:
     """Staged sessions without a row, sessions with more than one, and rows with a negative count or more failed
     tests than test runs."""
