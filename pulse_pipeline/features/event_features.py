@@ -48,10 +48,11 @@ Rules (events are those of the session's winning record in ``staging.sessions``)
   for one arm only) its critic coefficients mix "low score" with "no critic". Without any score in the corpus the
   columns are constant and change no model.
 - Sentiment (``sentiment.py``, whose docstring gives every rule): the VADER compound score of each English user
-  message (the messages ``user_message_count`` counts), summarised per session as ``user_sentiment_mean`` /
-  ``_min`` / ``_max`` / ``_first`` / ``_last`` / ``_slope`` and ``user_negative_share`` (NULL when no user message
-  is English), ``user_english_share``, ``last_user_message_chars``, and whether the session ends on thanks, on a
-  complaint or on the agent's turn (``ends_on_thanks`` / ``ends_on_complaint`` / ``ends_on_agent_turn``, 0/1).
+  message (the messages ``user_message_count`` counts, read redacted from ``features.user_text``), summarised
+  per session as ``user_sentiment_mean`` / ``_min`` / ``_max`` / ``_first`` / ``_last`` / ``_slope`` and
+  ``user_negative_share`` (NULL when no user message is English), ``user_english_share``,
+  ``last_user_message_chars``, and whether the session ends on thanks, on a complaint or on the agent's turn
+  (``ends_on_thanks`` / ``ends_on_complaint`` / ``ends_on_agent_turn``, 0/1).
   Scored in Python once per session and joined back as a small table, like the parsed commands.
 """
 
@@ -71,6 +72,7 @@ from . import sentiment, shell
 from .sentiment import COLUMNS as SENTIMENT_COLUMNS
 from .sentiment import SESSIONS_PER_PART, sentiment_table
 from .shell import GIT_OPERATIONS, git_subcommands, is_test_command, python_shell_commands
+from .user_text import with_user_text_version
 from .workers import TASK_SESSIONS, worker_count
 
 LOOKUP = "_pulse_event_feature_commands"
@@ -286,13 +288,14 @@ def command_lookup(
     return pa.table(rows, schema=LOOKUP_SCHEMA)
 
 
-EVENT_FEATURES_VERSIONS_SQL = f"""
+EVENT_FEATURES_VERSIONS_SQL = with_user_text_version(f"""
 SELECT v.session_id, v.version || '|' || coalesce(w.version, '') AS version
 FROM ({SESSION_VERSIONS_SQL}) v
 LEFT JOIN staging.computed_versions w
     ON w.table_name = '{tables.WORK_SEGMENTS.qualified}' AND w.session_id = v.session_id
-"""
-"""A session's version for its event features: its record's, and the one its work segments were computed from."""
+""")
+"""A session's version for its event features: its record's, the one its work segments were computed from and the
+one its user text (which the sentiment columns read) was computed from."""
 
 
 def code_version() -> str:

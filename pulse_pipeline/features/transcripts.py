@@ -1,5 +1,6 @@
 """Session transcripts for annotators, read from the warehouse in batches: one query per batch, each reading only
-the stretch of ``raw.events`` where its sessions' events lie (``batches.py``)."""
+the stretch of ``raw.events`` where its sessions' events lie (``batches.py``). The agent's steps and messages come
+from the events; the user's messages from ``features.user_text`` (redacted, ``user_text.py``), refreshed before."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
+from .. import tables
 from ..warehouse import Warehouse
 from .annotation import AgentStep, SessionTranscript
 from .batches import session_batches
@@ -61,14 +63,18 @@ WITH chosen AS (
     FROM ev WHERE kind = 'action' AND source <> 'user' AND name IN {STEP_NAMES}
     GROUP BY session_id
 ), messages AS (
-    SELECT session_id,
-           list(text ORDER BY seq) FILTER (WHERE source = 'user' AND text IS NOT NULL) AS user_messages,
-           list(text ORDER BY seq) FILTER (WHERE source <> 'user' AND text IS NOT NULL) AS agent_messages
-    FROM ev WHERE kind = 'action' AND name = 'message'
+    SELECT session_id, list(text ORDER BY seq) FILTER (WHERE text IS NOT NULL) AS agent_messages
+    FROM ev WHERE kind = 'action' AND name = 'message' AND source <> 'user'
+    GROUP BY session_id
+), said AS (
+    -- the user's messages, redacted, from the one place they are read (user_text.py)
+    SELECT session_id, list(text ORDER BY position) FILTER (WHERE text IS NOT NULL) AS user_messages
+    FROM {tables.USER_TEXT.qualified} WHERE session_id IN (SELECT unnest($ids))
     GROUP BY session_id
 )
-SELECT c.session_id, m.user_messages, m.agent_messages, st.steps
-FROM chosen c LEFT JOIN messages m USING (session_id) LEFT JOIN steps st USING (session_id)
+SELECT c.session_id, u.user_messages, m.agent_messages, st.steps
+FROM chosen c LEFT JOIN said u USING (session_id) LEFT JOIN messages m USING (session_id)
+LEFT JOIN steps st USING (session_id)
 ORDER BY c.session_id
 """
 
