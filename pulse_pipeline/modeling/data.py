@@ -7,8 +7,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..features.user_text import load_user_messages
 from ..warehouse import Warehouse, release_duckdb_memory
-from .text import TextFeature, TextMatrix, load_user_messages, transform_messages, vectorize, vocabulary_rows
+from .text import TextFeature, TextMatrix, transform_messages, vectorize, vocabulary_rows
 
 NOT_FEATURES = ("session_id", "annotation_status")
 

@@ -51,7 +51,8 @@ import polars as pl
 import sklearn
 
 from .. import incremental, staging, stars, tables
-from ..features import redact
+from ..features import user_text
+from ..features.user_text import load_user_messages
 from ..incremental import code_digest, refreshing
 from ..memory import release_freed_memory
 from ..warehouse import Warehouse, release_duckdb_memory
@@ -62,7 +63,7 @@ from .comparison import ModelComparison, compare_models, judge_metric_rows, load
 from .crossfit import TEXT_FAMILY, CrossFit
 from .data import load_modeling_data, unrated_chunks
 from .predictions import CROSSFIT_SEED, CrossFitTables, crossfit_tables
-from .text import load_user_messages, transform_messages, vectorizers_from, vocabulary_table
+from .text import transform_messages, vectorizers_from, vocabulary_table
 from .threads import native_threads
 from .workers import release_workers
 
@@ -140,7 +141,9 @@ def fit_key(
     versions = f"sklearn {sklearn.__version__} lightgbm {lightgbm.__version__} duckdb {duckdb.__version__}"
     settings = (tuple(families), tuple(seeds), folds, choose_by, seed_rows, tuple(feature_names), versions)
     modules = (comparison_module, crossfit, data, families_module, importance, ordinal, predictions, stack, text)
-    return code_digest(*modules, redact, stars, incremental, sys.modules[__name__], text=repr(settings))
+    return code_digest(
+        *modules, stars, incremental, sys.modules[__name__], text=repr(settings) + user_text.code_version()
+    )
 
 
 def load_kept(folder: Path, say: Callable[[str], None]) -> KeptFit | None:
