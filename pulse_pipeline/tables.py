@@ -739,3 +739,8 @@ ESTIMATE_TABLES = (
 )
 ALL_TABLES = RAW_TABLES + STAGING_TABLES + FEATURE_TABLES + MODELING_TABLES + ESTIMATE_TABLES
 # features.session_features is built from the rubric, so its columns are not listed here (see features/wide.py)
+SESSION_FEATURES = _t(
+    "features.session_features",
+    "One row per session: event features, the chosen annotator's answers one-hot (columns follow the rubric,"
+    " features/wide.py), judge_likert and score_<path>. Its name only: not in ALL_TABLES, created by wide.py.",
+)

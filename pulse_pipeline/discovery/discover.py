@@ -62,8 +62,9 @@ WIDE_FAMILIES = ("ordinal_logit", "random_forest", "hist_gbm", "lightgbm")
 """Families that read the wide table alone (the gain is measured by adding columns to it)."""
 FALLBACK_FAMILY = "random_forest"
 
-SAMPLE_SQL = """
-SELECT l.session_id FROM staging.session_labels l JOIN staging.sessions s USING (session_id)
+SAMPLE_SQL = f"""
+SELECT l.session_id
+FROM {tables.SESSION_LABELS.qualified} l JOIN {tables.STAGING_SESSIONS.qualified} s USING (session_id)
 WHERE l.label_stars IS NOT NULL AND s.n_user_messages > 0
 ORDER BY l.label_stars DESC, md5(l.session_id)
 """

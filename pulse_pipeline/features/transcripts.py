@@ -34,7 +34,7 @@ STEP_NAMES = (
 
 TRANSCRIPTS_SQL = f"""
 WITH chosen AS (
-    SELECT record_key, session_id FROM staging.sessions WHERE session_id IN (SELECT unnest($ids))
+    SELECT record_key, session_id FROM {tables.STAGING_SESSIONS.qualified} WHERE session_id IN (SELECT unnest($ids))
 ), ev AS (
     -- only what a transcript needs: an action's text, the code an edit wrote, the next event's kind, exit code and
     -- name (the written code is taken out of the raw JSON before the window, which then sorts narrow rows)
@@ -49,7 +49,7 @@ WITH chosen AS (
                    nullif(json_extract_string(e.raw_json, '$.args.file_text'), ''),
                    nullif(json_extract_string(e.raw_json, '$.action.file_text'), ''),
                    nullif(json_extract_string(e.raw_json, '$.action.new_str'), '')) END AS written
-        FROM raw.events e JOIN chosen c USING (record_key)
+        FROM {tables.EVENTS.qualified} e JOIN chosen c USING (record_key)
         WHERE e.rowid BETWEEN $first_row AND $last_row
     )
     WINDOW w AS (PARTITION BY record_key ORDER BY seq)
@@ -88,8 +88,12 @@ def transcript_tables(
     One query per batch keeps DuckDB's memory to a batch's events, and its row-id range keeps the scan to them,
     whatever the size of the warehouse. Plain Arrow, so a batch can go to a worker process (``workers.py``)."""
     if session_ids is None:
-        session_ids = [r[0] for r in wh.con.execute("SELECT session_id FROM staging.sessions ORDER BY 1").fetchall()]
-    chosen = "(SELECT record_key, session_id FROM staging.sessions WHERE session_id IN (SELECT unnest($ids)))"
+        listed = f"SELECT session_id FROM {tables.STAGING_SESSIONS.qualified} ORDER BY 1"
+        session_ids = [r[0] for r in wh.con.execute(listed).fetchall()]
+    chosen = (
+        f"(SELECT record_key, session_id FROM {tables.STAGING_SESSIONS.qualified}"
+        " WHERE session_id IN (SELECT unnest($ids)))"
+    )
     for batch in session_batches(wh, chosen, batch_size, params={"ids": session_ids}):
         params = {"ids": batch.session_ids, "first_row": batch.first_row, "last_row": batch.last_row}
         yield wh.con.execute(TRANSCRIPTS_SQL, params).to_arrow_table()

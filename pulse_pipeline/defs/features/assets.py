@@ -144,7 +144,7 @@ def session_features(warehouse: WarehouseResource, annotator: AnnotatorResource)
     with warehouse.warehouse() as wh:
         version = store.latest_prompt_version(wh, annotator.annotator) or ""
         built = build_session_features(wh, rubric, annotator.annotator, version, annotator.llm_model, fields)
-        preview = wh.frame("SELECT * FROM features.session_features LIMIT 5")
+        preview = wh.frame(f"SELECT * FROM {tables.SESSION_FEATURES.qualified} LIMIT 5")
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": built.rows,
