@@ -13,13 +13,14 @@ from pathlib import Path
 
 import duckdb
 
-from pulse_pipeline import staging
+from pulse_pipeline import staging, tables
 from pulse_pipeline.fake_llm import running_fake_llm
 from pulse_pipeline.features.event_features import build_event_features
 from pulse_pipeline.features.heuristic import HeuristicAnnotator
 from pulse_pipeline.features.llm import LLMAnnotator, LLMCache, LLMSettings
 from pulse_pipeline.features.rubric import load_rubric
 from pulse_pipeline.features.transcripts import iter_transcripts
+from pulse_pipeline.features.user_text import build_user_text
 from pulse_pipeline.ingest.load import load_drop
 from pulse_pipeline.synth import write_corpus
 from pulse_pipeline.warehouse import Warehouse, connect
@@ -69,7 +70,9 @@ def main() -> None:
     n = wh.count(staging.tables.STAGING_SESSIONS)
     rubric = load_rubric()
     # every session computed, as on a first ingest: a kept warehouse remembers what it computed (incremental.py)
-    wh.con.execute("DELETE FROM staging.computed_versions WHERE table_name = 'features.event_features'")
+    for table in (tables.USER_TEXT, tables.EVENT_FEATURES):
+        wh.con.execute("DELETE FROM staging.computed_versions WHERE table_name = ?", [table.qualified])
+    timed("user text (read, redacted)", n, lambda: build_user_text(wh))
     timed("event features (SQL + git parsing)", n, lambda: build_event_features(wh))
 
     transcripts = []

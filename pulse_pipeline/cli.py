@@ -554,7 +554,7 @@ def cmd_discover(args: argparse.Namespace) -> int:
             " PULSE_LLM_API_BASE / PULSE_LLM_API_KEY for its server (docs/features.md: the llm annotator)"
         )
         return 2
-    from .features.discover import WIDE_FAMILIES, default_family, discover, gain_table
+    from .discovery.discover import WIDE_FAMILIES, default_family, discover, gain_table
     from .features.rubric import load_rubric
     from .settings import llm_settings, modeling_settings
     from .warehouse import Warehouse, connect, exists

@@ -254,6 +254,15 @@ COMPUTED_VERSIONS = _t(
     ("version", VARCHAR),
 )
 
+USER_TEXT = _t(
+    "features.user_text",
+    "One row per user message of a staged session, in stream order, redacted (features/redact.py): the one place"
+    " users' words are read, for the text model, sentiment, the annotators' transcripts and discovery.",
+    ("session_id", VARCHAR),
+    ("position", INTEGER),
+    ("text", VARCHAR),
+)
+
 EVENT_FEATURES = _t(
     "features.event_features",
     "One row per session: signals read off the event stream (the paper's six plus what a user would feel).",
@@ -480,7 +489,15 @@ STAGING_TABLES = (
     STAGING_ASSIGNMENTS,
     COMPUTED_VERSIONS,
 )
-FEATURE_TABLES = (EVENT_FEATURES, ANNOTATIONS, ANNOTATION_VALUES, LLM_CACHE, JUDGE_SCORES, ANNOTATOR_AGREEMENT)
+FEATURE_TABLES = (
+    USER_TEXT,
+    EVENT_FEATURES,
+    ANNOTATIONS,
+    ANNOTATION_VALUES,
+    LLM_CACHE,
+    JUDGE_SCORES,
+    ANNOTATOR_AGREEMENT,
+)
 TEXT_FOLD_TRAINING = _t(
     "modeling.text_fold_training",
     "The inner cross-fit of the text score (modeling/text.py): within each outer fold, which rated sessions each"
@@ -760,5 +777,8 @@ ESTIMATE_TABLES = (
 )
 ALL_TABLES = RAW_TABLES + STAGING_TABLES + FEATURE_TABLES + MODELING_TABLES + ESTIMATE_TABLES
 # features.session_features is built from the rubric, so its columns are not listed here (see features/wide.py)
-SESSION_FEATURES_QUALIFIED = "features.session_features"
-"""The wide feature table's name, for the SQL that reads it (its columns follow the rubric: ``features/wide.py``)."""
+SESSION_FEATURES = _t(
+    "features.session_features",
+    "One row per session: event features, the chosen annotator's answers one-hot (columns follow the rubric,"
+    " features/wide.py), judge_likert and score_<path>. Its name only: not in ALL_TABLES, created by wide.py.",
+)

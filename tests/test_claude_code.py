@@ -63,6 +63,7 @@ import pytest
 
 from pulse_pipeline import tables
 from pulse_pipeline.features.event_features import build_event_features
+from pulse_pipeline.features.user_text import build_user_text
 
 from .helpers import FIXTURES, SAMPLES, assert_reconciled, events, ingest_paths, needs_samples, rows, session
 
@@ -224,6 +225,7 @@ def test_tool_results_are_observations_and_side_chains_are_not_the_users(wh):
 
 def test_git_and_test_features_read_bash_calls(wh):
     ingest_paths(wh, FIX / "session.jsonl")
+    build_user_text(wh)
     build_event_features(wh)
     got = wh.frame(
         "SELECT user_message_count, n_segments, git_commit_count, git_push_count, shell_commands, failed_commands,"
@@ -257,6 +259,7 @@ def test_several_blocks_per_line_and_cost(wh):
     assert usage["cost_usd"] == pytest.approx(0.0028)
     assert (usage["prompt_tokens"], usage["completion_tokens"]) == (260, 52)
     assert row["metadata"]["model"] == "claude-3-7-sonnet-20250219"
+    build_user_text(wh)
     build_event_features(wh)
     cost, prompt, completion = wh.frame(
         "SELECT llm_cost_usd, llm_prompt_tokens, llm_completion_tokens FROM features.event_features"

@@ -43,6 +43,7 @@ import pytest
 
 from pulse_pipeline import tables
 from pulse_pipeline.features.event_features import build_event_features
+from pulse_pipeline.features.user_text import build_user_text
 
 from .helpers import FIXTURES, SAMPLES, assert_reconciled, events, ingest_paths, needs_samples, rows, session
 
@@ -175,6 +176,7 @@ def test_shell_calls_and_their_exit_codes(wh):
 
 def test_git_and_test_features_read_shell_calls(wh):
     ingest_paths(wh, ROLLOUT)
+    build_user_text(wh)
     build_event_features(wh)
     got = wh.frame(
         "SELECT user_message_count, n_segments, git_commit_count, git_push_count, git_pull_count, shell_commands,"

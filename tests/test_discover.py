@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from pulse_pipeline import cli
+from pulse_pipeline.discovery.discover import discover, proposals_check
 from pulse_pipeline.fake_llm import DISCOVERY_ANSWER, POSITIVE_WORDS, FakeLLM, Reply
-from pulse_pipeline.features.discover import discover, proposals_check
 from pulse_pipeline.features.event_features import build_event_features
 from pulse_pipeline.features.heuristic.annotator import HeuristicAnnotator, UnknownRuleError
 from pulse_pipeline.features.llm import InvalidAnswer
@@ -22,6 +22,7 @@ from pulse_pipeline.features.prompts import render_transcript
 from pulse_pipeline.features.redact import redact
 from pulse_pipeline.features.rubric import load_rubric
 from pulse_pipeline.features.transcripts import iter_transcripts
+from pulse_pipeline.features.user_text import build_user_text
 from pulse_pipeline.features.wide import build_session_features
 from pulse_pipeline.modeling.crossfit import cross_validate
 from pulse_pipeline.modeling.data import load_modeling_data
@@ -46,6 +47,7 @@ def corpus_wh(wh, tmp_path):
         " least(1 + n_user_messages, 5)::DOUBLE AS label_stars, (least(1 + n_user_messages, 5) - 1) / 4.0 AS label"
         " FROM staging.sessions"
     )
+    build_user_text(wh)
     build_event_features(wh)
     build_session_features(wh, load_rubric(), "heuristic", "")
     return wh
@@ -69,6 +71,9 @@ def test_discover_end_to_end(corpus_wh, fake_llm: FakeLLM, tmp_path: Path) -> No
         " raw.events WHERE session_id = ? AND source = 'user' AND name = 'message')",
         [SECRET, top, top],
     )
+    # an event edited in place keeps its session's version: the user text is read again by hand
+    wh.con.execute("DELETE FROM staging.computed_versions WHERE table_name = 'features.user_text'")
+    build_user_text(wh)
     fake_llm.push(Reply(content="{not json"), kind="discover")  # the first answer is invalid: re-asked once
     settings = settings_for(fake_llm)
     out = tmp_path / "cands" / "rubric.toml"

@@ -40,6 +40,7 @@ import pytest
 from pulse_pipeline import tables
 from pulse_pipeline.features.event_features import build_event_features, parse_command
 from pulse_pipeline.features.sentiment import COLUMNS as SENTIMENT
+from pulse_pipeline.features.user_text import build_user_text
 from pulse_pipeline.synth import write_corpus
 from pulse_pipeline.warehouse import Warehouse
 
@@ -61,6 +62,7 @@ COUNTS = [
 
 
 def features(wh: Warehouse) -> dict[str, dict]:
+    build_user_text(wh)
     n = build_event_features(wh).rows
     rows = wh.frame("SELECT * FROM features.event_features ORDER BY session_id").to_dicts()
     assert n == len(rows) == wh.count(tables.STAGING_SESSIONS)
@@ -81,6 +83,7 @@ def expect(row: dict, **values) -> None:
 
 def test_columns_are_the_contract(wh):
     ingest_paths(wh, EF / "canonical.jsonl")
+    build_user_text(wh)
     build_event_features(wh)
     assert wh.frame("SELECT * FROM features.event_features").columns == tables.EVENT_FEATURES.column_names
 
@@ -271,6 +274,7 @@ def test_only_the_winning_record_counts_and_rebuilds_replace(wh, tmp_path):
         ' {"id": "2", "source": "agent", "type": "run", "command": "git push"}]}\n'
     )
     ingest_paths(wh, EF / "canonical.jsonl", later)
+    build_user_text(wh)
     build_event_features(wh)
     rows = features(wh)
     assert len(rows) == 2
@@ -399,6 +403,7 @@ def synthetic(tmp_path_factory) -> tuple[pl.DataFrame, pl.DataFrame]:
     try:
         wh = Warehouse(con)
         ingest_paths(wh, corpus)
+        build_user_text(wh)
         build_event_features(wh)
         got = wh.frame("SELECT * FROM features.event_features ORDER BY session_id")
     finally:

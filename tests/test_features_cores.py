@@ -22,6 +22,7 @@ from pulse_pipeline.features.heuristic import HeuristicAnnotator
 from pulse_pipeline.features.rubric import load_rubric
 from pulse_pipeline.features.sentiment import sentiment_table
 from pulse_pipeline.features.transcripts import iter_transcripts
+from pulse_pipeline.features.user_text import build_user_text
 from pulse_pipeline.synth import write_corpus
 from pulse_pipeline.warehouse import Warehouse
 
@@ -63,6 +64,7 @@ def warehouse(tmp_path_factory):
     con = duckdb.connect()
     wh = Warehouse(con)
     ingest_paths(wh, drop)
+    build_user_text(wh)
     yield wh
     con.close()
 

@@ -19,10 +19,11 @@ import polars as pl
 import pytest
 
 from pulse_pipeline.estimates import effects, history
+from pulse_pipeline.features.user_text import load_user_messages
 from pulse_pipeline.modeling.crossfit import insample_predict
 from pulse_pipeline.modeling.data import ModelingData, unrated_chunks
 from pulse_pipeline.modeling.insample import insample_predictions
-from pulse_pipeline.modeling.text import load_user_messages, vectorize
+from pulse_pipeline.modeling.text import vectorize
 from pulse_pipeline.stars import stars_to_label
 
 from .test_history import CONTROLS, _sessions, _user_sessions

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pulse_pipeline.features.event_features import build_event_features
+from pulse_pipeline.features.user_text import build_user_text
 from pulse_pipeline.hooks.transcript import read_progress
 from pulse_pipeline.ingest.claude_code import ClaudeCode
 from pulse_pipeline.ingest.codex import Codex
@@ -24,6 +25,7 @@ COLUMNS = ("user_message_count", "n_segments", "file_edits", "failed_commands", 
 
 def pipeline_features(wh, log: Path) -> dict[str, float | None]:
     ingest_paths(wh, log)
+    build_user_text(wh)
     build_event_features(wh)
     [row] = wh.con.execute(f"SELECT {', '.join(COLUMNS)} FROM features.event_features").fetchall()
     return dict(zip(COLUMNS, row, strict=True))

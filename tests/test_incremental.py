@@ -35,6 +35,7 @@ from pulse_pipeline.features.annotate import annotate_sessions
 from pulse_pipeline.features.event_features import build_event_features
 from pulse_pipeline.features.heuristic import HeuristicAnnotator
 from pulse_pipeline.features.rubric import load_rubric
+from pulse_pipeline.features.user_text import build_user_text
 from pulse_pipeline.incremental import Refreshed
 from pulse_pipeline.paths import PulseHome
 from pulse_pipeline.synth import write_corpus
@@ -147,6 +148,7 @@ def small(wh, tmp_path):
     """An in-memory warehouse with a 12-session drop staged and its per-session tables refreshed once."""
     write_corpus(tmp_path / "d", 12, seed=3)
     ingest_paths(wh, tmp_path / "d")
+    build_user_text(wh)
     build_event_features(wh)
     return wh
 

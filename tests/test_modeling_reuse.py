@@ -65,11 +65,8 @@ def add_session(wh: Warehouse, sid: str, features: tuple[float, ...], messages: 
     wh.con.execute(
         "INSERT INTO staging.sessions (record_key, session_id, drop_id) VALUES (?, ?, 'd')", [f"k-{sid}", sid]
     )
-    for seq, text in enumerate(messages):
-        wh.con.execute(
-            "INSERT INTO raw.events (record_key, seq, kind, name, source, text) VALUES (?, ?, ?, ?, ?, ?)",
-            [f"k-{sid}", seq, "action", "message", "user", text],
-        )
+    for position, text in enumerate(messages):
+        wh.con.execute("INSERT INTO features.user_text VALUES (?, ?, ?)", [sid, position, text])
     wh.con.execute("INSERT INTO features.session_features VALUES (?, 'ok', ?, ?, ?)", [sid, *features])
     if stars is not None:
         rate(wh, sid, stars)

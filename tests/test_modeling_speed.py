@@ -16,12 +16,13 @@ import numpy as np
 import polars as pl
 import pytest
 
+from pulse_pipeline.features.user_text import load_user_messages
 from pulse_pipeline.modeling.comparison import compare_models, seeds_for
 from pulse_pipeline.modeling.data import ModelingData, unrated_chunks
 from pulse_pipeline.modeling.importance import permutation_importance_oof
 from pulse_pipeline.modeling.predictions import CROSSFIT_SEED, crossfit_tables
 from pulse_pipeline.modeling.stack import crossfit_from_fits
-from pulse_pipeline.modeling.text import load_user_messages, vectorize
+from pulse_pipeline.modeling.text import vectorize
 from pulse_pipeline.settings import SettingsError, modeling_settings
 from pulse_pipeline.warehouse import Warehouse
 
@@ -68,16 +69,13 @@ def test_the_cross_fit_from_kept_fits_equals_fitting_again(step, family):
 
 
 def message_warehouse(messages: dict[str, list[str]]) -> Warehouse:
-    """An in-memory warehouse holding just what ``text.load_user_messages`` reads: a session per id and its user
-    messages as ``message`` actions, in order."""
+    """An in-memory warehouse holding just what ``user_text.load_user_messages`` reads: a session per id and its
+    user messages as ``features.user_text`` rows, in order."""
     wh = Warehouse(duckdb.connect())
     for sid, texts in messages.items():
         wh.con.execute("INSERT INTO staging.sessions (record_key, session_id) VALUES (?, ?)", [f"k-{sid}", sid])
-        for seq, text in enumerate(texts):
-            wh.con.execute(
-                "INSERT INTO raw.events (record_key, seq, kind, name, source, text) VALUES (?, ?, ?, ?, ?, ?)",
-                [f"k-{sid}", seq, "action", "message", "user", text],
-            )
+        for position, text in enumerate(texts):
+            wh.con.execute("INSERT INTO features.user_text VALUES (?, ?, ?)", [sid, position, text])
     return wh
 
 

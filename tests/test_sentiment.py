@@ -20,6 +20,7 @@ from pulse_pipeline.features.sentiment import (
     slope,
     vader_text,
 )
+from pulse_pipeline.features.user_text import build_user_text
 
 from .helpers import ingest_paths
 
@@ -174,6 +175,7 @@ def test_through_event_features(wh, tmp_path):
     ]
     drop.write_text("\n".join(json.dumps(s) for s in sessions) + "\n")
     ingest_paths(wh, drop)
+    build_user_text(wh)
     build_event_features(wh)
     rows = {r["session_id"]: r for r in wh.frame("SELECT * FROM features.event_features").to_dicts()}
 
@@ -210,8 +212,30 @@ def test_gathered_in_parts_gives_the_same_rows(wh, tmp_path):
     sessions = [_session(f"s{i}", *turns[: 1 + i % 4]) for i in range(7)]
     drop.write_text("\n".join(json.dumps(s) for s in sessions) + "\n")
     ingest_paths(wh, drop)
+    build_user_text(wh)
     whole = sentiment_table(wh).to_pylist()
     assert len(whole) == 7
     assert sorted(sentiment_table(wh, sessions_per_part=1).to_pylist(), key=lambda r: r["session_id"]) == sorted(
         whole, key=lambda r: r["session_id"]
     )
+
+
+def test_scores_the_redacted_user_text_of_features_user_text(wh, tmp_path):
+    """The messages come from ``features.user_text``, redacted: a pasted key is not the user's words, and the
+    length of the last message is the redacted one's; what the table holds is what is scored."""
+    key = "sk-ant-" + "x1" * 20  # an Anthropic key's shape (redact.py)
+    drop = tmp_path / "secret.jsonl"
+    sessions = [
+        _session("s-key", ("user", "Please fix the login bug."), ("agent", "Fixed."), ("user", f"use {key}")),
+        _session("s-table", ("user", "Please fix the login bug."), ("agent", "Fixed.")),
+    ]
+    drop.write_text("\n".join(json.dumps(s) for s in sessions) + "\n")
+    ingest_paths(wh, drop)
+    build_user_text(wh)
+    # the table is the source: a message it holds (and the events do not) is the one scored
+    wh.con.execute("UPDATE features.user_text SET text = 'thanks, works now' WHERE session_id = 's-table'")
+    rows = {r["session_id"]: r for r in sentiment_table(wh).to_pylist()}
+    assert rows["s-key"]["last_user_message_chars"] == len("use [REDACTED:anthropic_key]")
+    assert rows["s-table"]["user_sentiment_first"] == pytest.approx(vader("thanks, works now"))
+    # the agent's message is still the last one of s-table: whose turn it is comes from the events
+    assert (rows["s-table"]["ends_on_thanks"], rows["s-table"]["ends_on_agent_turn"]) == (1, 1)

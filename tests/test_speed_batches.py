@@ -6,6 +6,7 @@ import duckdb
 
 from pulse_pipeline.features.batches import Batch, session_batches
 from pulse_pipeline.features.transcripts import iter_transcripts
+from pulse_pipeline.features.user_text import build_user_text
 
 from .helpers import FIXTURES, ingest_paths
 
@@ -38,6 +39,7 @@ def test_batches_follow_the_stored_order_and_span_every_event_of_their_sessions(
 
 def test_transcripts_are_the_same_whatever_the_batches(wh):
     ingest_paths(wh, FIXTURES / "transcripts" / "v0_session.json", FIXTURES / "reconcile.jsonl")
+    build_user_text(wh)
     one_by_one = {t.session_id: t for batch in iter_transcripts(wh, batch_size=1) for t in batch}
     together = {t.session_id: t for batch in iter_transcripts(wh) for t in batch}
     assert len(together) == 2

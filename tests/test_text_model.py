@@ -7,6 +7,8 @@ Expected values are recomputed with plain scikit-learn calls (TfidfVectorizer, R
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import polars as pl
 import pytest
@@ -16,6 +18,8 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import Ridge
 from sklearn.model_selection import KFold, cross_val_predict
 
+from pulse_pipeline.features.redact import redact
+from pulse_pipeline.features.user_text import build_user_text, load_user_messages
 from pulse_pipeline.modeling.crossfit import cross_validate, crossfit_predict, insample_predict, oof_violations
 from pulse_pipeline.modeling.data import ModelingData
 from pulse_pipeline.modeling.predictions import audit_out_of_fold, crossfit_tables
@@ -32,6 +36,8 @@ from pulse_pipeline.modeling.text import (
     vocabulary_rows,
 )
 
+from .helpers import ingest_paths
+
 GOOD = ("thanks great", "works perfectly now", "great job thank you", "awesome that fixed it")
 BAD = ("broken useless", "still broken", "useless it does not work", "wrong again give up")
 NEUTRAL = ("please fix the failing test", "can you add a flag", "run the build", "look at the parser")
@@ -46,7 +52,8 @@ def corpus(n: int = 120, n_rated: int = 90, seed: int = 0):
     for i in range(n):
         words = GOOD if stars[i] >= 4 else BAD if stars[i] <= 2 else NEUTRAL
         messages[f"s{i:03d}"] = [NEUTRAL[rng.integers(4)], words[rng.integers(4)]]
-    messages["s000"].append(f"my token is {SECRET} and mail me at jane.doe@example.com")
+    # as ``features.user_text`` holds it: redacted (``test_secrets_never_reach_the_text_model`` reads it there)
+    messages["s000"].append(redact(f"my token is {SECRET} and mail me at jane.doe@example.com"))
     y = np.where(np.arange(n) < n_rated, stars, np.nan)
     return sorted(messages), messages, y, rng.normal(size=(n, 3))
 
@@ -61,16 +68,9 @@ def texts():
 
 
 def hand_matrix(ids, messages) -> sp.csr_matrix:
-    """The three TF-IDF blocks of text.py, with plain scikit-learn calls on the texts (no secret in this corpus
-    except SECRET, which redaction replaces; here it is replaced by hand)."""
+    """The three TF-IDF blocks of text.py, with plain scikit-learn calls on the texts."""
     joined = ["\n".join(messages[s]) for s in ids]
     last = [messages[s][-1] for s in ids]
-    joined = [
-        t.replace(SECRET, "[REDACTED:github_token]").replace("jane.doe@example.com", "[REDACTED:email]") for t in joined
-    ]
-    last = [
-        t.replace(SECRET, "[REDACTED:github_token]").replace("jane.doe@example.com", "[REDACTED:email]") for t in last
-    ]
     opts = {"sublinear_tf": True, "min_df": 2}
     word = TfidfVectorizer(analyzer="word", ngram_range=(1, 2), **opts).fit_transform(joined)
     char = TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5), **opts).fit_transform([t[:1000] for t in joined])
@@ -86,17 +86,27 @@ def test_the_matrix_is_three_tfidf_blocks_of_redacted_text(texts):
     assert {b for b, _ in matrix.terms} == {"word", "char", "last"}
 
 
-def test_secrets_are_redacted_before_vectorizing(texts):
-    ids, messages, y, _, matrix, feature = texts
-    # the secret occurs in one session only, so min_df=2 alone would drop its words: repeat it to make sure
-    # redaction, not pruning, keeps it out
-    twice = {**messages, "s001": [*messages["s001"], f"again {SECRET} jane.doe@example.com"]}
-    m2 = vectorize(ids, twice)
-    for m in (matrix, m2):
-        assert not any("zq9" in t or "jane" in t or "example.com" in t for _, t in m.terms)
-    assert any(t == "redacted" for b, t in m2.terms if b == "word")
-    rated = ~np.isnan(y)
-    terms = top_terms(m2, m2.Z[rated], y[rated], n=500)
+def test_secrets_never_reach_the_text_model(wh, tmp_path):
+    """The text model reads users' messages from ``features.user_text`` (``load_user_messages``), where they are
+    redacted: a token and an email address pasted by users never become terms. Each is in two sessions, so
+    min_df=2 alone would keep its words: redaction, not pruning, keeps them out."""
+    pasted = f"my token is {SECRET} and mail me at jane.doe@example.com"
+    sessions = [("s1", ["please fix the parser", pasted]), ("s2", [pasted, "thanks great"]), ("s3", ["run it"])]
+    events = [
+        {
+            "session_id": sid,
+            "events": [{"id": str(i), "source": "user", "type": "message", "text": t} for i, t in enumerate(said)],
+        }
+        for sid, said in sessions
+    ]
+    (tmp_path / "d.jsonl").write_text("\n".join(json.dumps(e) for e in events) + "\n")
+    ingest_paths(wh, tmp_path / "d.jsonl")
+    build_user_text(wh)
+    ids = [sid for sid, _ in sessions]
+    m = vectorize(ids, load_user_messages(wh))
+    assert not any("zq9" in t or "jane" in t or "example.com" in t for _, t in m.terms)
+    assert ("word", "redacted") in m.terms
+    terms = top_terms(m, m.Z, np.array([2.0, 4.0, 3.0]), n=500)
     assert terms and not any("zq9" in t.term or "jane" in t.term for t in terms)
 
 

@@ -1,9 +1,10 @@
 """Staged sessions through an annotator (or the LLM judge), batch by batch: read transcripts, ask, write.
 
 Only the sessions whose record changed since the annotator last wrote them are read and annotated
-(``incremental.py``): a session's version is its record's, plus what else the answers depend on (the annotator's
-prompt version, which scopes its rows, and ``Annotator.depends_on``: an LLM's model). A new prompt version, or a
-new model, annotates every session again; the LLM cache (``llm/cache.py``) answers what was asked before.
+(``incremental.py``): a session's version is its record's and its user text's (``TRANSCRIPT_VERSIONS_SQL``), plus
+what else the answers depend on (the annotator's prompt version, which scopes its rows, and
+``Annotator.depends_on``: an LLM's model). A new prompt version, or a new model, annotates every session again; the
+LLM cache (``llm/cache.py``) answers what was asked before.
 
 Batches (``transcripts.transcript_tables``) keep memory to a few batches' events whatever the size of the
 warehouse; each batch is written as soon as it is answered. An annotator that is pure Python work
@@ -32,7 +33,12 @@ from .llm.judge import LLMJudge
 from .prompts import PROMPT_VERSION
 from .rubric import Rubric
 from .transcripts import iter_transcripts, transcript_tables, transcripts_of
+from .user_text import with_user_text_version
 from .workers import TASK_SESSIONS, worker_count
+
+TRANSCRIPT_VERSIONS_SQL = with_user_text_version(SESSION_VERSIONS_SQL)
+"""A session's version for what is read off its transcript: its record's, and the one its user text (the redacted
+messages the transcript shows) was computed from."""
 
 
 @dataclass
@@ -67,7 +73,7 @@ def annotate_sessions(
     version = annotator.prompt_version(rubric)
     key = f"{tables.ANNOTATIONS.qualified}/{annotator.name}/{version}"
     scope, params = "annotator = ? AND prompt_version = ?", [annotator.name, version]
-    with refreshing(wh, key, SESSION_VERSIONS_SQL, annotator.depends_on()) as refresh:
+    with refreshing(wh, key, TRANSCRIPT_VERSIONS_SQL, annotator.depends_on()) as refresh:
         for t in (tables.ANNOTATIONS, tables.ANNOTATION_VALUES):
             refresh.delete(wh, t, scope, params)
         if workers is None:
@@ -99,7 +105,7 @@ def judge_sessions(wh: Warehouse, judge: LLMJudge) -> Refreshed:
     t = tables.JUDGE_SCORES
     depends_on = f"{PROMPT_VERSION}/{judge.settings.transcript_chars}"
     key = f"{t.qualified}/{model}"
-    with refreshing(wh, key, SESSION_VERSIONS_SQL, depends_on) as refresh:
+    with refreshing(wh, key, TRANSCRIPT_VERSIONS_SQL, depends_on) as refresh:
         refresh.delete(wh, t, "model = ?", [model])
         for batch in iter_transcripts(wh, session_ids=refresh.session_ids(wh)):
             store.append_judge_scores(wh, judge.judge(batch))

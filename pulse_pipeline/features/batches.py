@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from .. import tables
 from ..warehouse import Warehouse
 
 
@@ -48,13 +49,13 @@ def session_batches(
     wh: Warehouse,
     sessions: str,
     size: int,
-    events: str = "raw.events",
+    events: str | None = None,
     params: Sequence | dict | None = None,
 ) -> Iterator[Batch]:
     """The sessions of relation ``sessions`` (SQL with ``session_id`` and ``record_key``, e.g. ``staging.sessions``
     rows; ``params`` are its query parameters) in batches of at most ``size``, by where their events start in
-    ``events`` (``raw.events`` or a table holding some of its rows)."""
-    spans = wh.con.execute(_spans_sql(sessions, events), params or []).fetchall()
+    ``events`` (``raw.events`` by default, or a table holding some of its rows)."""
+    spans = wh.con.execute(_spans_sql(sessions, events or tables.EVENTS.qualified), params or []).fetchall()
     for start in range(0, len(spans), size):
         part = spans[start : start + size]
         firsts = [first for _, first, _ in part if first is not None]

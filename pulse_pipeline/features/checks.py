@@ -10,14 +10,37 @@ from .rubric import Rubric
 from .wide import feature_columns
 
 
+def user_text_violations(wh: Warehouse) -> int:
+    """Staged sessions whose rows are not their user messages one for one (as many rows as ``message`` actions with
+    source ``user`` in their events, positions 0 to n - 1 each once), plus rows of sessions no longer staged."""
+    sessions, events, text = tables.STAGING_SESSIONS.qualified, tables.EVENTS.qualified, tables.USER_TEXT.qualified
+    return wh.con.execute(
+        f"""
+        WITH expected AS (
+            SELECT s.session_id, count(e.record_key) AS n
+            FROM {sessions} s LEFT JOIN {events} e
+                ON e.record_key = s.record_key AND e.kind = 'action' AND e.name = 'message' AND e.source = 'user'
+            GROUP BY s.session_id
+        ), held AS (
+            SELECT session_id, count(*) AS n, count(DISTINCT position) AS positions, min(position) AS first,
+                max(position) AS last
+            FROM {text} GROUP BY session_id
+        )
+        SELECT (SELECT count(*) FROM expected x LEFT JOIN held h USING (session_id)
+                WHERE coalesce(h.n, 0) <> x.n OR h.positions <> h.n OR h.first <> 0 OR h.last <> h.n - 1)
+             + (SELECT count(*) FROM {text} ANTI JOIN {sessions} USING (session_id))"""
+    ).fetchone()[0]
+
+
 def event_feature_violations(wh: Warehouse) -> int:
     """Staged sessions without a row, sessions with more than one, and rows with a negative count or more failed
     tests than test runs."""
+    sessions, rows = tables.STAGING_SESSIONS.qualified, tables.EVENT_FEATURES.qualified
     return wh.con.execute(
-        """
-        SELECT (SELECT count(*) FROM staging.sessions s ANTI JOIN features.event_features f USING (session_id))
-             + (SELECT count(*) - count(DISTINCT session_id) FROM features.event_features)
-             + (SELECT count(*) FROM features.event_features WHERE least(user_message_count, shell_commands,
+        f"""
+        SELECT (SELECT count(*) FROM {sessions} s ANTI JOIN {rows} f USING (session_id))
+             + (SELECT count(*) - count(DISTINCT session_id) FROM {rows})
+             + (SELECT count(*) FROM {rows} WHERE least(user_message_count, shell_commands,
                    failed_commands, test_runs, test_failures, file_edits) < 0 OR test_failures > test_runs)"""
     ).fetchone()[0]
 
@@ -28,9 +51,9 @@ def annotation_violations(wh: Warehouse, annotator: str) -> int:
     known = ", ".join(f"'{s}'" for s in STATUSES)
     return wh.con.execute(
         f"""
-        WITH mine AS (SELECT * FROM features.annotations WHERE annotator = ? AND prompt_version =
-                      (SELECT max(prompt_version) FROM features.annotations WHERE annotator = ?))
-        SELECT (SELECT count(*) FROM staging.sessions s ANTI JOIN mine USING (session_id))
+        WITH mine AS (SELECT * FROM {tables.ANNOTATIONS.qualified} WHERE annotator = ? AND prompt_version =
+                      (SELECT max(prompt_version) FROM {tables.ANNOTATIONS.qualified} WHERE annotator = ?))
+        SELECT (SELECT count(*) FROM {tables.STAGING_SESSIONS.qualified} s ANTI JOIN mine USING (session_id))
              + (SELECT count(*) - count(DISTINCT session_id) FROM mine)
              + (SELECT count(*) FROM mine WHERE status NOT IN ({known}))""",
         [annotator, annotator],
@@ -48,7 +71,7 @@ def session_feature_violations(wh: Warehouse, rubric: Rubric) -> int:
     not_binary = " + ".join(f'count(*) FILTER (WHERE "{c}" NOT IN (0, 1))' for c in feature_columns(rubric)) or "0"
     return wh.con.execute(
         f"""
-        SELECT (SELECT count(*) FROM staging.sessions) - count(DISTINCT session_id)
+        SELECT (SELECT count(*) FROM {tables.STAGING_SESSIONS.qualified}) - count(DISTINCT session_id)
              + (count(*) - count(DISTINCT session_id)) + {not_binary}
-        FROM features.session_features"""
+        FROM {tables.SESSION_FEATURES.qualified}"""
     ).fetchone()[0]

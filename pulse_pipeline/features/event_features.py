@@ -48,10 +48,11 @@ Rules (events are those of the session's winning record in ``staging.sessions``)
   for one arm only) its critic coefficients mix "low score" with "no critic". Without any score in the corpus the
   columns are constant and change no model.
 - Sentiment (``sentiment.py``, whose docstring gives every rule): the VADER compound score of each English user
-  message (the messages ``user_message_count`` counts), summarised per session as ``user_sentiment_mean`` /
-  ``_min`` / ``_max`` / ``_first`` / ``_last`` / ``_slope`` and ``user_negative_share`` (NULL when no user message
-  is English), ``user_english_share``, ``last_user_message_chars``, and whether the session ends on thanks, on a
-  complaint or on the agent's turn (``ends_on_thanks`` / ``ends_on_complaint`` / ``ends_on_agent_turn``, 0/1).
+  message (the messages ``user_message_count`` counts, read redacted from ``features.user_text``), summarised
+  per session as ``user_sentiment_mean`` / ``_min`` / ``_max`` / ``_first`` / ``_last`` / ``_slope`` and
+  ``user_negative_share`` (NULL when no user message is English), ``user_english_share``,
+  ``last_user_message_chars``, and whether the session ends on thanks, on a complaint or on the agent's turn
+  (``ends_on_thanks`` / ``ends_on_complaint`` / ``ends_on_agent_turn``, 0/1).
   Scored in Python once per session and joined back as a small table, like the parsed commands.
 """
 
@@ -71,6 +72,7 @@ from . import sentiment, shell
 from .sentiment import COLUMNS as SENTIMENT_COLUMNS
 from .sentiment import SESSIONS_PER_PART, sentiment_table
 from .shell import GIT_OPERATIONS, git_subcommands, is_test_command, python_shell_commands
+from .user_text import with_user_text_version
 from .workers import TASK_SESSIONS, worker_count
 
 LOOKUP = "_pulse_event_feature_commands"
@@ -85,9 +87,10 @@ BODY_SQL = f"CASE WHEN e.name = 'run' THEN coalesce(e.command, e.text) ELSE {_CO
 """The text parsed for a ``run`` / ``run_ipython`` action (``e`` is a ``raw.events`` row)."""
 
 
-def distinct_bodies_sql(sessions: str, events: str = "raw.events") -> str:
+def distinct_bodies_sql(sessions: str, events: str | None = None) -> str:
     """Every command / cell to parse, of the sessions whose ``staging.sessions`` rows are in relation ``sessions``
-    (their events in ``events``: ``raw.events`` or a subset)."""
+    (their events in ``events``: ``raw.events`` by default, or a subset)."""
+    events = events or tables.EVENTS.qualified
     return f"""
 SELECT DISTINCT e.name = 'run_ipython' AS is_code, {BODY_SQL} AS body
 FROM {events} e JOIN {sessions} s USING (record_key)
@@ -112,11 +115,12 @@ def _v1_sum(path: str, cast: str) -> str:
     )
 
 
-def event_features_sql(sessions: str, events: str = "raw.events") -> str:
+def event_features_sql(sessions: str, events: str | None = None) -> str:
     """The rows of the sessions whose ``staging.sessions`` rows are in relation ``sessions`` (their events in
     ``events``: ``raw.events`` or a subset), given the lookup
     ``{LOOKUP}(is_code, body, <op>_n..., is_test)`` of their parsed commands and their ``{SENTIMENT}``
     (``sentiment.SCHEMA``)."""
+    events = events or tables.EVENTS.qualified
     return f"""
 WITH ev AS NOT MATERIALIZED (
     SELECT s.session_id, e.*
@@ -163,7 +167,7 @@ WITH ev AS NOT MATERIALIZED (
     WHERE p.is_action
     GROUP BY s.session_id
 ), last_segment AS (
-    SELECT session_id, max(segment_index) AS last_segment FROM staging.work_segments
+    SELECT session_id, max(segment_index) AS last_segment FROM {tables.WORK_SEGMENTS.qualified}
     WHERE session_id IN (SELECT session_id FROM {sessions}) GROUP BY session_id
 ), raw_json_values AS MATERIALIZED (
     -- the events v0, v1 and critic read their values from, in one pass over raw_json (the widest column: each
@@ -269,7 +273,7 @@ def parse_command(body: str, is_code: bool) -> tuple[dict[str, int], bool]:
 
 
 def command_lookup(
-    wh: Warehouse, sessions: str = tables.STAGING_SESSIONS.qualified, events: str = "raw.events"
+    wh: Warehouse, sessions: str = tables.STAGING_SESSIONS.qualified, events: str = tables.EVENTS.qualified
 ) -> pa.Table:
     """Every distinct command / cell of the sessions in relation ``sessions`` (events in ``events``) that runs a
     counted git operation or a test, parsed once (others omitted)."""
@@ -286,13 +290,14 @@ def command_lookup(
     return pa.table(rows, schema=LOOKUP_SCHEMA)
 
 
-EVENT_FEATURES_VERSIONS_SQL = f"""
+EVENT_FEATURES_VERSIONS_SQL = with_user_text_version(f"""
 SELECT v.session_id, v.version || '|' || coalesce(w.version, '') AS version
 FROM ({SESSION_VERSIONS_SQL}) v
-LEFT JOIN staging.computed_versions w
+LEFT JOIN {tables.COMPUTED_VERSIONS.qualified} w
     ON w.table_name = '{tables.WORK_SEGMENTS.qualified}' AND w.session_id = v.session_id
-"""
-"""A session's version for its event features: its record's, and the one its work segments were computed from."""
+""")
+"""A session's version for its event features: its record's, the one its work segments were computed from and the
+one its user text (which the sentiment columns read) was computed from."""
 
 
 def code_version() -> str:
@@ -305,13 +310,13 @@ def build_event_features(wh: Warehouse) -> Refreshed:
     record or work segments changed (``incremental.py``): their commands parsed, their messages scored."""
     t = tables.EVENT_FEATURES
     with refreshing(wh, t.qualified, EVENT_FEATURES_VERSIONS_SQL, code_version()) as refresh:
-        events = "raw.events"
+        events = tables.EVENTS.qualified
         if not refresh.whole:
             # Their events first, by record key alone: a content filter (``contains(raw_json, ...)``) in the same
             # scan as the join ran over every event of the warehouse when the changed sessions spanned several drops
             wh.con.execute(
                 f"CREATE OR REPLACE TEMP TABLE {CHANGED_EVENTS} AS"
-                f" SELECT e.* FROM raw.events e SEMI JOIN {refresh.sessions} s USING (record_key)"
+                f" SELECT e.* FROM {tables.EVENTS.qualified} e SEMI JOIN {refresh.sessions} s USING (record_key)"
             )
             events = CHANGED_EVENTS
         lookup = command_lookup(wh, refresh.sessions, events)

@@ -5,8 +5,10 @@ or the reverse), not in one 3-way category. Plain baselines on real rated conver
 correlation of ~0.25 from a handful of VADER statistics alone, so ``features.event_features`` carries them and the
 satisfaction models read them like any other column.
 
-Which messages: a session's user messages are the ones ``user_message_count`` counts (``message`` actions with
-source ``user`` of the session's winning record), in stream order; a message with no text counts as empty.
+Which messages: a session's user messages are its rows of ``features.user_text`` (``user_text.py``: the
+``message`` actions with source ``user`` of the session's winning record, the ones ``user_message_count`` counts,
+redacted), in stream order; a message with no text counts as empty. Only whose turn ends the session
+(``ends_on_agent_turn``) is read off the events, since it needs the agent's messages too.
 
 English only: VADER knows English words only, so a message in German or Chinese scores ~0 and would read as
 "neutral". Each message is judged English or not (``is_english``); only English messages are scored, and a session
@@ -57,6 +59,7 @@ from functools import cache, lru_cache
 
 import pyarrow as pa
 
+from .. import tables
 from ..processes import ordered_map
 from ..warehouse import Warehouse
 from .batches import session_batches
@@ -342,23 +345,32 @@ def session_sentiment(
     )
 
 
-def user_messages_sql(sessions: str, events: str = "raw.events") -> str:
+def user_messages_sql(sessions: str, events: str | None = None) -> str:
     """Per session of relation ``sessions`` (``staging.sessions`` rows) with a ``message`` action: its user messages
-    cut as ``vader_text`` cuts them (stream order), the uncut length of the last one, and whether the last message
-    is not the user's; for the sessions of one batch (``batches.session_batches``: ``$ids``, whose events lie between
-    row ids ``$first_row`` and ``$last_row``). Their events are in ``events`` (``raw.events``, or a subset holding
-    them)."""
+    (``features.user_text``, redacted) cut as ``vader_text`` cuts them (stream order), the uncut length of the last
+    one, and whether the last message is not the user's (read off its events); for the sessions of one batch
+    (``batches.session_batches``: ``$ids``, whose events lie between row ids ``$first_row`` and ``$last_row``).
+    Their events are in ``events`` (``raw.events`` by default, or a subset holding them)."""
+    events = events or tables.EVENTS.qualified
     return f"""
-SELECT s.session_id,
-    list(CASE WHEN length(coalesce(e.text, '')) <= {2 * VADER_CHARS} THEN coalesce(e.text, '')
-        ELSE left(e.text, {VADER_CHARS}) || ' ... ' || right(e.text, {VADER_CHARS}) END ORDER BY e.seq)
-        FILTER (WHERE e.source = 'user') AS user_messages,
-    arg_max(length(coalesce(e.text, '')), e.seq) FILTER (WHERE e.source = 'user') AS last_user_chars,
-    coalesce(arg_max(e.source, e.seq), 'user') <> 'user' AS agent_spoke_last
-FROM {events} e JOIN {sessions} s USING (record_key)
-WHERE e.kind = 'action' AND e.name = 'message' AND e.rowid BETWEEN $first_row AND $last_row
-    AND s.session_id IN (SELECT unnest($ids))
-GROUP BY s.session_id
+WITH turns AS (
+    SELECT s.session_id, coalesce(arg_max(e.source, e.seq), 'user') <> 'user' AS agent_spoke_last
+    FROM {events} e JOIN {sessions} s USING (record_key)
+    WHERE e.kind = 'action' AND e.name = 'message' AND e.rowid BETWEEN $first_row AND $last_row
+        AND s.session_id IN (SELECT unnest($ids))
+    GROUP BY s.session_id
+), said AS (
+    SELECT session_id,
+        list(CASE WHEN length(coalesce(text, '')) <= {2 * VADER_CHARS} THEN coalesce(text, '')
+            ELSE left(text, {VADER_CHARS}) || ' ... ' || right(text, {VADER_CHARS}) END ORDER BY position)
+            AS user_messages,
+        arg_max(length(coalesce(text, '')), position) AS last_user_chars
+    FROM {tables.USER_TEXT.qualified}
+    WHERE session_id IN (SELECT unnest($ids))
+    GROUP BY session_id
+)
+SELECT t.session_id, u.user_messages, u.last_user_chars, t.agent_spoke_last
+FROM turns t LEFT JOIN said u USING (session_id)
 """
 
 
@@ -393,14 +405,17 @@ def sentiment_rows(messages: pa.Table) -> pa.Table:
 def sentiment_table(
     wh: Warehouse,
     sessions_per_part: int = SESSIONS_PER_PART,
-    sessions: str = "staging.sessions",
-    events: str = "raw.events",
+    sessions: str | None = None,
+    events: str | None = None,
     workers: int = 1,
 ) -> pa.Table:
-    """``SCHEMA`` rows for every session of relation ``sessions`` (``staging.sessions`` rows: all of them, or those
-    being refreshed; their events in ``events``) with a ``message`` action (others have no user message and no
-    agent turn), gathered ``sessions_per_part`` sessions at a time so memory does not grow with the warehouse.
+    """``SCHEMA`` rows for every session of relation ``sessions`` (``staging.sessions`` rows: all of them by
+    default, or those being refreshed; their events in ``events``, ``raw.events`` by default) with a ``message``
+    action (others have no user message and no agent turn), gathered ``sessions_per_part`` sessions at a time so
+    memory does not grow with the warehouse; their user messages from ``features.user_text``, refreshed before.
     ``workers`` > 1 scores the parts in that many worker processes (``processes.ordered_map``): the same rows."""
+    sessions = sessions or tables.STAGING_SESSIONS.qualified
+    events = events or tables.EVENTS.qualified
     sql = user_messages_sql(sessions, events)
 
     def parts() -> Iterator[pa.Table]:

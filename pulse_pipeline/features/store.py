@@ -120,13 +120,13 @@ def append_judge_scores(wh: Warehouse, scores: list[JudgeScore]) -> None:
 
 def latest_prompt_version(wh: Warehouse, annotator: str) -> str | None:
     """The newest prompt version ``annotator`` has answers for, or None when it has none."""
-    sql = "SELECT max(prompt_version) FROM features.annotations WHERE annotator = ?"
+    sql = f"SELECT max(prompt_version) FROM {tables.ANNOTATIONS.qualified} WHERE annotator = ?"
     return wh.con.execute(sql, [annotator]).fetchone()[0]
 
 
 def annotator_names(wh: Warehouse) -> list[str]:
     """Every annotator with rows in features.annotations, in name order."""
-    sql = "SELECT DISTINCT annotator FROM features.annotations ORDER BY 1"
+    sql = f"SELECT DISTINCT annotator FROM {tables.ANNOTATIONS.qualified} ORDER BY 1"
     return [r[0] for r in wh.con.execute(sql).fetchall()]
 
 
@@ -136,8 +136,8 @@ def read_labels(wh: Warehouse, annotator: str, prompt_version: str | None = None
         prompt_version = latest_prompt_version(wh, annotator)
     out: dict[str, dict[str, str]] = {}
     for session_id, feature, value in wh.con.execute(
-        "SELECT session_id, feature, value FROM features.annotation_values WHERE annotator = ? AND prompt_version = ?"
-        " AND value IS NOT NULL AND value <> ''",
+        f"SELECT session_id, feature, value FROM {tables.ANNOTATION_VALUES.qualified}"
+        " WHERE annotator = ? AND prompt_version = ? AND value IS NOT NULL AND value <> ''",
         [annotator, prompt_version],
     ).fetchall():
         out.setdefault(session_id, {})[feature] = value

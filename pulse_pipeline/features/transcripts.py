@@ -1,5 +1,6 @@
 """Session transcripts for annotators, read from the warehouse in batches: one query per batch, each reading only
-the stretch of ``raw.events`` where its sessions' events lie (``batches.py``)."""
+the stretch of ``raw.events`` where its sessions' events lie (``batches.py``). The agent's steps and messages come
+from the events; the user's messages from ``features.user_text`` (redacted, ``user_text.py``), refreshed before."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
+from .. import tables
 from ..warehouse import Warehouse
 from .annotation import AgentStep, SessionTranscript
 from .batches import session_batches
@@ -32,7 +34,7 @@ STEP_NAMES = (
 
 TRANSCRIPTS_SQL = f"""
 WITH chosen AS (
-    SELECT record_key, session_id FROM staging.sessions WHERE session_id IN (SELECT unnest($ids))
+    SELECT record_key, session_id FROM {tables.STAGING_SESSIONS.qualified} WHERE session_id IN (SELECT unnest($ids))
 ), ev AS (
     -- only what a transcript needs: an action's text, the code an edit wrote, the next event's kind, exit code and
     -- name (the written code is taken out of the raw JSON before the window, which then sorts narrow rows)
@@ -47,7 +49,7 @@ WITH chosen AS (
                    nullif(json_extract_string(e.raw_json, '$.args.file_text'), ''),
                    nullif(json_extract_string(e.raw_json, '$.action.file_text'), ''),
                    nullif(json_extract_string(e.raw_json, '$.action.new_str'), '')) END AS written
-        FROM raw.events e JOIN chosen c USING (record_key)
+        FROM {tables.EVENTS.qualified} e JOIN chosen c USING (record_key)
         WHERE e.rowid BETWEEN $first_row AND $last_row
     )
     WINDOW w AS (PARTITION BY record_key ORDER BY seq)
@@ -61,14 +63,18 @@ WITH chosen AS (
     FROM ev WHERE kind = 'action' AND source <> 'user' AND name IN {STEP_NAMES}
     GROUP BY session_id
 ), messages AS (
-    SELECT session_id,
-           list(text ORDER BY seq) FILTER (WHERE source = 'user' AND text IS NOT NULL) AS user_messages,
-           list(text ORDER BY seq) FILTER (WHERE source <> 'user' AND text IS NOT NULL) AS agent_messages
-    FROM ev WHERE kind = 'action' AND name = 'message'
+    SELECT session_id, list(text ORDER BY seq) FILTER (WHERE text IS NOT NULL) AS agent_messages
+    FROM ev WHERE kind = 'action' AND name = 'message' AND source <> 'user'
+    GROUP BY session_id
+), said AS (
+    -- the user's messages, redacted, from the one place they are read (user_text.py)
+    SELECT session_id, list(text ORDER BY position) FILTER (WHERE text IS NOT NULL) AS user_messages
+    FROM {tables.USER_TEXT.qualified} WHERE session_id IN (SELECT unnest($ids))
     GROUP BY session_id
 )
-SELECT c.session_id, m.user_messages, m.agent_messages, st.steps
-FROM chosen c LEFT JOIN messages m USING (session_id) LEFT JOIN steps st USING (session_id)
+SELECT c.session_id, u.user_messages, m.agent_messages, st.steps
+FROM chosen c LEFT JOIN said u USING (session_id) LEFT JOIN messages m USING (session_id)
+LEFT JOIN steps st USING (session_id)
 ORDER BY c.session_id
 """
 
@@ -82,8 +88,12 @@ def transcript_tables(
     One query per batch keeps DuckDB's memory to a batch's events, and its row-id range keeps the scan to them,
     whatever the size of the warehouse. Plain Arrow, so a batch can go to a worker process (``workers.py``)."""
     if session_ids is None:
-        session_ids = [r[0] for r in wh.con.execute("SELECT session_id FROM staging.sessions ORDER BY 1").fetchall()]
-    chosen = "(SELECT record_key, session_id FROM staging.sessions WHERE session_id IN (SELECT unnest($ids)))"
+        listed = f"SELECT session_id FROM {tables.STAGING_SESSIONS.qualified} ORDER BY 1"
+        session_ids = [r[0] for r in wh.con.execute(listed).fetchall()]
+    chosen = (
+        f"(SELECT record_key, session_id FROM {tables.STAGING_SESSIONS.qualified}"
+        " WHERE session_id IN (SELECT unnest($ids)))"
+    )
     for batch in session_batches(wh, chosen, batch_size, params={"ids": session_ids}):
         params = {"ids": batch.session_ids, "first_row": batch.first_row, "last_row": batch.last_row}
         yield wh.con.execute(TRANSCRIPTS_SQL, params).to_arrow_table()

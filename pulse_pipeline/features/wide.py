@@ -99,23 +99,23 @@ def build_session_features(
     )
     wh.con.execute(
         f"""
-        CREATE OR REPLACE TABLE features.session_features AS
+        CREATE OR REPLACE TABLE {tables.SESSION_FEATURES.qualified} AS
         WITH answers AS (
             SELECT v.session_id, {", ".join(pivots)}
-            FROM features.annotation_values v
+            FROM {tables.ANNOTATION_VALUES.qualified} v
             WHERE v.annotator = ? AND v.prompt_version = ?
             GROUP BY v.session_id
         ), status AS (
-            SELECT session_id, status FROM features.annotations WHERE annotator = ? AND prompt_version = ?
+            SELECT session_id, status FROM {tables.ANNOTATIONS.qualified} WHERE annotator = ? AND prompt_version = ?
         ), judge AS (
-            SELECT session_id, max(likert_score) AS judge_likert FROM features.judge_scores
+            SELECT session_id, max(likert_score) AS judge_likert FROM {tables.JUDGE_SCORES.qualified}
             WHERE model = ? AND status IN ('ok', 'truncated') GROUP BY session_id
         )
         SELECT s.session_id, {event_cols}, {feature_cols},
                j.judge_likert::DOUBLE AS judge_likert{score_cols},
                coalesce(st.status, 'missing') AS annotation_status
-        FROM staging.sessions s
-        LEFT JOIN features.event_features ef USING (session_id)
+        FROM {tables.STAGING_SESSIONS.qualified} s
+        LEFT JOIN {tables.EVENT_FEATURES.qualified} ef USING (session_id)
         LEFT JOIN answers a USING (session_id)
         LEFT JOIN status st USING (session_id)
         LEFT JOIN judge j USING (session_id)
@@ -125,10 +125,11 @@ def build_session_features(
     )
     non_numeric = {
         col: wh.con.execute(
-            "SELECT count(*) FROM staging.sessions WHERE json_type(metadata_json, ?) NOT IN"
+            f"SELECT count(*) FROM {tables.STAGING_SESSIONS.qualified} WHERE json_type(metadata_json, ?) NOT IN"
             " ('BIGINT', 'UBIGINT', 'DOUBLE', 'NULL')",
             [path],
         ).fetchone()[0]
         for col, path in paths
     }
-    return WideBuild(wh.con.execute("SELECT count(*) FROM features.session_features").fetchone()[0], non_numeric)
+    built = wh.con.execute(f"SELECT count(*) FROM {tables.SESSION_FEATURES.qualified}").fetchone()[0]
+    return WideBuild(built, non_numeric)

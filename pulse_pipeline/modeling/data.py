@@ -8,8 +8,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import tables
+from ..features.user_text import load_user_messages
 from ..warehouse import Warehouse, release_duckdb_memory
-from .text import TextFeature, TextMatrix, load_user_messages, transform_messages, vectorize, vocabulary_rows
+from .text import TextFeature, TextMatrix, transform_messages, vectorize, vocabulary_rows
 
 NOT_FEATURES = ("session_id", "annotation_status")
 
@@ -53,7 +54,7 @@ def load_modeling_data(wh: Warehouse, text_of: str = "all") -> ModelingData:
     if text_of not in ("all", "rated", "none"):
         raise ValueError(f"text_of must be 'all', 'rated' or 'none'; got {text_of!r}")
     frame = wh.frame(
-        f"SELECT f.*, l.label_stars FROM {tables.SESSION_FEATURES_QUALIFIED} f"
+        f"SELECT f.*, l.label_stars FROM {tables.SESSION_FEATURES.qualified} f"
         f" LEFT JOIN {tables.SESSION_LABELS.qualified} l USING (session_id) ORDER BY f.session_id"
     )
     names = [c for c in frame.columns if c not in (*NOT_FEATURES, "label_stars")]

@@ -51,7 +51,8 @@ import polars as pl
 import sklearn
 
 from .. import incremental, staging, stars, tables
-from ..features import redact
+from ..features import user_text
+from ..features.user_text import load_user_messages
 from ..incremental import code_digest, refreshing
 from ..memory import release_freed_memory
 from ..warehouse import Warehouse, release_duckdb_memory
@@ -62,7 +63,7 @@ from .comparison import ModelComparison, compare_models, judge_metric_rows, load
 from .crossfit import TEXT_FAMILY, CrossFit
 from .data import load_modeling_data, unrated_chunks
 from .predictions import CROSSFIT_SEED, CrossFitTables, crossfit_tables
-from .text import load_user_messages, transform_messages, vectorizers_from, vocabulary_table
+from .text import transform_messages, vectorizers_from, vocabulary_table
 from .threads import native_threads
 from .workers import release_workers
 
@@ -73,7 +74,7 @@ KEPT_FILE = "kept-fit.joblib"
 
 INPUTS_SQL = f"""
 SELECT f.session_id, coalesce(v.version, '') || '#' || hash(f) AS input, l.label_stars
-FROM {tables.SESSION_FEATURES_QUALIFIED} f
+FROM {tables.SESSION_FEATURES.qualified} f
 LEFT JOIN ({staging.SESSION_VERSIONS_SQL}) v USING (session_id)
 LEFT JOIN {tables.SESSION_LABELS.qualified} l USING (session_id)
 """
@@ -140,7 +141,9 @@ def fit_key(
     versions = f"sklearn {sklearn.__version__} lightgbm {lightgbm.__version__} duckdb {duckdb.__version__}"
     settings = (tuple(families), tuple(seeds), folds, choose_by, seed_rows, tuple(feature_names), versions)
     modules = (comparison_module, crossfit, cv, data, families_module, importance, ordinal, predictions, stack, text)
-    return code_digest(*modules, redact, stars, incremental, sys.modules[__name__], text=repr(settings))
+    return code_digest(
+        *modules, stars, incremental, sys.modules[__name__], text=repr(settings) + user_text.code_version()
+    )
 
 
 def load_kept(folder: Path, say: Callable[[str], None]) -> KeptFit | None:
@@ -285,7 +288,7 @@ def refresh_models(
 
 def feature_names(wh: Warehouse) -> tuple[str, ...]:
     """The feature columns of ``features.session_features``, in order (what ``data.load_modeling_data`` reads)."""
-    columns = wh.con.execute(f"SELECT * FROM {tables.SESSION_FEATURES_QUALIFIED} LIMIT 0").description
+    columns = wh.con.execute(f"SELECT * FROM {tables.SESSION_FEATURES.qualified} LIMIT 0").description
     return tuple(c[0] for c in columns if c[0] not in data.NOT_FEATURES)
 
 
@@ -453,10 +456,10 @@ def _features(wh: Warehouse, ids: list[str], names: tuple[str, ...]) -> np.ndarr
     if not ids:
         return np.empty((0, len(names)))
     frame = wh.frame(
-        f"SELECT * FROM {tables.SESSION_FEATURES_QUALIFIED}"
+        f"SELECT * FROM {tables.SESSION_FEATURES.qualified}"
         " WHERE session_id IN (SELECT unnest($1)) ORDER BY session_id",
         [ids],
     )
     if frame["session_id"].to_list() != ids:
-        raise ValueError(f"the sessions to predict must be {tables.SESSION_FEATURES_QUALIFIED} rows, in id order")
+        raise ValueError(f"the sessions to predict must be {tables.SESSION_FEATURES.qualified} rows, in id order")
     return frame.select(names).cast(dict.fromkeys(names, pl.Float64)).to_numpy().astype(float)

@@ -3,9 +3,10 @@
 Why: on real human-rated conversations the tabular features reach an out-of-fold r of ~0.02, because none reads
 the words users write; a ridge on TF-IDF of user messages alone reaches ~0.25 (issue 13).
 
-The text of a session is its user messages (the ``message`` actions with source ``user``, the ones
-``user_message_count`` counts), each redacted with ``features.redact.redact`` before anything is vectorized, so no
-credential or email address can become a term. The last user message is also kept apart: how a conversation ends
+The text of a session is its user messages with text (the ``message`` actions with source ``user``, the ones
+``user_message_count`` counts), as ``features.user_text`` holds them: redacted there by ``features.redact.redact``
+before anything reads them, so no credential or email address can become a term
+(``features.user_text.load_user_messages``). The last user message is also kept apart: how a conversation ends
 ("thanks, works now" or "forget it") says much about the rating.
 
 The design matrix Z is the column-wise concatenation of three row-L2-normalized TF-IDF blocks (sublinear tf:
@@ -43,9 +44,7 @@ from sklearn.linear_model import Ridge
 from sklearn.model_selection import KFold
 from sklearn.preprocessing import normalize
 
-from ..features.redact import redact
 from ..settings import usable_cores
-from ..warehouse import Warehouse
 from .char_ngrams import char_wb_counts
 from .workers import map_jobs, workers_for
 
@@ -74,18 +73,11 @@ INNER_FOLDS = 5
 TOP_TERMS = 50
 """Terms per direction (positive, negative) stored in ``modeling.text_terms``."""
 
-USER_TEXT_SQL = """
-SELECT s.session_id, list(e.text ORDER BY e.seq) AS messages
-FROM staging.sessions s JOIN raw.events e USING (record_key)
-WHERE e.kind = 'action' AND e.name = 'message' AND e.source = 'user' AND e.text IS NOT NULL
-GROUP BY s.session_id
-"""
-
 
 @dataclass(frozen=True)
 class SessionTexts:
-    """Redacted user text per session, in the order of ``session_ids``: all messages joined by newlines, and the
-    last message alone ("" for a session without user messages)."""
+    """User text per session, in the order of ``session_ids``: all messages joined by newlines, and the last
+    message alone ("" for a session without user messages)."""
 
     session_ids: tuple[str, ...]
     all_messages: tuple[str, ...]
@@ -95,31 +87,16 @@ class SessionTexts:
 def session_texts(
     session_ids: Sequence[str], messages: dict[str, Sequence[str]], needed: np.ndarray | None = None
 ) -> SessionTexts:
-    """The redacted texts of ``session_ids`` from their user messages (``messages[session_id]``, in order); with
-    ``needed`` (indices), the other sessions get "" (they will not be vectorized, so they are not redacted)."""
+    """The texts of ``session_ids`` from their redacted user messages (``messages[session_id]``, in order, as
+    ``features.user_text.load_user_messages`` gives them); with ``needed`` (indices), the other sessions get ""
+    (they will not be vectorized, so their messages are not joined)."""
     keep = None if needed is None else set(np.asarray(needed).tolist())
     all_text, last = [], []
     for i, sid in enumerate(session_ids):
-        redacted = [redact(m) for m in messages.get(sid, ())] if keep is None or i in keep else []
-        all_text.append("\n".join(redacted))
-        last.append(redacted[-1] if redacted else "")
+        said = list(messages.get(sid, ())) if keep is None or i in keep else []
+        all_text.append("\n".join(said))
+        last.append(said[-1] if said else "")
     return SessionTexts(tuple(session_ids), tuple(all_text), tuple(last))
-
-
-def load_user_messages(wh: Warehouse, session_ids: Sequence[str] | None = None) -> dict[str, list[str]]:
-    """Session id -> its user messages in stream order, unredacted, from ``raw.events`` (one query): what
-    ``vectorize`` reads; of the sessions ``session_ids`` only when given (every session's text is the largest
-    thing the modeling step would hold: ~2 KB a session). The given ids are joined first, so DuckDB builds its
-    hash table on them and streams the events past it."""
-    if session_ids is None:
-        rows = wh.con.execute(USER_TEXT_SQL).fetchall()
-    else:
-        wanted = USER_TEXT_SQL.replace(
-            "FROM staging.sessions s",
-            "FROM (SELECT unnest($ids) AS session_id) w JOIN staging.sessions s USING (session_id)",
-        )
-        rows = wh.con.execute(wanted, {"ids": list(session_ids)}).fetchall()
-    return {sid: list(msgs) for sid, msgs in rows}
 
 
 @dataclass(frozen=True, eq=False)
@@ -278,13 +255,13 @@ def vectorize(
     rated_only: bool = False,
     min_df: int = MIN_DF,
 ) -> TextMatrix | None:
-    """Z of every session of ``session_ids`` (or of the rated ones, ``rated_only``) from its user ``messages``
-    (unredacted: each is redacted here before anything is vectorized), with the vocabulary and idf fitted on
+    """Z of every session of ``session_ids`` (or of the rated ones, ``rated_only``) from its redacted user
+    ``messages`` (``features.user_text.load_user_messages``), with the vocabulary and idf fitted on
     ``vocabulary_rows(labeled)`` (every session when ``labeled`` is None). None when there is no user text.
 
     The vocabulary's sessions (every rated one among them) get the rows its fit made; the others are transformed,
-    from ``TRANSFORM_MIN_ROWS`` of them redacted and transformed in chunks in worker processes (``workers.py``):
-    both are Python string work, 36 000 sessions took 25 s in one process."""
+    from ``TRANSFORM_MIN_ROWS`` of them in chunks in worker processes (``workers.py``): Python string work, 36 000
+    sessions took 25 s in one process."""
     n = len(session_ids)
     labeled = np.ones(n, dtype=bool) if labeled is None else np.asarray(labeled, dtype=bool)
     vocabulary = vocabulary_rows(labeled)
@@ -308,8 +285,8 @@ def vectorize(
 def transform_messages(
     vectorizers: TextVectorizers, session_ids: Sequence[str], messages: dict[str, Sequence[str]]
 ) -> sp.csr_matrix:
-    """Z of ``session_ids`` (a row each, in order) from their unredacted user ``messages`` with fitted
-    ``vectorizers``: redacted here, then transformed, in chunks in worker processes from ``TRANSFORM_MIN_ROWS``."""
+    """Z of ``session_ids`` (a row each, in order) from their redacted user ``messages`` with fitted
+    ``vectorizers``, transformed in chunks in worker processes from ``TRANSFORM_MIN_ROWS``."""
     n = len(session_ids)
     workers = workers_for(2 * usable_cores(), n, min_rows=TRANSFORM_MIN_ROWS)
     chunks = np.array_split(np.arange(n), 2 * workers) if workers > 1 else [np.arange(n)]
@@ -320,7 +297,7 @@ def transform_messages(
 def _transform_messages(
     vectorizers: TextVectorizers, session_ids: list[str], messages: list[Sequence[str]]
 ) -> sp.csr_matrix:
-    """One chunk's Z (in a worker): its sessions' messages redacted, then transformed."""
+    """One chunk's Z (in a worker): its sessions' messages joined, then transformed."""
     texts = session_texts(session_ids, dict(zip(session_ids, messages, strict=True)))
     return transform(vectorizers, texts, np.arange(len(session_ids))).Z
 

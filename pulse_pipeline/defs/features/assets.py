@@ -1,4 +1,5 @@
-"""Feature tables: event features, annotations (heuristic or LLM), the LLM judge, agreement, the wide table."""
+"""Feature tables: the users' redacted text, event features, annotations (heuristic or LLM), the LLM judge,
+agreement, the wide table."""
 
 import time
 from dataclasses import asdict
@@ -12,6 +13,7 @@ from ...features.agreement import pairwise_agreement, read_human_labels
 from ...features.annotate import annotate_sessions, judge_sessions
 from ...features.event_features import build_event_features
 from ...features.llm import LLMAnnotator, LLMCache, LLMJudge
+from ...features.user_text import build_user_text
 from ...features.wide import build_session_features, feature_columns
 from ...settings import feature_settings, llm_settings
 from ..markdown import markdown_table
@@ -23,7 +25,20 @@ from .resources import AnnotatorResource
 _STAGED = [tables.STAGING_SESSIONS]
 
 
-@dg.asset(**table_spec(tables.EVENT_FEATURES, [*_STAGED, tables.WORK_SEGMENTS, tables.EVENTS], "features"))
+@dg.asset(**table_spec(tables.USER_TEXT, [*_STAGED, tables.EVENTS], "features"))
+def user_text(warehouse: WarehouseResource) -> dg.MaterializeResult:
+    """Refreshed for the sessions whose record changed (``sessions_touched``); the text itself never goes to the
+    metadata (users' words stay in the warehouse)."""
+    with warehouse.warehouse() as wh:
+        refreshed = build_user_text(wh)
+    return dg.MaterializeResult(
+        metadata={"dagster/row_count": refreshed.rows, "sessions_touched": refreshed.sessions_touched}
+    )
+
+
+@dg.asset(
+    **table_spec(tables.EVENT_FEATURES, [*_STAGED, tables.WORK_SEGMENTS, tables.EVENTS, tables.USER_TEXT], "features")
+)
 def event_features(warehouse: WarehouseResource) -> dg.MaterializeResult:
     """Refreshed for the sessions whose record changed (``sessions_touched``), not rebuilt whole."""
     started = time.perf_counter()
@@ -41,7 +56,7 @@ def event_features(warehouse: WarehouseResource) -> dg.MaterializeResult:
 
 @dg.multi_asset(
     specs=[
-        dg.AssetSpec(**table_spec(t, [*_STAGED, tables.EVENTS], "features"))
+        dg.AssetSpec(**table_spec(t, [*_STAGED, tables.EVENTS, tables.USER_TEXT], "features"))
         for t in (tables.ANNOTATIONS, tables.ANNOTATION_VALUES)
     ],
     name="annotations",
@@ -68,7 +83,7 @@ def annotations(context: dg.AssetExecutionContext, warehouse: WarehouseResource,
     yield dg.MaterializeResult(asset_key=key(tables.ANNOTATION_VALUES), metadata=values)
 
 
-@dg.asset(**table_spec(tables.JUDGE_SCORES, [*_STAGED, tables.EVENTS], "features"))
+@dg.asset(**table_spec(tables.JUDGE_SCORES, [*_STAGED, tables.EVENTS, tables.USER_TEXT], "features"))
 def judge_scores(
     context: dg.AssetExecutionContext, warehouse: WarehouseResource, annotator: AnnotatorResource
 ) -> dg.MaterializeResult:
@@ -129,7 +144,7 @@ def session_features(warehouse: WarehouseResource, annotator: AnnotatorResource)
     with warehouse.warehouse() as wh:
         version = store.latest_prompt_version(wh, annotator.annotator) or ""
         built = build_session_features(wh, rubric, annotator.annotator, version, annotator.llm_model, fields)
-        preview = wh.frame("SELECT * FROM features.session_features LIMIT 5")
+        preview = wh.frame(f"SELECT * FROM {tables.SESSION_FEATURES.qualified} LIMIT 5")
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": built.rows,

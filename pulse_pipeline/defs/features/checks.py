@@ -11,6 +11,17 @@ from .resources import AnnotatorResource
 
 
 @dg.asset_check(
+    asset=key(tables.USER_TEXT),
+    blocking=True,
+    description="Every staged session's user messages, one row each (positions 0 to n - 1), and no other session's.",
+)
+def user_text_covers_messages(warehouse: WarehouseResource) -> dg.AssetCheckResult:
+    with warehouse.warehouse() as wh:
+        bad = checks.user_text_violations(wh)
+    return dg.AssetCheckResult(passed=bad == 0, metadata={"violations": bad})
+
+
+@dg.asset_check(
     asset=key(tables.EVENT_FEATURES),
     blocking=True,
     description="Exactly one row per staged session, and no negative count.",

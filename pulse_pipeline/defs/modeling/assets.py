@@ -22,7 +22,7 @@ from ..specs import SESSION_FEATURES_KEY, key, table_spec
 from .resources import ModelingResource
 
 KINDS = ("duckdb", "scikit-learn")
-INPUTS = [SESSION_FEATURES_KEY, tables.SESSION_LABELS, tables.JUDGE_SCORES]
+INPUTS = [SESSION_FEATURES_KEY, tables.SESSION_LABELS, tables.JUDGE_SCORES, tables.USER_TEXT]
 CROSSFIT_TABLES = (
     tables.PREDICTIONS,
     tables.FOLD_TRAINING,

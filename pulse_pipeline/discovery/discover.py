@@ -39,22 +39,22 @@ from typing import Any
 import numpy as np
 
 from .. import tables
+from ..features.annotation import Annotation, SessionTranscript
+from ..features.llm.annotator import LLMAnnotator
+from ..features.llm.answers import InvalidAnswer, SchemaCheck
+from ..features.llm.cache import LLMCache
+from ..features.llm.engine import Engine, LLMTotals
+from ..features.prompts import DISCOVERY_TEMPLATE, render_transcript
+from ..features.redact import redact
+from ..features.rubric import Rubric, RubricFeature, load_rubric
+from ..features.transcripts import iter_transcripts
+from ..features.wide import SCORE_COLUMNS, option_column
 from ..modeling.comparison import load_chosen_family
 from ..modeling.crossfit import cross_validate
 from ..modeling.data import ModelingData, load_modeling_data
 from ..modeling.text import TextFeature
 from ..settings import LLMSettings
 from ..warehouse import Warehouse
-from .annotation import Annotation, SessionTranscript
-from .llm.annotator import LLMAnnotator
-from .llm.answers import InvalidAnswer, SchemaCheck
-from .llm.cache import LLMCache
-from .llm.engine import Engine, LLMTotals
-from .prompts import DISCOVERY_TEMPLATE, render_transcript
-from .redact import redact
-from .rubric import Rubric, RubricFeature, load_rubric
-from .transcripts import iter_transcripts
-from .wide import SCORE_COLUMNS, option_column
 
 MAX_OPTIONS = 8
 CANDIDATE_VERSION = "discovered"
@@ -62,8 +62,9 @@ WIDE_FAMILIES = ("ordinal_logit", "random_forest", "hist_gbm", "lightgbm")
 """Families that read the wide table alone (the gain is measured by adding columns to it)."""
 FALLBACK_FAMILY = "random_forest"
 
-SAMPLE_SQL = """
-SELECT l.session_id FROM staging.session_labels l JOIN staging.sessions s USING (session_id)
+SAMPLE_SQL = f"""
+SELECT l.session_id
+FROM {tables.SESSION_LABELS.qualified} l JOIN {tables.STAGING_SESSIONS.qualified} s USING (session_id)
 WHERE l.label_stars IS NOT NULL AND s.n_user_messages > 0
 ORDER BY l.label_stars DESC, md5(l.session_id)
 """
