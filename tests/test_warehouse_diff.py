@@ -42,3 +42,28 @@ def test_digits_tell_rounding_from_a_change_and_ignored_columns_are_left_out(tmp
     assert [d.table for d in diff_warehouses(a, b, digits=10)] == ["s.t"]  # the version differs
     assert diff_warehouses(a, b, digits=10, ignore=["s.t.version"]) == []
     assert [d.table for d in diff_warehouses(a, b, digits=15, ignore=["s.t.version"])] == ["s.t"]
+
+
+def test_bookkeeping_rows_of_a_table_in_one_warehouse_only_are_that_tables(tmp_path):
+    """A new per-session table brings its own ``staging.computed_versions`` rows: they are the new table's, which
+    the diff names already ("only in"), not a difference of the bookkeeping; its rows of common tables still count."""
+
+    def home(path, versions, new_table: bool):
+        con = duckdb.connect(str(path))
+        con.execute("CREATE SCHEMA staging; CREATE SCHEMA features")
+        con.execute("CREATE TABLE staging.computed_versions (table_name VARCHAR, session_id VARCHAR, version VARCHAR)")
+        con.execute("CREATE TABLE features.event_features (session_id VARCHAR)")
+        con.executemany("INSERT INTO staging.computed_versions VALUES (?, ?, 'v')", versions)
+        if new_table:
+            con.execute("CREATE TABLE features.user_text (session_id VARCHAR)")
+        con.close()
+        return path
+
+    old = home(tmp_path / "old.duckdb", [("features.event_features", "s1")], new_table=False)
+    new_rows = [("features.event_features", "s1"), ("features.user_text", "s1"), ("features.user_text", "s2")]
+    new = home(tmp_path / "new.duckdb", new_rows, new_table=True)
+    assert [str(d) for d in diff_warehouses(old, new)] == [f"features.user_text: only in {new}"]
+    moved = home(tmp_path / "moved.duckdb", [("features.event_features", "s2")] + new_rows[1:], new_table=True)
+    assert {d.table: d.problem for d in diff_warehouses(new, moved)} == {
+        "staging.computed_versions": "3 vs 3 rows; 1 only in the first, 1 in the second"
+    }
