@@ -14,6 +14,7 @@ from pathlib import Path
 import duckdb
 
 from pulse_pipeline import staging
+from pulse_pipeline.connections import connect
 from pulse_pipeline.fake_llm import running_fake_llm
 from pulse_pipeline.features.event_features import build_event_features
 from pulse_pipeline.features.heuristic import HeuristicAnnotator
@@ -22,7 +23,7 @@ from pulse_pipeline.features.rubric import load_rubric
 from pulse_pipeline.features.transcripts import iter_transcripts
 from pulse_pipeline.ingest.load import load_drop
 from pulse_pipeline.synth import write_corpus
-from pulse_pipeline.warehouse import Warehouse, connect
+from pulse_pipeline.warehouse import Warehouse
 
 ROOT = Path(__file__).resolve().parent.parent
 

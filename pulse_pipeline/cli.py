@@ -27,7 +27,7 @@ def _published_here(home: PulseHome) -> None:
     prints it in one line). The checks open the file read-only and ``stat`` it: Dagster is loaded when it must
     publish."""
     from .lake import reads_elsewhere
-    from .warehouse import written_since_published
+    from .publish import written_since_published
 
     old = reads_elsewhere(home.warehouse) if home.warehouse.is_file() else None
     if old is not None:
@@ -554,10 +554,11 @@ def cmd_discover(args: argparse.Namespace) -> int:
             " PULSE_LLM_API_BASE / PULSE_LLM_API_KEY for its server (docs/features.md: the llm annotator)"
         )
         return 2
+    from .connections import connect, exists
     from .features.discover import WIDE_FAMILIES, default_family, discover, gain_table
     from .features.rubric import load_rubric
     from .settings import llm_settings, modeling_settings
-    from .warehouse import Warehouse, connect, exists
+    from .warehouse import Warehouse
 
     home = PulseHome.from_env()
     if not exists(home.work_db):

@@ -13,12 +13,13 @@ from pathlib import Path
 import dagster as dg
 
 from . import progress, tables
+from .connections import connect, one_instance
 from .drops import DropState, RemovedRows, drop_states, remove_rows, resolve
 from .home_lock import writer_lock
 from .ingest.drop import list_drops
 from .ingest.register import register_drop
 from .paths import PulseHome
-from .warehouse import Warehouse, connect, one_instance
+from .warehouse import Warehouse
 
 Say = Callable[[str], None]
 
@@ -156,8 +157,8 @@ def publish(home: PulseHome) -> str | None:
     """Publish the analysts' file now if the working database is whole (``pulse publish``); None when published,
     else why not. Needed after a home was moved or copied for a file that is attached from elsewhere
     (``lake.guard_where``); any run publishes anyway."""
+    from .connections import exists
     from .defs.publish import publish_if_whole
-    from .warehouse import exists
 
     if not exists(home.work_db):
         return f"no warehouse in {home.root} yet: run `pulse ingest PATH` or `pulse demo` first"
@@ -374,7 +375,7 @@ def _materialize(
 def drop_list(home: PulseHome) -> list[DropState]:
     """``pulse drop ls``: every drop with its state (``drops.drop_states``), loaded times from the Dagster instance;
     an empty list before anything was ingested."""
-    from .warehouse import exists
+    from .connections import exists
 
     if not exists(home.work_db):
         return []
@@ -406,7 +407,7 @@ def remove_drop(home: PulseHome, name: str, say: Say = print) -> RemovedRows:
     Why the partition goes too: the drop sensor requests runs only for drops in the drop folder, so with the folder
     gone nothing is ingested again, and its cursor (the drops it gave up on) forgets it at its next tick; without
     the partition the Dagster UI no longer lists the drop. ValueError, naming the known drops, for an unknown one."""
-    from .warehouse import exists
+    from .connections import exists
 
     if not exists(home.work_db):
         raise ValueError(f"no drop {name!r}: nothing was ingested into {home.root} yet")

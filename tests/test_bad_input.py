@@ -18,8 +18,8 @@ import pytest
 
 from pulse_pipeline import tables
 from pulse_pipeline.cli import main
+from pulse_pipeline.connections import connect
 from pulse_pipeline.ingest.load import load_drop, reconcile_drop
-from pulse_pipeline.warehouse import connect
 
 from .helpers import FIXTURES, ingest_paths, rebuild_staging
 

@@ -37,7 +37,7 @@ def test_duckdb_gives_back_its_cached_blocks_and_keeps_its_configured_limit(tmp_
     of it) is evicted, and the memory limit is PULSE_DUCKDB_MEMORY again afterwards."""
     import duckdb
 
-    from pulse_pipeline.warehouse import SQUEEZE_MIB, release_duckdb_memory
+    from pulse_pipeline.connections import SQUEEZE_MIB, release_duckdb_memory
 
     monkeypatch.setenv("PULSE_DUCKDB_MEMORY", "700MB")
     con = duckdb.connect(str(tmp_path / "w.duckdb"), config={"memory_limit": "700MB"})

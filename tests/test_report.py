@@ -21,10 +21,12 @@ import polars as pl
 import pytest
 
 from pulse_pipeline.cli import main
+from pulse_pipeline.connections import connect
 from pulse_pipeline.defs.report.assets import ReportResource, index_html, report_is_written
 from pulse_pipeline.defs.resources import WarehouseResource
+from pulse_pipeline.publish import publish
 from pulse_pipeline.report.page import build_page
-from pulse_pipeline.warehouse import Warehouse, connect, publish
+from pulse_pipeline.warehouse import Warehouse
 
 BACKBONE = {"experiment": "llm-backbone", "treatment": "gpt-5", "control": "claude-4-sonnet"}
 PLANNING = {"experiment": "planning", "treatment": "show-plan", "control": "no-plan"}

@@ -18,13 +18,15 @@ import duckdb
 import pytest
 
 from pulse_pipeline import tables
+from pulse_pipeline.connections import connect
 from pulse_pipeline.defs.publish import publish_if_whole, publish_sensor, stale_assets, why_not_whole
 from pulse_pipeline.defs.resources import WarehouseResource
 from pulse_pipeline.ingest import load
 from pulse_pipeline.ingest.load import load_drop, unfinished_drops
+from pulse_pipeline.publish import PUBLISHED_MODE, publish, wal_of
 from pulse_pipeline.settings import LAKE_CATALOG, ONE_FILE
 from pulse_pipeline.synth import write_corpus
-from pulse_pipeline.warehouse import PUBLISHED_MODE, Warehouse, connect, publish, wal_of
+from pulse_pipeline.warehouse import Warehouse
 from pulse_pipeline.warehouse_diff import diff_warehouses
 
 

@@ -38,7 +38,7 @@ import duckdb
 from dagster._core.launcher import WorkerStatus
 
 from ..ingest.load import unfinished_drops
-from ..warehouse import publish
+from ..publish import publish
 from .resources import WarehouseResource
 
 if TYPE_CHECKING:

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import dagster as dg
 
+from ..connections import connect, one_instance
 from ..paths import PulseHome
-from ..warehouse import Warehouse, connect, one_instance
+from ..warehouse import Warehouse
 
 
 class WarehouseResource(dg.ConfigurableResource):

@@ -20,9 +20,10 @@ from typing import Any
 import duckdb
 
 from .. import tables
+from ..connections import restore_memory_limit
 from ..processes import ordered_map
 from ..settings import ingest_settings
-from ..warehouse import Warehouse, restore_memory_limit
+from ..warehouse import Warehouse
 from .batch import ArrowBatch, Batch
 from .drop import DropTally, Piece, drop_row, drop_state, drop_units, plan_reads, read_piece, unit_bytes
 from .files import CHUNK_BYTES, CHUNK_EVENTS

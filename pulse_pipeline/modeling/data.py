@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..warehouse import Warehouse, release_duckdb_memory
+from ..connections import release_duckdb_memory
+from ..warehouse import Warehouse
 from .text import TextFeature, TextMatrix, load_user_messages, transform_messages, vectorize, vocabulary_rows
 
 NOT_FEATURES = ("session_id", "annotation_status")

@@ -51,10 +51,11 @@ import polars as pl
 import sklearn
 
 from .. import incremental, staging, stars, tables
+from ..connections import release_duckdb_memory
 from ..features import redact
 from ..incremental import code_digest, refreshing
 from ..memory import release_freed_memory
-from ..warehouse import Warehouse, release_duckdb_memory
+from ..warehouse import Warehouse
 from . import comparison as comparison_module
 from . import crossfit, data, importance, ordinal, predictions, stack, text
 from . import families as families_module

@@ -14,8 +14,8 @@ import duckdb
 from dagster._core.events import DagsterEventType
 
 from ... import tables
+from ...connections import connect, exists
 from ...ingest.drop import fingerprint, list_drops
-from ...warehouse import connect, exists
 from ..resources import WarehouseResource
 from .assets import LOADED_FINGERPRINT, RAW_KEYS
 from .partitions import drops_partitions
