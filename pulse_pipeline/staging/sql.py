@@ -45,11 +45,11 @@ Rules, each in one query below:
 
 from __future__ import annotations
 
-from . import tables
-from .incremental import Refreshed, code_digest, refreshing
-from .label_scales import STARS, THUMBS, thumb_label_sql
-from .stars import stars_to_label_sql
-from .warehouse import Warehouse
+from .. import tables
+from ..incremental import Refreshed, code_digest, refreshing
+from ..label_scales import STARS, THUMBS, thumb_label_sql
+from ..stars import stars_to_label_sql
+from ..warehouse import Warehouse
 
 SESSIONS_SQL = """
 SELECT s.* FROM raw.sessions s JOIN raw.drops d USING (drop_id)
