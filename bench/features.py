@@ -8,24 +8,26 @@ OpenAI-compatible server with 100 ms latency per call, at concurrency 1 and 16, 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
 import duckdb
 
-from pulse_pipeline import staging
-from pulse_pipeline.connections import connect
-from pulse_pipeline.fake_llm import running_fake_llm
-from pulse_pipeline.features.event_features import build_event_features
-from pulse_pipeline.features.heuristic import HeuristicAnnotator
-from pulse_pipeline.features.llm import LLMAnnotator, LLMCache, LLMSettings
-from pulse_pipeline.features.rubric import load_rubric
-from pulse_pipeline.features.transcripts import iter_transcripts
-from pulse_pipeline.ingest.load import load_drop
-from pulse_pipeline.synth import write_corpus
-from pulse_pipeline.warehouse import Warehouse
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the scripted LLM server lives with the tests (tests/fake_llm.py)
+
+from pulse_pipeline import staging  # noqa: E402
+from pulse_pipeline.connections import connect  # noqa: E402
+from pulse_pipeline.features.event_features import build_event_features  # noqa: E402
+from pulse_pipeline.features.heuristic import HeuristicAnnotator  # noqa: E402
+from pulse_pipeline.features.llm import LLMAnnotator, LLMCache, LLMSettings  # noqa: E402
+from pulse_pipeline.features.rubric import load_rubric  # noqa: E402
+from pulse_pipeline.features.transcripts import iter_transcripts  # noqa: E402
+from pulse_pipeline.ingest.load import load_drop  # noqa: E402
+from pulse_pipeline.synth import write_corpus  # noqa: E402
+from pulse_pipeline.warehouse import Warehouse  # noqa: E402
+from tests.fake_llm import running_fake_llm  # noqa: E402
 
 
 def warehouse_for(sessions: int, seed: int, workdir: Path) -> Warehouse:

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 from pulse_pipeline import cli
-from pulse_pipeline.fake_llm import DISCOVERY_ANSWER, POSITIVE_WORDS, FakeLLM, Reply
 from pulse_pipeline.features.discover import discover, proposals_check
 from pulse_pipeline.features.event_features import build_event_features
 from pulse_pipeline.features.heuristic.annotator import HeuristicAnnotator, UnknownRuleError
@@ -29,6 +28,8 @@ from pulse_pipeline.modeling.text import TextFeature
 from pulse_pipeline.synth import write_corpus
 from tests.helpers import ingest_paths
 from tests.test_llm import settings_for
+
+from .fake_llm import DISCOVERY_ANSWER, POSITIVE_WORDS, FakeLLM, Reply
 
 SECRET = "sk-" + "a1" * 24
 SEEDS = (42,)

@@ -15,7 +15,6 @@ import duckdb
 import pytest
 
 from pulse_pipeline import tables
-from pulse_pipeline.fake_llm import ANALYSIS_ANSWER, ISSUES_ANSWER, FakeLLM, Reply
 from pulse_pipeline.features import store
 from pulse_pipeline.features.annotation import AgentStep, Answer, SessionTranscript
 from pulse_pipeline.features.llm import (
@@ -35,6 +34,8 @@ from pulse_pipeline.features.llm import request as llm_request
 from pulse_pipeline.features.prompts import PROMPT_VERSION
 from pulse_pipeline.features.rubric import DEFAULT_RUBRIC, Rubric, load_rubric
 from pulse_pipeline.warehouse import Warehouse
+
+from .fake_llm import ANALYSIS_ANSWER, ISSUES_ANSWER, FakeLLM, Reply
 
 RUBRIC = load_rubric()
 
