@@ -338,7 +338,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from .runs import materialize
 
     home = PulseHome.from_env()
-    from .estimates.validation import DEFAULT_SCENARIOS, SCENARIOS
+    from .studies.coverage import DEFAULT_SCENARIOS, SCENARIOS
 
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()] if args.scenarios else []
     unknown = [s for s in scenarios if s not in SCENARIOS]
@@ -355,7 +355,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
             home, "key:estimates/coverage_validation", say=_say, op_config={"estimates__coverage_validation": config}
         )
 
-    from .estimates.validation import check_targets
+    from .studies.coverage import check_targets
 
     with _open_published(home) as con:
         coverage = con.sql("SELECT * FROM estimates.coverage_validation").pl()

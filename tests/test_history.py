@@ -22,9 +22,9 @@ from pulse_pipeline.estimates.history import (
     session_days,
     with_days,
 )
-from pulse_pipeline.estimates.peeking import METHODS as PEEKING_METHODS
-from pulse_pipeline.estimates.peeking import NULL_PARAMS, check_peeking, replicate_peeking
-from pulse_pipeline.estimates.validation import ReplicationRow, validate
+from pulse_pipeline.studies.coverage import ReplicationRow, validate
+from pulse_pipeline.studies.peeking import METHODS as PEEKING_METHODS
+from pulse_pipeline.studies.peeking import NULL_PARAMS, check_peeking, replicate_peeking
 from pulse_pipeline.synth.model import ArmEffect, simulate_sessions
 from pulse_pipeline.warehouse import Warehouse
 

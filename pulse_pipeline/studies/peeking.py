@@ -62,7 +62,7 @@ from ..stats.naive import welch_difference
 from ..stats.ppi import difference, ppi_mean
 from ..stats.sequential import DEFAULT_PLANNED_N, cs_radius
 from ..synth.model import ArmEffect, feature_matrix, simulate_sessions
-from .validation import (
+from .coverage import (
     CONTROL,
     DEFAULT_FAMILY,
     DEFAULT_N_PER_ARM,

@@ -71,11 +71,11 @@ import numpy as np
 import polars as pl
 from threadpoolctl import threadpool_limits
 
+from ..estimates.effects import ArmData, MethodEstimate, Settings, compare
 from ..modeling.crossfit import crossfit_predict, insample_predict
 from ..stars import stars_to_label
 from ..stats.cluster import cluster_codes
 from ..synth.model import GeneratorParams, SessionTable, feature_matrix, simulate_sessions, true_effects
-from .effects import ArmData, MethodEstimate, Settings, compare
 
 EXPERIMENT = "llm-backbone"
 CONTROL = "claude-4-sonnet"
@@ -243,10 +243,10 @@ SCENARIOS: dict[str, Replicate] = {
     "random": replicate,
     "self_selected": replicate,
     "user_assigned": replicate_user_assigned,
-    "peeking": Elsewhere("pulse_pipeline.estimates.peeking:replicate_peeking"),
-    "active": Elsewhere("pulse_pipeline.estimates.active:replicate_active"),
-    "active_varying": Elsewhere("pulse_pipeline.estimates.active:replicate_active"),
-    "active_answer": Elsewhere("pulse_pipeline.estimates.active:replicate_active"),
+    "peeking": Elsewhere("pulse_pipeline.studies.peeking:replicate_peeking"),
+    "active": Elsewhere("pulse_pipeline.studies.active:replicate_active"),
+    "active_varying": Elsewhere("pulse_pipeline.studies.active:replicate_active"),
+    "active_answer": Elsewhere("pulse_pipeline.studies.active:replicate_active"),
 }
 """Scenario name -> its replication: ``fn(seed, scenario, **options) -> rows`` (``ReplicationRow`` or dicts
 with its fields), ``options`` being what ``validate`` was given (``n_per_arm``, ``rated_fraction``, ``family``;

@@ -64,12 +64,7 @@ import math
 import numpy as np
 import polars as pl
 
-from ..modeling.crossfit import crossfit_predict
-from ..stars import stars_to_label
-from ..stats.aipw import aipw_mean
-from ..stats.asking import known_ask_propensity
-from ..synth.model import feature_matrix, rating_probability, simulate_sessions
-from .ask_policy import (
+from ..estimates.ask_policy import (
     DEFAULT_FLOOR,
     ask_probabilities,
     ask_scores,
@@ -78,7 +73,12 @@ from .ask_policy import (
     fit_error_model,
     multiplier_for_budget,
 )
-from .validation import CONTROL, DEFAULT_FAMILY, DEFAULT_N_PER_ARM, EXPERIMENT, PARAMS, TREATMENT, truth
+from ..modeling.crossfit import crossfit_predict
+from ..stars import stars_to_label
+from ..stats.aipw import aipw_mean
+from ..stats.asking import known_ask_propensity
+from ..synth.model import feature_matrix, rating_probability, simulate_sessions
+from .coverage import CONTROL, DEFAULT_FAMILY, DEFAULT_N_PER_ARM, EXPERIMENT, PARAMS, TREATMENT, truth
 
 SCENARIOS: tuple[str, ...] = ("active", "active_varying", "active_answer")
 VARYING_NOISE = 0.5
