@@ -31,6 +31,7 @@ from pulse_pipeline.features.llm import (
     judge_check,
 )
 from pulse_pipeline.features.llm import request as llm_request
+from pulse_pipeline.features.llm.litellm_loader import load_litellm
 from pulse_pipeline.features.prompts import PROMPT_VERSION
 from pulse_pipeline.features.rubric import DEFAULT_RUBRIC, Rubric, load_rubric
 from pulse_pipeline.warehouse import Warehouse
@@ -142,7 +143,7 @@ def test_judge_score_matches_its_table() -> None:
 @pytest.fixture
 def mocked(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[list[str], list[dict[str, Any]]]]:
     """litellm.completion answering with the scripted ``mock_response`` strings in turn (the last one repeats)."""
-    litellm = llm_request.load_litellm()
+    litellm = load_litellm()
     real = litellm.completion
     script: list[str] = []
     calls: list[dict[str, Any]] = []
