@@ -1,7 +1,9 @@
-"""Staging: the raw rows of all drops resolved into one consistent view (SQL inside DuckDB, no Dagster)."""
+"""Staging: the raw rows of all drops resolved into one consistent view (SQL inside DuckDB, no Dagster).
 
-from .sql import (
-    SESSION_VERSIONS_SQL,
+The rules, one query each, are in ``sql.py``; the steps that write each table with them in ``build.py``. This
+package names what the Dagster shell and the later stages call."""
+
+from .build import (
     build_assignments,
     build_replaced_sessions,
     build_segment_ratings,
@@ -11,6 +13,7 @@ from .sql import (
     build_work_segments,
     replacements,
 )
+from .sql import SESSION_VERSIONS_SQL
 
 __all__ = [
     "SESSION_VERSIONS_SQL",
