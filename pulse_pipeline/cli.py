@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import progress
+from . import progress, tables
 from .hooks.cli import add_arguments as hook_arguments
 from .hooks.cli import main as hook_main
 from .paths import HUMAN_LABELS, PROJECT_ROOT, PulseHome
@@ -109,7 +109,7 @@ def cmd_quarantine(args: argparse.Namespace) -> int:
         raise UsageError(f"no warehouse at {home.warehouse} yet: run `pulse ingest PATH` or `pulse demo` first")
     try:
         with _open_published(home) as con:
-            known = [d for (d,) in con.execute("SELECT drop_id FROM raw.drops ORDER BY 1").fetchall()]
+            known = [d for (d,) in con.execute(f"SELECT drop_id FROM {tables.DROPS.qualified} ORDER BY 1").fetchall()]
             if args.drop is not None and args.drop not in known:
                 raise UsageError(f"no drop {args.drop!r} in {home.warehouse}; its drops: {', '.join(known) or 'none'}")
             found = reasons(con, args.drop)
@@ -265,71 +265,74 @@ def cmd_demo(args: argparse.Namespace) -> int:
     _show(
         home,
         "Satisfaction models, out of fold (mean ± sd over CV seeds; * = chosen):",
-        """
+        f"""
         PIVOT (SELECT model || CASE WHEN chosen THEN ' *' ELSE '' END AS model, metric,
                       printf('%.3f', mean) || coalesce(' ± ' || printf('%.3f', sd), '') AS cell
-               FROM modeling.cv_metrics)
+               FROM {tables.CV_METRICS.qualified})
         ON model USING first(cell) GROUP BY metric ORDER BY metric""",
     )
     _show(
         home,
         "Did the treatment make users happier? Effect on the normalized rating (0-1), 95 % intervals:",
-        """
+        f"""
         SELECT experiment, treatment || ' vs ' || control AS comparison, unit, method,
                printf('%+.3f', effect) AS effect, printf('[%+.3f, %+.3f]', ci_low, ci_high) AS ci95,
                printf('%.3f', p_value) AS p, printf('%.3f', p_holm) AS p_holm,
                printf('%.2f', width_vs_naive) AS width_vs_naive, coalesce(flags, '') AS flags
-        FROM estimates.experiment_effects
+        FROM {tables.EXPERIMENT_EFFECTS.qualified}
         WHERE method IN ('naive_welch', 'ppi', 'crossppi', 'aipw') ORDER BY experiment, treatment, method""",
     )
     _show(
         home,
         "Looking every day: the first day each interval excluded 0 (fixed: valid for one look; sequence: any day):",
-        """
+        f"""
         SELECT experiment, treatment || ' vs ' || control AS comparison, method, count(*) AS looks,
                coalesce(CAST(CAST(min(day) FILTER (WHERE excludes_zero_fixed) AS DATE) AS VARCHAR), '-') AS fixed,
                coalesce(CAST(CAST(min(day) FILTER (WHERE excludes_zero_cs) AS DATE) AS VARCHAR), '-') AS sequence
-        FROM estimates.effect_history WHERE day IS NOT NULL GROUP BY ALL ORDER BY ALL""",
+        FROM {tables.EFFECT_HISTORY.qualified} WHERE day IS NOT NULL GROUP BY ALL ORDER BY ALL""",
     )
     _show(
         home,
         "Could each test have seen an effect? Split check and minimum detectable effect (80 % power):",
-        """
+        f"""
         SELECT p.experiment, p.treatment || ' vs ' || p.control AS comparison,
                printf('%.3f', s.p_value) AS split_p, CASE WHEN s.mismatch THEN 'MISMATCH' ELSE 'ok' END AS split,
                p.n_labeled_treatment || ' / ' || p.n_labeled_control AS ratings,
                printf('%.3f', p.mde_naive) AS mde_naive, printf('%.3f', p.mde_ppi) AS mde_ppi,
                p.labels_per_arm_naive AS ratings_needed_naive, p.labels_per_arm_ppi AS ratings_needed_ppi
-        FROM estimates.power p
-        LEFT JOIN (SELECT DISTINCT experiment, p_value, mismatch FROM estimates.srm_check) s USING (experiment)
+        FROM {tables.POWER.qualified} p
+        LEFT JOIN (SELECT DISTINCT experiment, p_value, mismatch FROM {tables.SRM_CHECK.qualified}) s
+            USING (experiment)
         ORDER BY 1, 2""",
     )
     _show(
         home,
         "The randomization unit of each experiment (user: intervals clustered by user):",
-        "SELECT DISTINCT experiment, unit, unit_source, sessions_excluded FROM estimates.experiment_effects ORDER BY 1",
+        "SELECT DISTINCT experiment, unit, unit_source, sessions_excluded"
+        f" FROM {tables.EXPERIMENT_EFFECTS.qualified} ORDER BY 1",
     )
     _show(
         home,
         f"Where to ask for ratings (the ask policy, exported to {home.root / 'ask_policy'}; error and answer models):",
-        """
+        f"""
         SELECT model, term, printf('%+.3f', coefficient) AS coefficient, printf('%.3f', multiplier) AS multiplier,
                printf('%.2f', floor) AS floor, printf('%.1f', budget_per_day) AS asks_per_day,
                fitted_on_ratings AS ratings, fitted_on_asks AS asks, coalesce(note, '') AS note
-        FROM estimates.ask_policy ORDER BY model = 'answer', term = '(intercept)' DESC, abs(coefficient) DESC""",
+        FROM {tables.ASK_POLICY.qualified}
+        ORDER BY model = 'answer', term = '(intercept)' DESC, abs(coefficient) DESC""",
     )
     _show(
         home,
         "Do rated sessions look like unrated ones? Largest shifts (rank-biserial; PPI assumes none):",
-        """
+        f"""
         SELECT feature, printf('%.3f', mean_rated) AS mean_rated, printf('%.3f', mean_unrated) AS mean_unrated,
                printf('%+.3f', rank_biserial) AS rank_biserial
-        FROM estimates.label_shift WHERE rank_biserial IS NOT NULL ORDER BY abs(rank_biserial) DESC LIMIT 5""",
+        FROM {tables.LABEL_SHIFT.qualified} WHERE rank_biserial IS NOT NULL ORDER BY abs(rank_biserial) DESC LIMIT 5""",
     )
     print(f"report: {home.report / 'index.html'}")
     print(
-        'try: pulse sql "SELECT variant, count(*), avg(label) FROM staging.session_labels '
-        'JOIN staging.assignments USING (session_id) GROUP BY variant"'
+        f'try: pulse sql "SELECT variant, count(*), avg(label) FROM {tables.SESSION_LABELS.qualified} '
+        f'JOIN {tables.STAGING_ASSIGNMENTS.qualified} USING (session_id) GROUP BY variant"'
     )
     return 0
 
@@ -358,7 +361,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from .studies.coverage import check_targets
 
     with _open_published(home) as con:
-        coverage = con.sql("SELECT * FROM estimates.coverage_validation").pl()
+        coverage = con.sql(f"SELECT * FROM {tables.COVERAGE_VALIDATION.qualified}").pl()
     unmet = check_targets(coverage, scenarios)
     if args.json:
         print(json.dumps({"coverage": coverage.to_dicts(), "targets_unmet": unmet}, indent=2))
@@ -366,10 +369,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     _show(
         home,
         "Coverage of 95 % intervals over replications with a known effect:",
-        """
+        f"""
         SELECT scenario, method, printf('%.3f', coverage) AS coverage, printf('%.4f', mean_width) AS mean_width,
                printf('%+.4f', bias) AS bias, replications, printf('%.2f', share_flagged) AS share_flagged
-        FROM estimates.coverage_validation ORDER BY scenario, method""",
+        FROM {tables.COVERAGE_VALIDATION.qualified} ORDER BY scenario, method""",
     )
     if unmet:
         print("targets NOT met:\n  " + "\n  ".join(unmet))

@@ -23,10 +23,10 @@ from .tables import Table
 
 DERIVED_SCHEMAS = ("modeling", "estimates")  # rebuilt whole by every materialization
 RECOMPUTED_TABLES = (
-    "features.event_features",
-    "staging.computed_versions",
-    "staging.segment_ratings",
-    "staging.session_labels",
+    tables.EVENT_FEATURES.qualified,
+    tables.COMPUTED_VERSIONS.qualified,
+    tables.SEGMENT_RATINGS.qualified,
+    tables.SESSION_LABELS.qualified,
 )
 """Tables outside ``DERIVED_SCHEMAS`` that are also recomputed from the raw rows, at no cost but time: one of
 an older shape is recreated like a derived table, and its bookkeeping forgotten (``_forget_computed``), so its

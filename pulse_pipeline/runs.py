@@ -82,7 +82,7 @@ class DropSummary:
             )
         if lines:
             lines.append(
-                'see them: pulse sql "SELECT * FROM staging.replaced_sessions WHERE'
+                f'see them: pulse sql "SELECT * FROM {tables.REPLACED_SESSIONS.qualified} WHERE'
                 f" '{self.drop}' IN (drop_id, replaced_by_drop_id)\""
             )
         return lines
@@ -229,14 +229,14 @@ def drop_summary(home: PulseHome, key: str) -> DropSummary:
         wh = Warehouse(con)
         where = ("drop_id = ?", [key])
         ok, _ = reconcile_drop(wh, key)
-        path = con.execute("SELECT path FROM raw.drops WHERE drop_id = ?", [key]).fetchone()
+        path = con.execute(f"SELECT path FROM {tables.DROPS.qualified} WHERE drop_id = ?", [key]).fetchone()
         return DropSummary(
             drop=key,
             path=path[0] if path else "",
             sessions=wh.count(tables.SESSIONS, *where),
             events=wh.count(tables.EVENTS, *where),
             segments=con.execute(
-                "SELECT coalesce(sum(n_segments), 0) FROM raw.sessions WHERE drop_id = ?", [key]
+                f"SELECT coalesce(sum(n_segments), 0) FROM {tables.SESSIONS.qualified} WHERE drop_id = ?", [key]
             ).fetchone()[0],
             ratings=wh.count(tables.RATINGS, *where)
             + wh.count(tables.ASKS, "drop_id = ? AND rating IS NOT NULL", [key]),
@@ -391,7 +391,7 @@ def _loaded_at(instance: dg.DagsterInstance, con) -> dict[str, datetime]:
     """When each drop was last loaded: its ``raw/drops`` partition's latest materialization, in UTC."""
     key = dg.AssetKey([tables.DROPS.schema, tables.DROPS.name])
     found = {}
-    for (drop,) in con.execute("SELECT drop_id FROM raw.drops").fetchall():
+    for (drop,) in con.execute(f"SELECT drop_id FROM {tables.DROPS.qualified}").fetchall():
         records = instance.fetch_materializations(
             dg.AssetRecordsFilter(asset_key=key, asset_partitions=[drop]), limit=1
         ).records

@@ -255,7 +255,9 @@ def unfinished_drops(con: duckdb.DuckDBPyConnection) -> list[str]:
 
 def reconcile_drop(wh: Warehouse, drop_id: str) -> tuple[bool, dict[str, int]]:
     """Compare what the reader counted (kept in raw.drops) with the rows the tables hold for the drop."""
-    row = wh.con.execute("SELECT records_read, events_read FROM raw.drops WHERE drop_id = ?", [drop_id]).fetchone()
+    row = wh.con.execute(
+        f"SELECT records_read, events_read FROM {tables.DROPS.qualified} WHERE drop_id = ?", [drop_id]
+    ).fetchone()
     if row is None:
         return False, {}
     records_read, events_read = row

@@ -95,7 +95,7 @@ def warehouse_fingerprints(database: Path) -> dict[str, str] | None:
     except (RuntimeError, duckdb.Error):
         return None
     try:
-        return dict(con.execute("SELECT drop_id, fingerprint FROM raw.drops").fetchall())
+        return dict(con.execute(f"SELECT drop_id, fingerprint FROM {tables.DROPS.qualified}").fetchall())
     except duckdb.CatalogException:
         return {}  # no raw table yet
     except duckdb.Error:

@@ -58,7 +58,7 @@ def segment_ratings(context: dg.AssetExecutionContext, warehouse: WarehouseResou
     with warehouse.warehouse() as wh:
         n, unmatched = staging.build_segment_ratings(wh)
     if unmatched:
-        context.log.warning(f"{unmatched} ratings join no segment; see raw.quarantine (stage 'staging')")
+        context.log.warning(f"{unmatched} ratings join no segment; see {tables.QUARANTINE.qualified} (stage 'staging')")
     return dg.MaterializeResult(metadata=_meta(tables.SEGMENT_RATINGS, n, ratings_quarantined=unmatched))
 
 
@@ -77,5 +77,5 @@ def assignments(context: dg.AssetExecutionContext, warehouse: WarehouseResource)
     with warehouse.warehouse() as wh:
         n, unmatched = staging.build_assignments(wh)
     if unmatched:
-        context.log.warning(f"{unmatched} assignments name unknown sessions; see raw.quarantine")
+        context.log.warning(f"{unmatched} assignments name unknown sessions; see {tables.QUARANTINE.qualified}")
     return dg.MaterializeResult(metadata=_meta(tables.STAGING_ASSIGNMENTS, n, assignments_quarantined=unmatched))
