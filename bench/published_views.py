@@ -4,7 +4,7 @@
 ``--repeats``.
 
 The table is ``--rows`` rows of three columns in ``--files`` Parquet files (one insert each), a thousandth of the
-rows deleted (a delete file per data file), published by ``warehouse.publish`` into a home under --workdir.
+rows deleted (a delete file per data file), published by ``publish.publish`` into a home under --workdir.
 
     .venv/bin/python bench/published_views.py                       # 20 M rows in 20 files
     .venv/bin/python bench/published_views.py --rows 2000000 --files 200

@@ -22,7 +22,7 @@ def _say(message: str) -> None:
 def _published_here(home: PulseHome) -> None:
     """Make sure the analysts' file is what PULSE published for this home, before PULSE reads it: publish it again
     if it reads the files of a home this one was moved or copied from (``lake.reads_elsewhere``, asked first: its
-    line says more), or if a connection wrote to it since it was published (``warehouse.written_since_published``:
+    line says more), or if a connection wrote to it since it was published (``publish.written_since_published``:
     a WAL beside it, or its size or time changed); if it cannot, a RuntimeError says why and what to run (``main``
     prints it in one line). The checks open the file read-only and ``stat`` it: Dagster is loaded when it must
     publish."""
@@ -377,7 +377,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if unmet:
         print("targets NOT met:\n  " + "\n  ".join(unmet))
         return 1
-    print("every coverage target met (see estimates/validation.py for the targets)")
+    print("every coverage target met (see studies/coverage.py for the targets)")
     return 0
 
 

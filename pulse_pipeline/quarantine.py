@@ -5,7 +5,7 @@ Why: an ingest that quarantined records printed "1 quarantined" and nothing abou
 ``pulse ingest`` prints the first few reasons of its drop (:func:`summary_lines`), ``pulse quarantine`` all of them
 (from the published warehouse), and both name the query that shows every row with its raw text.
 
-A reason is grouped as it is written (``ingest/files.py``, ``ingest/records.py``, ``staging.py``), so reasons are
+A reason is grouped as it is written (``ingest/files.py``, ``ingest/records.py``, ``staging/sql.py``), so reasons are
 worded to group: the same fault in many records gives the same text, the record's own values stay in its
 ``raw_text`` and its location.
 """

@@ -62,7 +62,7 @@ class DropSummary:
     warehouse: str
     # (reason, records) of the drop's quarantine, most frequent first (``quarantine.py``)
     quarantine_reasons: list[tuple[str, int]] = field(default_factory=list)
-    # sessions other drops had delivered that this drop replaced with other content, by drop (``staging.py``)
+    # sessions other drops had delivered that this drop replaced with other content, by drop (``staging/sql.py``)
     replaced: dict[str, int] = field(default_factory=dict)
     # sessions of this drop that another drop replaced (a drop dated later), by that drop
     replaced_by: dict[str, int] = field(default_factory=dict)
@@ -167,7 +167,7 @@ def publish(home: PulseHome) -> str | None:
 
 
 def publish_again(home: PulseHome, why: str, say: Say) -> str | None:
-    """Publish the analysts' file again because ``why`` (``warehouse.written_since_published``, or an analyst's
+    """Publish the analysts' file again because ``why`` (``publish.written_since_published``, or an analyst's
     read-write connection holding it): PULSE's readers then read what the tables hold, never an analyst's writes.
     Returns None once published, else why not, in one line with what to run."""
     say(f"{why}: publishing it again from the warehouse's tables before reading it")

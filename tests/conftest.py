@@ -61,7 +61,7 @@ def wh() -> Warehouse:
 
 @pytest.fixture
 def fake_llm() -> Iterator[FakeLLM]:
-    """A scripted OpenAI-compatible server on loopback (``pulse_pipeline/fake_llm.py``), stopped after the test."""
+    """A scripted OpenAI-compatible server on loopback (``tests/fake_llm.py``), stopped after the test."""
     with running_fake_llm() as fake:
         yield fake
 

@@ -3,7 +3,7 @@
 
 ``pulse.duckdb`` is mode 0444, but its owner (or root) can make it writable and open it read-write. PULSE's
 readers (``pulse sql``, ``pulse report``, ``pulse quarantine``, ``pulse ask``) then publish it again from the
-warehouse's tables before reading it (``cli._published_here``, ``warehouse.written_since_published``), and an
+warehouse's tables before reading it (``cli._published_here``, ``publish.written_since_published``), and an
 analyst's read-write connection held open does not make them fail (``cli._open_published``)."""
 
 from __future__ import annotations

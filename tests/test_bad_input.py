@@ -67,7 +67,7 @@ def records_read(wh, drop_id: str) -> tuple[int, int, int]:
 
 def snapshot(con: duckdb.DuckDBPyConnection) -> dict[str, list[tuple]]:
     """Every table's rows but the LLM cache's, which no ingest without an LLM writes and which sits beside the lake
-    (``warehouse.own_commits_database``), created when an LLM is first asked."""
+    (``connections.own_commits_database``), created when an LLM is first asked."""
     return {
         t.qualified: con.execute(f"SELECT * FROM {t.qualified} ORDER BY ALL").fetchall()
         for t in tables.ALL_TABLES

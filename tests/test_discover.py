@@ -1,4 +1,4 @@
-"""``pulse discover`` against the scripted server (``pulse_pipeline/fake_llm.py``) on a small synthetic corpus:
+"""``pulse discover`` against the scripted server (``tests/fake_llm.py``) on a small synthetic corpus:
 which sessions the discovery prompt shows, the candidate rubric, the annotation prompts, the gain table, the re-ask
 of an invalid answer, and the exit without an LLM."""
 

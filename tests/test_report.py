@@ -143,7 +143,7 @@ def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict]) -> Non
 
 
 def make_warehouse(path: Path) -> Path:
-    """The hand-made warehouse of this module, written through ``warehouse.connect`` to the working database
+    """The hand-made warehouse of this module, written through ``connections.connect`` to the working database
     beside ``path`` (``working_database``) and published to ``path``, a file plain DuckDB reads."""
     con = connect(working_database(path))
     Warehouse(con)  # every table of the contract, empty

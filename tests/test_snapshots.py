@@ -264,7 +264,7 @@ def test_the_publish_sensor_publishes_after_a_successful_run_if_whole(pulse_home
     assert pulse_home.warehouse.exists()
     with duckdb.connect(str(pulse_home.warehouse), read_only=True) as con:
         assert _row_counts(con, "pulse") == in_lake  # every table of the lake, as it is there
-    assert len(in_lake) == len(tables.ALL_TABLES) - 1  # the LLM cache lives beside the lake (warehouse.py)
+    assert len(in_lake) == len(tables.ALL_TABLES) - 1  # the LLM cache lives beside the lake (own_commits_database)
 
 
 def _row_counts(con: duckdb.DuckDBPyConnection, database: str) -> dict[str, int]:

@@ -5,7 +5,7 @@ the arm's sessions. They are not if who rates depends on the session: the paper 
 user messages (rank-biserial 0.32). PPI's correction is the mean residual Y - f over the rated sessions; when the
 residual differs between the sessions that rate more and the rest (the model is off there, or the arm matters
 more to them in ways no feature records), that mean is not the arm's, and the PPI interval does not know it
-(research notes section 5: 89-90 % coverage for a nominal 95 %; our validation, ``estimates.validation``: 87-88 %).
+(research notes section 5: 89-90 % coverage for a nominal 95 %; our validation, ``studies.coverage``: 87-88 %).
 AIPW weights each rated session's residual by 1 / P(rated | features) and stays valid (94 % there), at about a
 third more width than PPI. :func:`propensity_auc` tells which case you are in: an out-of-fold AUC near 0.5 means
 rated sessions look like the rest and PPI is fine; clearly above 0.5 means they differ and AIPW is the safer

@@ -25,7 +25,7 @@ def sessions(warehouse: WarehouseResource) -> dg.MaterializeResult:
     )
 )
 def replaced_sessions(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
-    """The session records a later drop replaced with other content (``staging.py``); the check
+    """The session records a later drop replaced with other content (``staging/sql.py``); the check
     ``no_session_replaced_by_another_drop`` warns when there are any."""
     with warehouse.warehouse() as wh:
         n = staging.build_replaced_sessions(wh)
