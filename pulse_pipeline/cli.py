@@ -718,7 +718,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 READS_SETTINGS = frozenset({"ingest", "materialize", "demo", "validate", "ui", "discover", "drop", "serve"})
 """Commands that run stages, so read the settings files and ``PULSE_*`` variables: each is checked first
-(``settings_files.check_settings``), before a drop is copied or a model fitted. ``serve`` too: it writes drops the
+(``preflight.check_settings``), before a drop is copied or a model fitted. ``serve`` too: it writes drops the
 stages will read under these settings, so a home whose pipeline cannot run should not start collecting."""
 WRITES_HOME = frozenset(
     {"ingest", "materialize", "demo", "validate", "ui", "report", "discover", "publish", "drop", "serve"}
@@ -808,7 +808,7 @@ def preflight(args: argparse.Namespace) -> None:
     if args.command not in HOME_FREE:
         _check_home(args.command)
     if args.command in READS_SETTINGS:
-        from .settings_files import check_settings
+        from .preflight import check_settings
 
         check_settings(PulseHome.from_env())
     if args.command == "serve":  # its own settings (tokens, rolls): a bad one stops the service, not the pipeline

@@ -17,7 +17,7 @@ from .defs.report import definitions as report
 from .defs.resources import warehouse_resource
 from .defs.staging import definitions as staging
 from .paths import PulseHome
-from .settings_files import check_settings
+from .preflight import check_settings
 
 # Coverage validation (20 minutes) runs only when asked for: `pulse validate`.
 ON_DEMAND = dg.AssetSelection.groups("validation")
@@ -72,7 +72,7 @@ def _spanning_stages(home: PulseHome) -> dg.Definitions:
 
 def build_definitions(home: PulseHome) -> dg.Definitions:
     """Every stage's definitions for ``home``, after its settings files and ``PULSE_*`` variables are checked
-    (``settings_files.check_settings``): a broken file stops the code location from loading, and with it every run
+    (``preflight.check_settings``): a broken file stops the code location from loading, and with it every run
     ``pulse ui`` launches (each run loads the definitions anew), in one line naming the file, before any work."""
     check_settings(home)
     return dg.Definitions.merge(

@@ -22,7 +22,7 @@ the old path: ``raw.drops.path`` (where a drop was copied) and the Dagster run h
 Settings files resolve one way (:meth:`PulseHome.settings_file`): a file in PULSE_HOME wins, else the package's
 shipped default (``pulse_pipeline/defaults/``), so a new PULSE_HOME still has the paper's control arms and
 benchmark differences. Each resolved file says where it came from, and ``pulse`` prints it. Every settings file is
-read whole and checked before any work starts (``settings_files.check_settings``).
+read whole and checked before any work starts (``preflight.check_settings``).
 """
 
 from __future__ import annotations

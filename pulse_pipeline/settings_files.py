@@ -2,7 +2,7 @@
 
 Why before: a broken ``experiments.toml`` used to let an ingest read the drop and fit every model (~45 s) before
 the estimates stage parsed it and failed with seven stack traces that never named the file. Every file PULSE reads
-as configuration is now read whole by :func:`check_settings` first, by every ``pulse`` command that would read it
+as configuration is now read whole by ``preflight.check_settings`` first, by every ``pulse`` command that would read it
 (``cli.py``, before Dagster is imported) and by the Dagster definitions (``definitions.build_definitions``, so a
 code location, and with it each run ``pulse ui`` launches, stops at load with the same sentence).
 
@@ -116,34 +116,3 @@ def check_environment(environ: Env | None = None) -> None:
     settings.estimate_settings(env)
     if features.llm_model:
         settings.llm_settings(env)
-
-
-def check_settings(home: Any, environ: Env | None = None) -> list[str]:
-    """Read every settings file ``home`` (a ``paths.PulseHome``) and the environment select, with the very
-    functions the stages use; raise the first problem (``SettingsFileError`` or ``settings.SettingsError``, one
-    line each). Returns one line per file read, for a log."""
-    from .estimates.benchmarks import load_benchmarks
-    from .estimates.experiments import experiments_config
-    from .features.agreement import read_human_labels
-    from .features.rubric import load_rubric
-    from .settings import feature_settings
-
-    check_environment(environ)
-    features = feature_settings(environ)
-    rubric = load_rubric(features.rubric_path)
-    experiments = home.experiments_file
-    experiments_config(experiments.path)
-    benchmarks = home.benchmarks_file
-    load_benchmarks(benchmarks.path, rubric)
-    read = [
-        f"rubric: {features.rubric_path or 'the paper rubric (shipped)'}",
-        f"experiments: {experiments.path}",
-        f"benchmarks: {benchmarks.path}",
-    ]
-    labels = human_labels_path(features, home)
-    if labels is not None:
-        if not labels.is_file():
-            raise SettingsFileError(labels, "PULSE_HUMAN_LABELS names no file")
-        read_human_labels(labels, rubric)
-        read.append(f"human labels: {labels}")
-    return read

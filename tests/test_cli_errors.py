@@ -265,7 +265,8 @@ def test_human_labels_and_rubric_are_refused_with_the_file_and_line(tmp_path):
 
 
 def test_a_missing_human_labels_file_is_named(empty_home, tmp_path):
-    from pulse_pipeline.settings_files import SettingsFileError, check_settings
+    from pulse_pipeline.preflight import check_settings
+    from pulse_pipeline.settings_files import SettingsFileError
 
     with pytest.raises(SettingsFileError, match=r"nope.csv: PULSE_HUMAN_LABELS names no file"):
         check_settings(empty_home, {"PULSE_HUMAN_LABELS": str(tmp_path / "nope.csv")})
