@@ -2,9 +2,10 @@
 
 Each test reads the code (AST, or the import system's view), so it fails the moment a room is mixed again: the
 write contract, connections and publishing out of ``warehouse.py``; staging a package; the scripted LLM server out
-of the runtime package; the simulation studies apart from the estimators with no import loop among them; the LLM
-budget and request modules without a loop; no private name imported across ``stats/``; and tables named through
-the contract (``tables.X.qualified``) in the files of the package root, staging, ingest and their Dagster shell.
+of the runtime package; the simulation studies apart from the estimators with no import loop among them; no loop
+between the LLM budget and request modules, nor between the settings files and the stages' readers; no private name
+imported across ``stats/``; and tables named through the contract (``tables.X.qualified``) in the files of the
+package root, staging, ingest and their Dagster shell.
 (``tests/test_architecture.py`` checks the same rules over the whole package once every part has landed.)
 """
 
@@ -65,6 +66,15 @@ def test_no_import_loop_among_the_studies_nor_between_the_llm_budget_and_request
     assert not {f"pulse_pipeline.studies.{m}" for m in ("coverage", "peeking", "active")} & studies["scenario"]
     budget, request = _imported_modules("features/llm/budget.py"), _imported_modules("features/llm/request.py")
     assert not ("pulse_pipeline.features.llm.request" in budget and "pulse_pipeline.features.llm.budget" in request)
+
+
+def test_the_settings_files_module_imports_no_stage():
+    """Before: ``settings_files.check_settings`` imported the stages' readers, which import ``settings_files``
+    (``SettingsFileError``); the preflight that calls the readers is ``preflight.py`` now."""
+    stages = ("ingest", "staging", "features", "modeling", "estimates")
+    imported = _imported_modules("settings_files.py")
+    assert [m for m in imported if m.removeprefix("pulse_pipeline.").split(".")[0] in stages] == []
+    assert "pulse_pipeline.settings_files" in _imported_modules("preflight.py")
 
 
 def test_no_private_name_is_imported_across_the_stats_modules():
