@@ -17,7 +17,7 @@ import duckdb
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the scripted LLM server lives with the tests (tests/fake_llm.py)
 
-from pulse_pipeline import staging  # noqa: E402
+from pulse_pipeline import staging, tables  # noqa: E402
 from pulse_pipeline.connections import connect  # noqa: E402
 from pulse_pipeline.features.event_features import build_event_features  # noqa: E402
 from pulse_pipeline.features.heuristic import HeuristicAnnotator  # noqa: E402
@@ -69,7 +69,7 @@ def main() -> None:
     args.workdir.mkdir(parents=True, exist_ok=True)
 
     wh = warehouse_for(args.sessions, args.seed, args.workdir)
-    n = wh.count(staging.tables.STAGING_SESSIONS)
+    n = wh.count(tables.STAGING_SESSIONS)
     rubric = load_rubric()
     # every session computed, as on a first ingest: a kept warehouse remembers what it computed (incremental.py)
     wh.con.execute("DELETE FROM staging.computed_versions WHERE table_name = 'features.event_features'")
