@@ -8,24 +8,27 @@ OpenAI-compatible server with 100 ms latency per call, at concurrency 1 and 16, 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
 import duckdb
 
-from pulse_pipeline import staging, tables
-from pulse_pipeline.fake_llm import running_fake_llm
-from pulse_pipeline.features.event_features import build_event_features
-from pulse_pipeline.features.heuristic import HeuristicAnnotator
-from pulse_pipeline.features.llm import LLMAnnotator, LLMCache, LLMSettings
-from pulse_pipeline.features.rubric import load_rubric
-from pulse_pipeline.features.transcripts import iter_transcripts
-from pulse_pipeline.features.user_text import build_user_text
-from pulse_pipeline.ingest.load import load_drop
-from pulse_pipeline.synth import write_corpus
-from pulse_pipeline.warehouse import Warehouse, connect
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the scripted LLM server lives with the tests (tests/fake_llm.py)
+
+from pulse_pipeline import staging, tables  # noqa: E402
+from pulse_pipeline.connections import connect  # noqa: E402
+from pulse_pipeline.features.event_features import build_event_features  # noqa: E402
+from pulse_pipeline.features.heuristic import HeuristicAnnotator  # noqa: E402
+from pulse_pipeline.features.llm import LLMAnnotator, LLMCache, LLMSettings  # noqa: E402
+from pulse_pipeline.features.rubric import load_rubric  # noqa: E402
+from pulse_pipeline.features.transcripts import iter_transcripts  # noqa: E402
+from pulse_pipeline.features.user_text import build_user_text  # noqa: E402
+from pulse_pipeline.ingest.load import load_drop  # noqa: E402
+from pulse_pipeline.synth import write_corpus  # noqa: E402
+from pulse_pipeline.warehouse import Warehouse  # noqa: E402
+from tests.fake_llm import running_fake_llm  # noqa: E402
 
 
 def warehouse_for(sessions: int, seed: int, workdir: Path) -> Warehouse:
@@ -67,7 +70,7 @@ def main() -> None:
     args.workdir.mkdir(parents=True, exist_ok=True)
 
     wh = warehouse_for(args.sessions, args.seed, args.workdir)
-    n = wh.count(staging.tables.STAGING_SESSIONS)
+    n = wh.count(tables.STAGING_SESSIONS)
     rubric = load_rubric()
     # every session computed, as on a first ingest: a kept warehouse remembers what it computed (incremental.py)
     for table in (tables.USER_TEXT, tables.EVENT_FEATURES):

@@ -39,10 +39,11 @@ from pathlib import Path
 import orjson
 from _measure import pulse_ingest
 
+from pulse_pipeline.connections import connect
 from pulse_pipeline.ingest.load import load_drop
 from pulse_pipeline.settings import lake_settings
 from pulse_pipeline.synth import write_corpus
-from pulse_pipeline.warehouse import Warehouse, connect
+from pulse_pipeline.warehouse import Warehouse
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -219,12 +219,13 @@ def run_stage(sessions: int, seed: int, n_seeds: int, folds: int, workdir: Path)
     """Time the modeling step as the asset runs it, with every family (text and stack included)."""
     import polars as pl
 
+    from pulse_pipeline.connections import connect
     from pulse_pipeline.modeling.comparison import compare_models
     from pulse_pipeline.modeling.data import load_modeling_data, unrated_chunks
     from pulse_pipeline.modeling.predictions import crossfit_tables
     from pulse_pipeline.paths import PulseHome
     from pulse_pipeline.settings import MODEL_FAMILIES, modeling_settings
-    from pulse_pipeline.warehouse import Warehouse, connect
+    from pulse_pipeline.warehouse import Warehouse
 
     home = stage_home(sessions, seed, workdir)
     wh = Warehouse(connect(PulseHome(home).work_db))  # the bench's own home: tables a newer PULSE adds get created
@@ -294,13 +295,14 @@ def profile_fits(sessions: int, seed: int, folds: int, workdir: Path) -> None:
     and how many of each the step runs with the defaults (5 folds x 5 seeds, every family, the stack chosen):
     what to multiply to see where the stage's CPU goes. The cross-fit reuses cross-validation's seed-42 fits, so
     it only predicts (before, it fitted each of them once more: a fifth of the cross-validation's fits)."""
+    from pulse_pipeline.connections import connect
     from pulse_pipeline.modeling.cv import inner_crossfit, out_of_bag, outer_folds
     from pulse_pipeline.modeling.data import load_modeling_data
     from pulse_pipeline.modeling.families import make_model
     from pulse_pipeline.modeling.importance import fold_rise
     from pulse_pipeline.modeling.threads import native_threads
     from pulse_pipeline.paths import PulseHome
-    from pulse_pipeline.warehouse import Warehouse, connect
+    from pulse_pipeline.warehouse import Warehouse
 
     home = stage_home(sessions, seed, workdir)
     wh = Warehouse(connect(PulseHome(home).work_db))

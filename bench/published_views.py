@@ -4,7 +4,7 @@
 ``--repeats``.
 
 The table is ``--rows`` rows of three columns in ``--files`` Parquet files (one insert each), a thousandth of the
-rows deleted (a delete file per data file), published by ``warehouse.publish`` into a home under --workdir.
+rows deleted (a delete file per data file), published by ``publish.publish`` into a home under --workdir.
 
     .venv/bin/python bench/published_views.py                       # 20 M rows in 20 files
     .venv/bin/python bench/published_views.py --rows 2000000 --files 200
@@ -35,8 +35,9 @@ QUERIES = {
 def build(home: Path, rows: int, files: int) -> Path:
     """A home whose lake holds raw.t, published; returns its pulse.duckdb."""
     os.environ["PULSE_LAKE_CATALOG"] = "sqlite"
+    from pulse_pipeline.connections import connect
     from pulse_pipeline.paths import PulseHome
-    from pulse_pipeline.warehouse import connect, publish
+    from pulse_pipeline.publish import publish
 
     where = PulseHome(home)
     con = connect(where.work_db)
@@ -57,8 +58,8 @@ def build(home: Path, rows: int, files: int) -> Path:
 
 def before(home: Path) -> str:
     """raw.t's view as PULSE wrote it before: the same files of the same snapshot by absolute path, no check."""
+    from pulse_pipeline.connections import connect
     from pulse_pipeline.paths import PulseHome
-    from pulse_pipeline.warehouse import connect
 
     con = connect(PulseHome(home).work_db)
     files = con.execute(

@@ -30,12 +30,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from pulse_pipeline.connections import connect  # noqa: E402
 from pulse_pipeline.features.sentiment import COLUMNS as SENTIMENT_COLUMNS  # noqa: E402
 from pulse_pipeline.modeling.crossfit import TEXT_FAMILY  # noqa: E402
 from pulse_pipeline.modeling.data import load_modeling_data  # noqa: E402
 from pulse_pipeline.modeling.stack import STACK, cross_validate_all  # noqa: E402
 from pulse_pipeline.paths import PulseHome  # noqa: E402
-from pulse_pipeline.warehouse import Warehouse, connect  # noqa: E402
+from pulse_pipeline.warehouse import Warehouse  # noqa: E402
 
 TABULAR = ("ordinal_logit", "random_forest", "hist_gbm", "lightgbm")
 

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import progress
+from . import progress, tables
 from .hooks.cli import add_arguments as hook_arguments
 from .hooks.cli import main as hook_main
 from .paths import HUMAN_LABELS, PROJECT_ROOT, PulseHome
@@ -22,12 +22,12 @@ def _say(message: str) -> None:
 def _published_here(home: PulseHome) -> None:
     """Make sure the analysts' file is what PULSE published for this home, before PULSE reads it: publish it again
     if it reads the files of a home this one was moved or copied from (``lake.reads_elsewhere``, asked first: its
-    line says more), or if a connection wrote to it since it was published (``warehouse.written_since_published``:
+    line says more), or if a connection wrote to it since it was published (``publish.written_since_published``:
     a WAL beside it, or its size or time changed); if it cannot, a RuntimeError says why and what to run (``main``
     prints it in one line). The checks open the file read-only and ``stat`` it: Dagster is loaded when it must
     publish."""
     from .lake import reads_elsewhere
-    from .warehouse import written_since_published
+    from .publish import written_since_published
 
     old = reads_elsewhere(home.warehouse) if home.warehouse.is_file() else None
     if old is not None:
@@ -109,7 +109,7 @@ def cmd_quarantine(args: argparse.Namespace) -> int:
         raise UsageError(f"no warehouse at {home.warehouse} yet: run `pulse ingest PATH` or `pulse demo` first")
     try:
         with _open_published(home) as con:
-            known = [d for (d,) in con.execute("SELECT drop_id FROM raw.drops ORDER BY 1").fetchall()]
+            known = [d for (d,) in con.execute(f"SELECT drop_id FROM {tables.DROPS.qualified} ORDER BY 1").fetchall()]
             if args.drop is not None and args.drop not in known:
                 raise UsageError(f"no drop {args.drop!r} in {home.warehouse}; its drops: {', '.join(known) or 'none'}")
             found = reasons(con, args.drop)
@@ -265,71 +265,74 @@ def cmd_demo(args: argparse.Namespace) -> int:
     _show(
         home,
         "Satisfaction models, out of fold (mean ± sd over CV seeds; * = chosen):",
-        """
+        f"""
         PIVOT (SELECT model || CASE WHEN chosen THEN ' *' ELSE '' END AS model, metric,
                       printf('%.3f', mean) || coalesce(' ± ' || printf('%.3f', sd), '') AS cell
-               FROM modeling.cv_metrics)
+               FROM {tables.CV_METRICS.qualified})
         ON model USING first(cell) GROUP BY metric ORDER BY metric""",
     )
     _show(
         home,
         "Did the treatment make users happier? Effect on the normalized rating (0-1), 95 % intervals:",
-        """
+        f"""
         SELECT experiment, treatment || ' vs ' || control AS comparison, unit, method,
                printf('%+.3f', effect) AS effect, printf('[%+.3f, %+.3f]', ci_low, ci_high) AS ci95,
                printf('%.3f', p_value) AS p, printf('%.3f', p_holm) AS p_holm,
                printf('%.2f', width_vs_naive) AS width_vs_naive, coalesce(flags, '') AS flags
-        FROM estimates.experiment_effects
+        FROM {tables.EXPERIMENT_EFFECTS.qualified}
         WHERE method IN ('naive_welch', 'ppi', 'crossppi', 'aipw') ORDER BY experiment, treatment, method""",
     )
     _show(
         home,
         "Looking every day: the first day each interval excluded 0 (fixed: valid for one look; sequence: any day):",
-        """
+        f"""
         SELECT experiment, treatment || ' vs ' || control AS comparison, method, count(*) AS looks,
                coalesce(CAST(CAST(min(day) FILTER (WHERE excludes_zero_fixed) AS DATE) AS VARCHAR), '-') AS fixed,
                coalesce(CAST(CAST(min(day) FILTER (WHERE excludes_zero_cs) AS DATE) AS VARCHAR), '-') AS sequence
-        FROM estimates.effect_history WHERE day IS NOT NULL GROUP BY ALL ORDER BY ALL""",
+        FROM {tables.EFFECT_HISTORY.qualified} WHERE day IS NOT NULL GROUP BY ALL ORDER BY ALL""",
     )
     _show(
         home,
         "Could each test have seen an effect? Split check and minimum detectable effect (80 % power):",
-        """
+        f"""
         SELECT p.experiment, p.treatment || ' vs ' || p.control AS comparison,
                printf('%.3f', s.p_value) AS split_p, CASE WHEN s.mismatch THEN 'MISMATCH' ELSE 'ok' END AS split,
                p.n_labeled_treatment || ' / ' || p.n_labeled_control AS ratings,
                printf('%.3f', p.mde_naive) AS mde_naive, printf('%.3f', p.mde_ppi) AS mde_ppi,
                p.labels_per_arm_naive AS ratings_needed_naive, p.labels_per_arm_ppi AS ratings_needed_ppi
-        FROM estimates.power p
-        LEFT JOIN (SELECT DISTINCT experiment, p_value, mismatch FROM estimates.srm_check) s USING (experiment)
+        FROM {tables.POWER.qualified} p
+        LEFT JOIN (SELECT DISTINCT experiment, p_value, mismatch FROM {tables.SRM_CHECK.qualified}) s
+            USING (experiment)
         ORDER BY 1, 2""",
     )
     _show(
         home,
         "The randomization unit of each experiment (user: intervals clustered by user):",
-        "SELECT DISTINCT experiment, unit, unit_source, sessions_excluded FROM estimates.experiment_effects ORDER BY 1",
+        "SELECT DISTINCT experiment, unit, unit_source, sessions_excluded"
+        f" FROM {tables.EXPERIMENT_EFFECTS.qualified} ORDER BY 1",
     )
     _show(
         home,
         f"Where to ask for ratings (the ask policy, exported to {home.root / 'ask_policy'}; error and answer models):",
-        """
+        f"""
         SELECT model, term, printf('%+.3f', coefficient) AS coefficient, printf('%.3f', multiplier) AS multiplier,
                printf('%.2f', floor) AS floor, printf('%.1f', budget_per_day) AS asks_per_day,
                fitted_on_ratings AS ratings, fitted_on_asks AS asks, coalesce(note, '') AS note
-        FROM estimates.ask_policy ORDER BY model = 'answer', term = '(intercept)' DESC, abs(coefficient) DESC""",
+        FROM {tables.ASK_POLICY.qualified}
+        ORDER BY model = 'answer', term = '(intercept)' DESC, abs(coefficient) DESC""",
     )
     _show(
         home,
         "Do rated sessions look like unrated ones? Largest shifts (rank-biserial; PPI assumes none):",
-        """
+        f"""
         SELECT feature, printf('%.3f', mean_rated) AS mean_rated, printf('%.3f', mean_unrated) AS mean_unrated,
                printf('%+.3f', rank_biserial) AS rank_biserial
-        FROM estimates.label_shift WHERE rank_biserial IS NOT NULL ORDER BY abs(rank_biserial) DESC LIMIT 5""",
+        FROM {tables.LABEL_SHIFT.qualified} WHERE rank_biserial IS NOT NULL ORDER BY abs(rank_biserial) DESC LIMIT 5""",
     )
     print(f"report: {home.report / 'index.html'}")
     print(
-        'try: pulse sql "SELECT variant, count(*), avg(label) FROM staging.session_labels '
-        'JOIN staging.assignments USING (session_id) GROUP BY variant"'
+        f'try: pulse sql "SELECT variant, count(*), avg(label) FROM {tables.SESSION_LABELS.qualified} '
+        f'JOIN {tables.STAGING_ASSIGNMENTS.qualified} USING (session_id) GROUP BY variant"'
     )
     return 0
 
@@ -338,7 +341,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from .runs import materialize
 
     home = PulseHome.from_env()
-    from .estimates.validation import DEFAULT_SCENARIOS, SCENARIOS
+    from .studies.coverage import DEFAULT_SCENARIOS, SCENARIOS
 
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()] if args.scenarios else []
     unknown = [s for s in scenarios if s not in SCENARIOS]
@@ -355,10 +358,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
             home, "key:estimates/coverage_validation", say=_say, op_config={"estimates__coverage_validation": config}
         )
 
-    from .estimates.validation import check_targets
+    from .studies.coverage import check_targets
 
     with _open_published(home) as con:
-        coverage = con.sql("SELECT * FROM estimates.coverage_validation").pl()
+        coverage = con.sql(f"SELECT * FROM {tables.COVERAGE_VALIDATION.qualified}").pl()
     unmet = check_targets(coverage, scenarios)
     if args.json:
         print(json.dumps({"coverage": coverage.to_dicts(), "targets_unmet": unmet}, indent=2))
@@ -366,15 +369,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
     _show(
         home,
         "Coverage of 95 % intervals over replications with a known effect:",
-        """
+        f"""
         SELECT scenario, method, printf('%.3f', coverage) AS coverage, printf('%.4f', mean_width) AS mean_width,
                printf('%+.4f', bias) AS bias, replications, printf('%.2f', share_flagged) AS share_flagged
-        FROM estimates.coverage_validation ORDER BY scenario, method""",
+        FROM {tables.COVERAGE_VALIDATION.qualified} ORDER BY scenario, method""",
     )
     if unmet:
         print("targets NOT met:\n  " + "\n  ".join(unmet))
         return 1
-    print("every coverage target met (see estimates/validation.py for the targets)")
+    print("every coverage target met (see studies/coverage.py for the targets)")
     return 0
 
 
@@ -554,10 +557,11 @@ def cmd_discover(args: argparse.Namespace) -> int:
             " PULSE_LLM_API_BASE / PULSE_LLM_API_KEY for its server (docs/features.md: the llm annotator)"
         )
         return 2
+    from .connections import connect, exists
     from .discovery.discover import WIDE_FAMILIES, default_family, discover, gain_table
     from .features.rubric import load_rubric
     from .settings import llm_settings, modeling_settings
-    from .warehouse import Warehouse, connect, exists
+    from .warehouse import Warehouse
 
     home = PulseHome.from_env()
     if not exists(home.work_db):

@@ -94,7 +94,7 @@ def folder_of(drops_dir: Path, key: str) -> Path | None:
 
 def _drops_in_rows(con: duckdb.DuckDBPyConnection) -> dict[str, tuple]:
     """``raw.drops`` rows by drop: (fingerprint,)."""
-    return {d: (f,) for d, f in con.execute("SELECT drop_id, fingerprint FROM raw.drops").fetchall()}
+    return {d: (f,) for d, f in con.execute(f"SELECT drop_id, fingerprint FROM {tables.DROPS.qualified}").fetchall()}
 
 
 def _counts(con: duckdb.DuckDBPyConnection, t: tables.Table) -> dict[str, int]:

@@ -5,7 +5,7 @@ Why: an ingest that quarantined records printed "1 quarantined" and nothing abou
 ``pulse ingest`` prints the first few reasons of its drop (:func:`summary_lines`), ``pulse quarantine`` all of them
 (from the published warehouse), and both name the query that shows every row with its raw text.
 
-A reason is grouped as it is written (``ingest/files.py``, ``ingest/records.py``, ``staging.py``), so reasons are
+A reason is grouped as it is written (``ingest/files.py``, ``ingest/records.py``, ``staging/sql.py``), so reasons are
 worded to group: the same fault in many records gives the same text, the record's own values stay in its
 ``raw_text`` and its location.
 """
@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import duckdb
+
+from . import tables
 
 EXAMPLES = 3  # locations shown per reason
 SUMMARY_REASONS = 5  # reasons `pulse ingest` prints; the rest are counted in one line
@@ -39,7 +41,7 @@ def reasons(con: duckdb.DuckDBPyConnection, drop: str | None = None) -> list[Rea
                     || CASE WHEN record_type = 'event' THEN coalesce(' event ' || event_index, '')
                             WHEN event_index > 0 THEN ' item ' || event_index ELSE '' END
                     ORDER BY drop_id, source_file, record_index NULLS FIRST, event_index NULLS FIRST)[1:{EXAMPLES}]
-        FROM raw.quarantine {"WHERE drop_id = ?" if drop is not None else ""}
+        FROM {tables.QUARANTINE.qualified} {"WHERE drop_id = ?" if drop is not None else ""}
         GROUP BY reason ORDER BY n DESC, reason
         """,
         [drop] if drop is not None else [],
@@ -50,7 +52,8 @@ def reasons(con: duckdb.DuckDBPyConnection, drop: str | None = None) -> list[Rea
 def rows_query(drop: str | None = None) -> str:
     """The SQL that lists the quarantined records themselves (raw text included)."""
     where = " WHERE drop_id = '{}'".format(drop.replace("'", "''")) if drop is not None else ""
-    return f"SELECT drop_id, stage, source_file, record_index, reason, raw_text FROM raw.quarantine{where} ORDER BY ALL"
+    columns = "drop_id, stage, source_file, record_index, reason, raw_text"
+    return f"SELECT {columns} FROM {tables.QUARANTINE.qualified}{where} ORDER BY ALL"
 
 
 def summary_lines(found: list[tuple[str, int]], drop: str, limit: int = SUMMARY_REASONS) -> list[str]:

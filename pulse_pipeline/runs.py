@@ -13,12 +13,13 @@ from pathlib import Path
 import dagster as dg
 
 from . import progress, tables
+from .connections import connect, one_instance
 from .drops import DropState, RemovedRows, drop_states, remove_rows, resolve
 from .home_lock import writer_lock
 from .ingest.drop import list_drops
 from .ingest.register import register_drop
 from .paths import PulseHome
-from .warehouse import Warehouse, connect, one_instance
+from .warehouse import Warehouse
 
 Say = Callable[[str], None]
 
@@ -61,7 +62,7 @@ class DropSummary:
     warehouse: str
     # (reason, records) of the drop's quarantine, most frequent first (``quarantine.py``)
     quarantine_reasons: list[tuple[str, int]] = field(default_factory=list)
-    # sessions other drops had delivered that this drop replaced with other content, by drop (``staging.py``)
+    # sessions other drops had delivered that this drop replaced with other content, by drop (``staging/sql.py``)
     replaced: dict[str, int] = field(default_factory=dict)
     # sessions of this drop that another drop replaced (a drop dated later), by that drop
     replaced_by: dict[str, int] = field(default_factory=dict)
@@ -81,7 +82,7 @@ class DropSummary:
             )
         if lines:
             lines.append(
-                'see them: pulse sql "SELECT * FROM staging.replaced_sessions WHERE'
+                f'see them: pulse sql "SELECT * FROM {tables.REPLACED_SESSIONS.qualified} WHERE'
                 f" '{self.drop}' IN (drop_id, replaced_by_drop_id)\""
             )
         return lines
@@ -156,8 +157,8 @@ def publish(home: PulseHome) -> str | None:
     """Publish the analysts' file now if the working database is whole (``pulse publish``); None when published,
     else why not. Needed after a home was moved or copied for a file that is attached from elsewhere
     (``lake.guard_where``); any run publishes anyway."""
+    from .connections import exists
     from .defs.publish import publish_if_whole
-    from .warehouse import exists
 
     if not exists(home.work_db):
         return f"no warehouse in {home.root} yet: run `pulse ingest PATH` or `pulse demo` first"
@@ -166,7 +167,7 @@ def publish(home: PulseHome) -> str | None:
 
 
 def publish_again(home: PulseHome, why: str, say: Say) -> str | None:
-    """Publish the analysts' file again because ``why`` (``warehouse.written_since_published``, or an analyst's
+    """Publish the analysts' file again because ``why`` (``publish.written_since_published``, or an analyst's
     read-write connection holding it): PULSE's readers then read what the tables hold, never an analyst's writes.
     Returns None once published, else why not, in one line with what to run."""
     say(f"{why}: publishing it again from the warehouse's tables before reading it")
@@ -228,14 +229,14 @@ def drop_summary(home: PulseHome, key: str) -> DropSummary:
         wh = Warehouse(con)
         where = ("drop_id = ?", [key])
         ok, _ = reconcile_drop(wh, key)
-        path = con.execute("SELECT path FROM raw.drops WHERE drop_id = ?", [key]).fetchone()
+        path = con.execute(f"SELECT path FROM {tables.DROPS.qualified} WHERE drop_id = ?", [key]).fetchone()
         return DropSummary(
             drop=key,
             path=path[0] if path else "",
             sessions=wh.count(tables.SESSIONS, *where),
             events=wh.count(tables.EVENTS, *where),
             segments=con.execute(
-                "SELECT coalesce(sum(n_segments), 0) FROM raw.sessions WHERE drop_id = ?", [key]
+                f"SELECT coalesce(sum(n_segments), 0) FROM {tables.SESSIONS.qualified} WHERE drop_id = ?", [key]
             ).fetchone()[0],
             ratings=wh.count(tables.RATINGS, *where)
             + wh.count(tables.ASKS, "drop_id = ? AND rating IS NOT NULL", [key]),
@@ -374,7 +375,7 @@ def _materialize(
 def drop_list(home: PulseHome) -> list[DropState]:
     """``pulse drop ls``: every drop with its state (``drops.drop_states``), loaded times from the Dagster instance;
     an empty list before anything was ingested."""
-    from .warehouse import exists
+    from .connections import exists
 
     if not exists(home.work_db):
         return []
@@ -390,7 +391,7 @@ def _loaded_at(instance: dg.DagsterInstance, con) -> dict[str, datetime]:
     """When each drop was last loaded: its ``raw/drops`` partition's latest materialization, in UTC."""
     key = dg.AssetKey([tables.DROPS.schema, tables.DROPS.name])
     found = {}
-    for (drop,) in con.execute("SELECT drop_id FROM raw.drops").fetchall():
+    for (drop,) in con.execute(f"SELECT drop_id FROM {tables.DROPS.qualified}").fetchall():
         records = instance.fetch_materializations(
             dg.AssetRecordsFilter(asset_key=key, asset_partitions=[drop]), limit=1
         ).records
@@ -406,7 +407,7 @@ def remove_drop(home: PulseHome, name: str, say: Say = print) -> RemovedRows:
     Why the partition goes too: the drop sensor requests runs only for drops in the drop folder, so with the folder
     gone nothing is ingested again, and its cursor (the drops it gave up on) forgets it at its next tick; without
     the partition the Dagster UI no longer lists the drop. ValueError, naming the known drops, for an unknown one."""
-    from .warehouse import exists
+    from .connections import exists
 
     if not exists(home.work_db):
         raise ValueError(f"no drop {name!r}: nothing was ingested into {home.root} yet")

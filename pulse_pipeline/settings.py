@@ -162,7 +162,7 @@ def lake_settings(environ: Env | None = None) -> LakeSettings | None:
     Unset, or ``sqlite``: an SQLite catalog and the Parquet files in ``PULSE_HOME/lake/`` (one machine, no server);
     ``sqlite:/path/catalog.sqlite`` names the catalog file; ``postgres:dbname=pulse host=db user=pulse`` (a libpq
     connection string) lets several machines write one lake. The data files go to PULSE_LAKE_DATA, a folder or an
-    ``s3://`` URL. ``none``: the tables in one DuckDB file (``warehouse.py``), the storage before the lake, kept
+    ``s3://`` URL. ``none``: the tables in one DuckDB file (``connections.py``), the storage before the lake, kept
     as a fallback and to compare against."""
     env = _env(environ)
     catalog = _text(env, LAKE_CATALOG) or "sqlite"

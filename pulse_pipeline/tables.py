@@ -1,6 +1,6 @@
 """The warehouse contract: every table PULSE writes, with its columns and DuckDB types.
 
-Analysts and later stages rely on these names. The DDL (``warehouse.py``) and the row builders of the ingest
+Analysts and later stages rely on these names. The DDL (``contract.py``) and the row builders of the ingest
 stage are both generated from this one list, so a column is added in exactly one place.
 """
 

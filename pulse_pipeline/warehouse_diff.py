@@ -15,16 +15,18 @@ from pathlib import Path
 
 import duckdb
 
+from . import tables
+
 # columns whose value is the time a row was written, not a result
 VOLATILE = {
-    "features.annotations": ("annotated_at",),
-    "features.llm_cache": ("created_at",),
-    "raw.drops": ("path", "mtime", "fingerprint"),  # where and when the drop was copied, not what it holds
-    "staging.computed_versions": ("version",),  # a record key and its drop's fingerprint (above)
+    tables.ANNOTATIONS.qualified: ("annotated_at",),
+    tables.LLM_CACHE.qualified: ("created_at",),
+    tables.DROPS.qualified: ("path", "mtime", "fingerprint"),  # where and when the drop was copied, not what it holds
+    tables.COMPUTED_VERSIONS.qualified: ("version",),  # a record key and its drop's fingerprint (above)
 }
 # bookkeeping tables whose rows each belong to a table (the column naming it): rows of a table found in one warehouse
 # only are that table's, which the diff reports already ("only in"), so they are left out of the comparison
-BOOKKEEPING = {"staging.computed_versions": "table_name"}
+BOOKKEEPING = {tables.COMPUTED_VERSIONS.qualified: "table_name"}
 TINY = 1e-12  # doubles closer to zero than this compare as zero (a sum's rounding leaves ~1e-17 where 0 was)
 
 

@@ -11,10 +11,10 @@ from typing import NamedTuple
 import duckdb
 import pytest
 
-from pulse_pipeline.fake_llm import FakeLLM, running_fake_llm
 from pulse_pipeline.paths import PulseHome
 from pulse_pipeline.warehouse import Warehouse
 
+from .fake_llm import FakeLLM, running_fake_llm
 from .helpers import SMALL_HOME_SEED, SMALL_HOME_SESSIONS, SMALL_HOME_SETTINGS
 from .hook_helpers import fake_service, hook_env  # noqa: F401 (the hooks' fixtures: a fake rating service, its env)
 
@@ -61,7 +61,7 @@ def wh() -> Warehouse:
 
 @pytest.fixture
 def fake_llm() -> Iterator[FakeLLM]:
-    """A scripted OpenAI-compatible server on loopback (``pulse_pipeline/fake_llm.py``), stopped after the test."""
+    """A scripted OpenAI-compatible server on loopback (``tests/fake_llm.py``), stopped after the test."""
     with running_fake_llm() as fake:
         yield fake
 

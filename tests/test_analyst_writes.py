@@ -3,7 +3,7 @@
 
 ``pulse.duckdb`` is mode 0444, but its owner (or root) can make it writable and open it read-write. PULSE's
 readers (``pulse sql``, ``pulse report``, ``pulse quarantine``, ``pulse ask``) then publish it again from the
-warehouse's tables before reading it (``cli._published_here``, ``warehouse.written_since_published``), and an
+warehouse's tables before reading it (``cli._published_here``, ``publish.written_since_published``), and an
 analyst's read-write connection held open does not make them fail (``cli._open_published``)."""
 
 from __future__ import annotations
@@ -18,10 +18,11 @@ import duckdb
 import pytest
 
 from pulse_pipeline import cli, runs
+from pulse_pipeline.connections import connect
 from pulse_pipeline.paths import PulseHome
+from pulse_pipeline.publish import publish, wal_of, written_since_published
 from pulse_pipeline.settings import LAKE_CATALOG
 from pulse_pipeline.synth import write_corpus
-from pulse_pipeline.warehouse import connect, publish, wal_of, written_since_published
 
 FAST = {"PULSE_CV_SEEDS": "1", "PULSE_MODEL_FAMILIES": "ordinal_logit", "PULSE_INGEST_WORKERS": "1"}
 

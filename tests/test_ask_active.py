@@ -9,8 +9,8 @@ import math
 import polars as pl
 import pytest
 
-from pulse_pipeline.estimates.active import METHODS, check_active, replicate_active, width_ratios
-from pulse_pipeline.estimates.validation import summarize, truth
+from pulse_pipeline.studies.active import METHODS, check_active, replicate_active, width_ratios
+from pulse_pipeline.studies.coverage import summarize, truth
 
 
 @pytest.mark.parametrize("scenario", ["active", "active_varying", "active_answer"])

@@ -18,8 +18,8 @@ import pytest
 
 from pulse_pipeline import tables
 from pulse_pipeline.cli import main
+from pulse_pipeline.connections import connect
 from pulse_pipeline.ingest.load import load_drop, reconcile_drop
-from pulse_pipeline.warehouse import connect
 
 from .helpers import FIXTURES, ingest_paths, rebuild_staging
 
@@ -67,7 +67,7 @@ def records_read(wh, drop_id: str) -> tuple[int, int, int]:
 
 def snapshot(con: duckdb.DuckDBPyConnection) -> dict[str, list[tuple]]:
     """Every table's rows but the LLM cache's, which no ingest without an LLM writes and which sits beside the lake
-    (``warehouse.own_commits_database``), created when an LLM is first asked."""
+    (``connections.own_commits_database``), created when an LLM is first asked."""
     return {
         t.qualified: con.execute(f"SELECT * FROM {t.qualified} ORDER BY ALL").fetchall()
         for t in tables.ALL_TABLES

@@ -17,10 +17,11 @@ import dagster as dg
 import pytest
 
 from pulse_pipeline import runs
+from pulse_pipeline.connections import connect
 from pulse_pipeline.features.event_features import build_event_features
 from pulse_pipeline.paths import PulseHome
 from pulse_pipeline.settings import LAKE_CATALOG, ONE_FILE
-from pulse_pipeline.warehouse import Warehouse, connect
+from pulse_pipeline.warehouse import Warehouse
 from pulse_pipeline.warehouse_diff import diff_warehouses
 
 from .helpers import FIXTURES

@@ -14,6 +14,7 @@ from scipy.stats import t as t_dist
 from statsmodels.stats.multitest import multipletests
 
 from pulse_pipeline import tables
+from pulse_pipeline.contract import nan_to_null
 from pulse_pipeline.estimates.experiment_effects import EffectRow, with_holm
 from pulse_pipeline.estimates.experiments import Experiment, read_splits
 from pulse_pipeline.estimates.feature_comparisons import feature_comparison_rows
@@ -24,7 +25,6 @@ from pulse_pipeline.estimates.subgroups import subgroup_effect_rows
 from pulse_pipeline.runs import ingest
 from pulse_pipeline.settings_files import SettingsFileError
 from pulse_pipeline.synth import write_corpus
-from pulse_pipeline.warehouse import nan_to_null
 
 Z80 = 1.959963984540054 + 0.8416212335729143  # z_{0.975} + z_{0.80}
 
@@ -335,9 +335,10 @@ def test_split_check_names_a_mismatch_without_a_p_value(pulse_home):
 
 def _label_shift_check(home, rows: list[LabelShiftRow]) -> dg.AssetCheckResult:
     """The label-shift asset check, as the UI shows it, over ``estimates.label_shift`` holding ``rows``."""
+    from pulse_pipeline.connections import connect
     from pulse_pipeline.defs.estimates.diagnostics import rated_sessions_are_representative
     from pulse_pipeline.defs.resources import warehouse_resource
-    from pulse_pipeline.warehouse import Warehouse, connect
+    from pulse_pipeline.warehouse import Warehouse
 
     con = connect(home.work_db)
     try:

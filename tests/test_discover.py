@@ -1,4 +1,4 @@
-"""``pulse discover`` against the scripted server (``pulse_pipeline/fake_llm.py``) on a small synthetic corpus:
+"""``pulse discover`` against the scripted server (``tests/fake_llm.py``) on a small synthetic corpus:
 which sessions the discovery prompt shows, the candidate rubric, the annotation prompts, the gain table, the re-ask
 of an invalid answer, and the exit without an LLM."""
 
@@ -14,7 +14,6 @@ import pytest
 
 from pulse_pipeline import cli
 from pulse_pipeline.discovery.discover import discover, proposals_check
-from pulse_pipeline.fake_llm import DISCOVERY_ANSWER, POSITIVE_WORDS, FakeLLM, Reply
 from pulse_pipeline.features.event_features import build_event_features
 from pulse_pipeline.features.heuristic.annotator import HeuristicAnnotator, UnknownRuleError
 from pulse_pipeline.features.llm import InvalidAnswer
@@ -30,6 +29,8 @@ from pulse_pipeline.modeling.text import TextFeature
 from pulse_pipeline.synth import write_corpus
 from tests.helpers import ingest_paths
 from tests.test_llm import settings_for
+
+from .fake_llm import DISCOVERY_ANSWER, POSITIVE_WORDS, FakeLLM, Reply
 
 SECRET = "sk-" + "a1" * 24
 SEEDS = (42,)

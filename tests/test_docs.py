@@ -22,10 +22,12 @@ import pytest
 
 from pulse_pipeline import tables
 from pulse_pipeline.cli import build_parser
+from pulse_pipeline.connections import connect
 from pulse_pipeline.features.rubric import load_rubric
 from pulse_pipeline.features.wide import build_session_features
 from pulse_pipeline.paths import PROJECT_ROOT, PulseHome
-from pulse_pipeline.warehouse import Warehouse, connect, publish
+from pulse_pipeline.publish import publish
+from pulse_pipeline.warehouse import Warehouse
 
 README = PROJECT_ROOT / "README.md"
 DOCS = sorted((PROJECT_ROOT / "docs").glob("*.md"))

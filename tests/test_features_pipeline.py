@@ -96,7 +96,7 @@ def test_llm_failures_spend_cap_and_totals_through_the_asset(pulse_home, corpus,
     stops new calls; the statuses land in the table and the totals in the asset's metadata."""
     import dagster as dg
 
-    from pulse_pipeline.fake_llm import Reply
+    from .fake_llm import Reply
 
     for name, value in {
         "PULSE_ANNOTATOR": "llm",

@@ -50,10 +50,10 @@ from pathlib import Path
 import pytest
 
 from pulse_pipeline import tables
+from pulse_pipeline.contract import ContractError
 from pulse_pipeline.ingest.adapter import Adapter, EventFields, add_session
 from pulse_pipeline.ingest.batch import Batch
 from pulse_pipeline.ingest.load import load_drop, reconcile_drop
-from pulse_pipeline.warehouse import ContractError
 
 from .helpers import FIXTURES, ingest_paths, rebuild_staging
 

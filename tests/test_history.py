@@ -1,5 +1,5 @@
 """estimates.effect_history (estimates/history.py): the estimate as of each look day, against hand computations;
-and the peeking validation scenario (estimates/peeking.py): its rows, targets and a smoke run."""
+and the peeking validation scenario (studies/peeking.py): its rows, targets and a smoke run."""
 
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ from pulse_pipeline.estimates.history import (
     session_days,
     with_days,
 )
-from pulse_pipeline.estimates.peeking import METHODS as PEEKING_METHODS
-from pulse_pipeline.estimates.peeking import NULL_PARAMS, check_peeking, replicate_peeking
-from pulse_pipeline.estimates.validation import ReplicationRow, validate
+from pulse_pipeline.studies.coverage import ReplicationRow, validate
+from pulse_pipeline.studies.peeking import METHODS as PEEKING_METHODS
+from pulse_pipeline.studies.peeking import NULL_PARAMS, check_peeking, replicate_peeking
 from pulse_pipeline.synth.model import ArmEffect, simulate_sessions
 from pulse_pipeline.warehouse import Warehouse
 
@@ -190,7 +190,7 @@ def test_peeking_replication_has_replication_rows_and_the_sequence_is_wider_by_t
     assert [r["method"] for r in rows] == list(PEEKING_METHODS) == [
         "naive_welch", "naive_welch_cs", "naive_welch_last_look", "ppi", "ppi_cs", "ppi_last_look"
     ]  # fmt: skip
-    assert all(set(r) == set(ReplicationRow.__dataclass_fields__) for r in rows)  # validation.summarize takes them
+    assert all(set(r) == set(ReplicationRow.__dataclass_fields__) for r in rows)  # coverage.summarize takes them
     by = {r["method"]: r for r in rows}
     for est in ("naive_welch", "ppi"):
         assert by[est + "_last_look"]["covered"] or not by[est]["covered"]  # the last look is one of the looks

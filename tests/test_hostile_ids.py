@@ -19,13 +19,14 @@ import pytest
 
 from pulse_pipeline import drops, runs
 from pulse_pipeline.cli import main
+from pulse_pipeline.connections import connect
 from pulse_pipeline.defs.ingest.partitions import drops_partitions
 from pulse_pipeline.defs.ingest.sensors import drop_sensor
 from pulse_pipeline.defs.resources import warehouse_resource
 from pulse_pipeline.ingest.drop import list_drops
 from pulse_pipeline.ingest.load import load_drop, reconcile_drop
 from pulse_pipeline.settings import LAKE_CATALOG, ONE_FILE
-from pulse_pipeline.warehouse import Warehouse, connect
+from pulse_pipeline.warehouse import Warehouse
 
 from .helpers import rebuild_staging, rows
 

@@ -31,6 +31,7 @@ import duckdb
 import pytest
 
 from pulse_pipeline import runs, staging, tables
+from pulse_pipeline.contract import ensure_tables
 from pulse_pipeline.features.annotate import annotate_sessions
 from pulse_pipeline.features.event_features import build_event_features
 from pulse_pipeline.features.heuristic import HeuristicAnnotator
@@ -39,7 +40,6 @@ from pulse_pipeline.features.user_text import build_user_text
 from pulse_pipeline.incremental import Refreshed
 from pulse_pipeline.paths import PulseHome
 from pulse_pipeline.synth import write_corpus
-from pulse_pipeline.warehouse import ensure_tables
 from pulse_pipeline.warehouse_diff import diff_warehouses
 
 from .helpers import ingest_paths

@@ -30,7 +30,7 @@ QUICK_MODELS = {"PULSE_MODEL_FAMILIES": "ordinal_logit", "PULSE_CV_SEEDS": "1"}
 
 
 def _dated(folder: Path, seconds: int) -> Path:
-    """Date every file of ``folder`` ``seconds`` after a base: a later drop wins a session id (staging.py)."""
+    """Date every file of ``folder`` ``seconds`` after a base: a later drop wins a session id (staging/sql.py)."""
     for f in folder.rglob("*"):
         os.utime(f, (BASE_TIME + seconds, BASE_TIME + seconds))
     return folder

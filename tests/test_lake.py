@@ -15,11 +15,13 @@ import duckdb
 import pytest
 
 from pulse_pipeline import runs
+from pulse_pipeline.connections import connect
 from pulse_pipeline.defs.ingest.partitions import drops_partitions
 from pulse_pipeline.defs.ingest.sensors import INGEST_JOB
 from pulse_pipeline.features.llm import CachedAnswer, LLMCache
 from pulse_pipeline.lake import location
 from pulse_pipeline.paths import PulseHome
+from pulse_pipeline.publish import PUBLISHED_MODE, publish
 from pulse_pipeline.settings import (
     DAGSTER_POSTGRES_URL,
     LAKE_CATALOG,
@@ -30,7 +32,7 @@ from pulse_pipeline.settings import (
     lake_settings,
 )
 from pulse_pipeline.synth import write_corpus
-from pulse_pipeline.warehouse import PUBLISHED_MODE, Warehouse, connect, publish
+from pulse_pipeline.warehouse import Warehouse
 from pulse_pipeline.warehouse_diff import diff_warehouses
 
 from .test_postgres_instance import DERIVED, POSTGRES_BINS, _two_drops, postgres_server

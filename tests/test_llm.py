@@ -15,7 +15,6 @@ import duckdb
 import pytest
 
 from pulse_pipeline import tables
-from pulse_pipeline.fake_llm import ANALYSIS_ANSWER, ISSUES_ANSWER, FakeLLM, Reply
 from pulse_pipeline.features import store
 from pulse_pipeline.features.annotation import AgentStep, Answer, SessionTranscript
 from pulse_pipeline.features.llm import (
@@ -32,9 +31,12 @@ from pulse_pipeline.features.llm import (
     judge_check,
 )
 from pulse_pipeline.features.llm import request as llm_request
+from pulse_pipeline.features.llm.litellm_loader import load_litellm
 from pulse_pipeline.features.prompts import PROMPT_VERSION
 from pulse_pipeline.features.rubric import DEFAULT_RUBRIC, Rubric, load_rubric
 from pulse_pipeline.warehouse import Warehouse
+
+from .fake_llm import ANALYSIS_ANSWER, ISSUES_ANSWER, FakeLLM, Reply
 
 RUBRIC = load_rubric()
 
@@ -141,7 +143,7 @@ def test_judge_score_matches_its_table() -> None:
 @pytest.fixture
 def mocked(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[list[str], list[dict[str, Any]]]]:
     """litellm.completion answering with the scripted ``mock_response`` strings in turn (the last one repeats)."""
-    litellm = llm_request.load_litellm()
+    litellm = load_litellm()
     real = litellm.completion
     script: list[str] = []
     calls: list[dict[str, Any]] = []

@@ -11,11 +11,13 @@ import duckdb
 import pytest
 
 from pulse_pipeline import tables
+from pulse_pipeline.connections import connect
+from pulse_pipeline.contract import ensure_tables
 from pulse_pipeline.ingest import drop as drop_module
 from pulse_pipeline.ingest.drop import DropTally, DropUnit, plan, plan_reads
 from pulse_pipeline.ingest.load import load_drop, reconcile_drop
 from pulse_pipeline.synth import write_corpus
-from pulse_pipeline.warehouse import Warehouse, connect, ensure_tables
+from pulse_pipeline.warehouse import Warehouse
 
 from .helpers import FIXTURES
 
@@ -272,7 +274,7 @@ def test_rows_by_name_are_checked_against_the_contract(wh):
     import polars as pl
 
     from pulse_pipeline import tables
-    from pulse_pipeline.warehouse import ContractError
+    from pulse_pipeline.contract import ContractError
 
     @dataclass
     class Label:

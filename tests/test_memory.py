@@ -33,11 +33,11 @@ def test_freed_heap_pages_go_back_to_the_system():
 
 
 def test_duckdb_gives_back_its_cached_blocks_and_keeps_its_configured_limit(tmp_path, monkeypatch):
-    """``warehouse.release_duckdb_memory``: a table read into DuckDB's buffer pool (~200 MB, DuckDB's own count
+    """``connections.release_duckdb_memory``: a table read into DuckDB's buffer pool (~200 MB, DuckDB's own count
     of it) is evicted, and the memory limit is PULSE_DUCKDB_MEMORY again afterwards."""
     import duckdb
 
-    from pulse_pipeline.warehouse import SQUEEZE_MIB, release_duckdb_memory
+    from pulse_pipeline.connections import SQUEEZE_MIB, release_duckdb_memory
 
     monkeypatch.setenv("PULSE_DUCKDB_MEMORY", "700MB")
     con = duckdb.connect(str(tmp_path / "w.duckdb"), config={"memory_limit": "700MB"})

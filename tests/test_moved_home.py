@@ -22,10 +22,11 @@ import duckdb
 import pytest
 
 from pulse_pipeline import cli, runs
+from pulse_pipeline.connections import connect
 from pulse_pipeline.paths import PulseHome
+from pulse_pipeline.publish import publish
 from pulse_pipeline.settings import LAKE_CATALOG, ONE_FILE
 from pulse_pipeline.synth import write_corpus
-from pulse_pipeline.warehouse import connect, publish
 
 FAST = {"PULSE_CV_SEEDS": "1", "PULSE_MODEL_FAMILIES": "ordinal_logit", "PULSE_INGEST_WORKERS": "1"}
 

@@ -7,10 +7,10 @@ import polars as pl
 import pytest
 
 from pulse_pipeline.cli import main
+from pulse_pipeline.connections import connect
 from pulse_pipeline.runs import ingest
 from pulse_pipeline.synth import write_corpus
 from pulse_pipeline.synth.corpus import MALFORMED
-from pulse_pipeline.warehouse import connect
 
 
 @pytest.mark.slow

@@ -12,9 +12,9 @@ import duckdb
 import pytest
 
 from pulse_pipeline import cli, progress, tables
-from pulse_pipeline.estimates.validation import validate
 from pulse_pipeline.ingest import drop as drop_module
 from pulse_pipeline.ingest.load import load_drop
+from pulse_pipeline.studies.coverage import validate
 from pulse_pipeline.synth import write_corpus
 from pulse_pipeline.warehouse import Warehouse
 

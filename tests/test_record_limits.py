@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from pulse_pipeline.connections import connect
 from pulse_pipeline.ingest.limits import EXCERPT_BYTES, Oversized, bounded_lines
 from pulse_pipeline.ingest.load import load_drop, memory_for_batch, reconcile_drop
-from pulse_pipeline.warehouse import Warehouse, connect
+from pulse_pipeline.warehouse import Warehouse
 
 from .helpers import rows
 

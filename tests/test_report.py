@@ -22,12 +22,14 @@ import pytest
 
 from pulse_pipeline import tables
 from pulse_pipeline.cli import main
+from pulse_pipeline.connections import connect
 from pulse_pipeline.defs.estimates.conclusions import EFFECTS_IN_ORDER
 from pulse_pipeline.defs.report.assets import ReportResource, index_html, report_is_written
 from pulse_pipeline.defs.resources import WarehouseResource
 from pulse_pipeline.estimates.conclusions import conclusion_rows
+from pulse_pipeline.publish import publish
 from pulse_pipeline.report.page import build_page
-from pulse_pipeline.warehouse import Warehouse, connect, publish
+from pulse_pipeline.warehouse import Warehouse
 
 BACKBONE = {"experiment": "llm-backbone", "treatment": "gpt-5", "control": "claude-4-sonnet"}
 PLANNING = {"experiment": "planning", "treatment": "show-plan", "control": "no-plan"}
@@ -144,7 +146,7 @@ def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict]) -> Non
 
 
 def make_warehouse(path: Path) -> Path:
-    """The hand-made warehouse of this module, written through ``warehouse.connect`` to the working database
+    """The hand-made warehouse of this module, written through ``connections.connect`` to the working database
     beside ``path`` (``working_database``) and published to ``path``, a file plain DuckDB reads."""
     con = connect(working_database(path))
     Warehouse(con)  # every table of the contract, empty

@@ -18,13 +18,15 @@ import duckdb
 import pytest
 
 from pulse_pipeline import tables
+from pulse_pipeline.connections import connect
 from pulse_pipeline.defs.publish import publish_if_whole, publish_sensor, stale_assets, why_not_whole
 from pulse_pipeline.defs.resources import WarehouseResource
 from pulse_pipeline.ingest import load
 from pulse_pipeline.ingest.load import load_drop, unfinished_drops
+from pulse_pipeline.publish import PUBLISHED_MODE, publish, wal_of
 from pulse_pipeline.settings import LAKE_CATALOG, ONE_FILE
 from pulse_pipeline.synth import write_corpus
-from pulse_pipeline.warehouse import PUBLISHED_MODE, Warehouse, connect, publish, wal_of
+from pulse_pipeline.warehouse import Warehouse
 from pulse_pipeline.warehouse_diff import diff_warehouses
 
 
@@ -262,7 +264,7 @@ def test_the_publish_sensor_publishes_after_a_successful_run_if_whole(pulse_home
     assert pulse_home.warehouse.exists()
     with duckdb.connect(str(pulse_home.warehouse), read_only=True) as con:
         assert _row_counts(con, "pulse") == in_lake  # every table of the lake, as it is there
-    assert len(in_lake) == len(tables.ALL_TABLES) - 1  # the LLM cache lives beside the lake (warehouse.py)
+    assert len(in_lake) == len(tables.ALL_TABLES) - 1  # the LLM cache lives beside the lake (own_commits_database)
 
 
 def _row_counts(con: duckdb.DuckDBPyConnection, database: str) -> dict[str, int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from pulse_pipeline.estimates.validation import (
+from pulse_pipeline.studies.coverage import (
     COLUMNS,
     METHODS,
     SESSION_SUFFIX,

@@ -1,8 +1,8 @@
-"""Three properties of DuckDB that ``warehouse.py`` guards against or uses.
+"""Three properties of DuckDB that ``connections.py`` and ``contract.py`` guard against or uses.
 
 Timestamps without a zone mean UTC on every machine: the same drop gives the same raw tables whatever the machine's
 time zone (``TZ``). DuckDB's ``TimeZone`` setting follows the machine's by default, and the raw tables' timestamps
-are cast through a zone-aware type, so ``warehouse.connect`` sets it to UTC. And a BEGIN inside an open transaction
+are cast through a zone-aware type, so ``connections.connect`` sets it to UTC. And a BEGIN inside an open transaction
 aborts that transaction, so creating tables (one transaction of its own) inside one is refused, saying why. And
 connections a process opens on one database share one instance while any is open: ``one_instance`` holds one, so a
 run attaches the lake once."""
@@ -17,17 +17,17 @@ import sys
 import duckdb
 import pytest
 
-from pulse_pipeline import tables, warehouse
+from pulse_pipeline import connections, contract, tables
 
 PROBE = """
 import json, sys
 from pathlib import Path
 import pyarrow as pa
-from pulse_pipeline import tables, warehouse
+from pulse_pipeline import connections, contract, tables
 t = tables.Table("raw", "tz_probe", (("ts", tables.TIMESTAMP),), "a zone-less and a zoned timestamp")
-con = warehouse.connect(Path(sys.argv[1]))
-warehouse.ensure_tables(con, [t])
-warehouse.insert_arrow(con, t, pa.table({"ts": ["2025-07-07T20:54:42.5", "2025-07-07T20:54:42.5+02:00"]}))
+con = connections.connect(Path(sys.argv[1]))
+contract.ensure_tables(con, [t])
+contract.insert_arrow(con, t, pa.table({"ts": ["2025-07-07T20:54:42.5", "2025-07-07T20:54:42.5+02:00"]}))
 rows = con.execute("SELECT CAST(ts AS VARCHAR) FROM raw.tz_probe ORDER BY ts").fetchall()
 print(json.dumps([r[0] for r in rows]))
 """
@@ -55,22 +55,22 @@ def test_creating_tables_inside_an_open_transaction_is_refused_with_the_reason(t
     con.begin()
     con.execute("INSERT INTO kept VALUES (1)")
     with pytest.raises(RuntimeError, match="must run outside a transaction"):
-        warehouse.ensure_tables(con, [tables.DROPS])
+        contract.ensure_tables(con, [tables.DROPS])
     con.rollback()
     assert con.execute("SELECT count(*) FROM kept").fetchone() == (0,)
-    warehouse.ensure_tables(con, [tables.DROPS])  # outside a transaction: made
+    contract.ensure_tables(con, [tables.DROPS])  # outside a transaction: made
     assert con.execute("SELECT count(*) FROM raw.drops").fetchone() == (0,)
 
 
 def test_one_instance_attaches_the_lake_once_and_each_connection_keeps_its_transaction(tmp_path, monkeypatch):
     work = tmp_path / ".work" / "pulse-work.duckdb"
     attached = []
-    real_attach = warehouse.lake.attach
-    monkeypatch.setattr(warehouse.lake, "attach", lambda *a, **k: attached.append(1) or real_attach(*a, **k))
+    real_attach = connections.lake.attach
+    monkeypatch.setattr(connections.lake, "attach", lambda *a, **k: attached.append(1) or real_attach(*a, **k))
     count = "SELECT count(*) FROM raw.drops"
-    with warehouse.one_instance(work):
-        first, second = warehouse.connect(work), warehouse.connect(work)
-        warehouse.ensure_tables(first, [tables.DROPS])
+    with connections.one_instance(work):
+        first, second = connections.connect(work), connections.connect(work)
+        contract.ensure_tables(first, [tables.DROPS])
         # fetchall: a result left half read (fetchone) keeps its query's transaction open, and an open reader of
         # the SQLite catalog makes the other connection's commit fail ("database is locked")
         assert second.execute("SELECT current_database()").fetchall() == [("lake",)]
@@ -81,5 +81,5 @@ def test_one_instance_attaches_the_lake_once_and_each_connection_keeps_its_trans
         assert second.execute(count).fetchall() == [(1,)]
         first.close(), second.close()
     assert len(attached) == 1
-    warehouse.connect(work).close()  # the instance closed with the last connection: attached anew
+    connections.connect(work).close()  # the instance closed with the last connection: attached anew
     assert len(attached) == 2

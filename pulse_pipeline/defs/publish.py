@@ -25,7 +25,7 @@ Who publishes: ``runs.ingest`` and ``runs.materialize`` at their end, and, for r
 sensor's per-drop runs, the automation sensor's, the nightly schedule's), ``publish_sensor`` on each run's
 success. The drop sensor's run refreshes every derived table after the drop (``DROP_JOB``), so its success finds
 the state whole and publishes the drop at once. Each publish checks the rule while it holds the working database's
-lock (``warehouse.publish``), so no writer can change the state between the check and the copy.
+lock (``publish.publish``), so no writer can change the state between the check and the copy.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import duckdb
 from dagster._core.launcher import WorkerStatus
 
 from ..ingest.load import unfinished_drops
-from ..warehouse import publish
+from ..publish import publish
 from .resources import WarehouseResource
 
 if TYPE_CHECKING:

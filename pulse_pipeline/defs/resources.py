@@ -6,13 +6,14 @@ from pathlib import Path
 
 import dagster as dg
 
+from ..connections import connect, one_instance
 from ..paths import PulseHome
-from ..warehouse import Warehouse, connect, one_instance
+from ..warehouse import Warehouse
 
 
 class WarehouseResource(dg.ConfigurableResource):
     """The warehouse's tables, each asset's writes one transaction: ``database`` is the working file that
-    ``warehouse.connect`` opens (the lock; the lake it attaches is ``PULSE_HOME/lake/``, or with
+    ``connections.connect`` opens (the lock; the lake it attaches is ``PULSE_HOME/lake/``, or with
     ``PULSE_LAKE_CATALOG=none`` the file holds the tables).
 
     No asset publishes: the analysts' file (``publish_to``) is replaced only when the tables are whole
@@ -25,7 +26,7 @@ class WarehouseResource(dg.ConfigurableResource):
 
     @contextmanager
     def yield_for_execution(self, context: dg.InitResourceContext) -> Iterator["WarehouseResource"]:
-        """In a run, every step's connection shares one DuckDB instance (``warehouse.one_instance``), as a CLI
+        """In a run, every step's connection shares one DuckDB instance (``connections.one_instance``), as a CLI
         command's do: the lake's extensions are loaded and its catalog attached once per run, not once per step
         (a small drop's run under ``pulse ui`` has some 40 steps; on a loaded machine each open took 0.4-0.5 s).
         Resources are set up once per run with the in-process executor (``definitions.py``), once per step with

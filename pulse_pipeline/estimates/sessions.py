@@ -46,7 +46,7 @@ def assigned_sessions(wh: Warehouse, with_features: bool = True) -> pl.DataFrame
         ).fetchone()[0]
     )
     features = ", f.* EXCLUDE (session_id, annotation_status)" if has_features else ""
-    join = "LEFT JOIN features.session_features f USING (session_id)" if has_features else ""
+    join = f"LEFT JOIN {tables.SESSION_FEATURES.qualified} f USING (session_id)" if has_features else ""
     return wh.frame(f"""
         SELECT a.session_id, a.experiment, a.variant, a.user_id, l.label IS NOT NULL AS labeled, l.label, p.prediction,
                k.ask_probability, l.scale AS label_scale

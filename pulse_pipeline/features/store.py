@@ -12,7 +12,8 @@ import orjson
 import pyarrow as pa
 
 from .. import tables
-from ..warehouse import Warehouse, to_frame
+from ..contract import to_frame
+from ..warehouse import Warehouse
 from .annotation import Annotation
 from .llm.judge import JudgeScore
 

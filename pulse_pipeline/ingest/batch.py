@@ -16,8 +16,8 @@ import polars as pl
 import pyarrow as pa
 
 from .. import tables
+from ..contract import check_schema
 from ..tables import Table
-from ..warehouse import check_schema
 
 RECORD_TYPES = ("session", "rating", "assignment", "unknown")
 

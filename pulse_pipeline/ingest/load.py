@@ -20,9 +20,10 @@ from typing import Any
 import duckdb
 
 from .. import tables
+from ..connections import restore_memory_limit
 from ..processes import ordered_map
 from ..settings import ingest_settings
-from ..warehouse import Warehouse, restore_memory_limit
+from ..warehouse import Warehouse
 from .batch import ArrowBatch, Batch
 from .drop import DropTally, Piece, drop_row, drop_state, drop_units, plan_reads, read_piece, unit_bytes
 from .files import CHUNK_BYTES, CHUNK_EVENTS
@@ -254,7 +255,9 @@ def unfinished_drops(con: duckdb.DuckDBPyConnection) -> list[str]:
 
 def reconcile_drop(wh: Warehouse, drop_id: str) -> tuple[bool, dict[str, int]]:
     """Compare what the reader counted (kept in raw.drops) with the rows the tables hold for the drop."""
-    row = wh.con.execute("SELECT records_read, events_read FROM raw.drops WHERE drop_id = ?", [drop_id]).fetchone()
+    row = wh.con.execute(
+        f"SELECT records_read, events_read FROM {tables.DROPS.qualified} WHERE drop_id = ?", [drop_id]
+    ).fetchone()
     if row is None:
         return False, {}
     records_read, events_read = row

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 import polars as pl
 
 from .. import tables
-from ..warehouse import Warehouse, nan_to_null, to_frame
+from ..contract import nan_to_null, to_frame
+from ..warehouse import Warehouse
 from .crossfit import TEXT_FAMILY, CVResult, choose_family
 from .data import ModelingData
 from .stack import CONSTANT, STACK, SeedFits, cross_validate_keeping

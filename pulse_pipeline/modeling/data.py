@@ -8,8 +8,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import tables
+from ..connections import release_duckdb_memory
 from ..features.user_text import load_user_messages
-from ..warehouse import Warehouse, release_duckdb_memory
+from ..warehouse import Warehouse
 from .text import TextFeature, TextMatrix, transform_messages, vectorize, vocabulary_rows
 
 NOT_FEATURES = ("session_id", "annotation_status")

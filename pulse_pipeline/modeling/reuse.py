@@ -51,11 +51,12 @@ import polars as pl
 import sklearn
 
 from .. import incremental, staging, stars, tables
+from ..connections import release_duckdb_memory
 from ..features import user_text
 from ..features.user_text import load_user_messages
 from ..incremental import code_digest, refreshing
 from ..memory import release_freed_memory
-from ..warehouse import Warehouse, release_duckdb_memory
+from ..warehouse import Warehouse
 from . import comparison as comparison_module
 from . import crossfit, cv, data, importance, insample, ordinal, predictions, stack, text
 from . import families as families_module

@@ -5,7 +5,7 @@ the arm's sessions. They are not if who rates depends on the session: the paper 
 user messages (rank-biserial 0.32). PPI's correction is the mean residual Y - f over the rated sessions; when the
 residual differs between the sessions that rate more and the rest (the model is off there, or the arm matters
 more to them in ways no feature records), that mean is not the arm's, and the PPI interval does not know it
-(research notes section 5: 89-90 % coverage for a nominal 95 %; our validation, ``estimates.validation``: 87-88 %).
+(research notes section 5: 89-90 % coverage for a nominal 95 %; our validation, ``studies.coverage``: 87-88 %).
 AIPW weights each rated session's residual by 1 / P(rated | features) and stays valid (94 % there), at about a
 third more width than PPI. :func:`propensity_auc` tells which case you are in: an out-of-fold AUC near 0.5 means
 rated sessions look like the rest and PPI is fine; clearly above 0.5 means they differ and AIPW is the safer
@@ -33,8 +33,8 @@ from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from pulse_pipeline.stats.cluster import clustered_variance
-from pulse_pipeline.stats.naive import _join
-from pulse_pipeline.stats.ppi import ArmMean, _vector, _z
+from pulse_pipeline.stats.naive import join_notes
+from pulse_pipeline.stats.ppi import ArmMean, as_vector, normal_quantile
 
 PROPENSITY_C = 0.1  # inverse L2 strength of the propensity model (features standardized)
 PROPENSITY_TOL = 1e-8
@@ -90,14 +90,14 @@ def aipw_mean(
         No rated sessions: NaN with a note (the mean of f alone would be uncorrected). N_total = 1: infinite
         interval with a note.
     """
-    z = _z(alpha)
+    z = normal_quantile(alpha)
     lo, hi = clip
     if not 0.0 < lo <= hi <= 1.0:
         raise ValueError(f"clip must satisfy 0 < low <= high <= 1, got {clip}")
-    y = _vector(y_labeled, "y_labeled")
-    f = _vector(f_all, "f_all")
+    y = as_vector(y_labeled, "y_labeled")
+    f = as_vector(f_all, "f_all")
     rated = np.asarray(rated_mask, dtype=bool).reshape(-1)
-    pi = _vector(propensity, "propensity")
+    pi = as_vector(propensity, "propensity")
     total = f.size
     if rated.size != total or pi.size != total:
         raise ValueError(f"f_all, rated_mask, propensity lengths differ: {total}, {rated.size}, {pi.size}")
@@ -120,7 +120,7 @@ def aipw_mean(
     note = f"{n_clipped} rated session(s) had propensity clipped to [{lo}, {hi}]" if n_clipped else None
     if total < 2:
         inf = float("inf")
-        note = _join(note, "a single session: no variance estimate, interval unbounded")
+        note = join_notes(note, "a single session: no variance estimate, interval unbounded")
         return ArmMean(est, inf, -inf, inf, 1.0, n, total - n, "aipw", note=note, n_clipped=n_clipped)
     psi = f + r
     psi[rated] += w * (resid - r) / (w.sum() / total)
@@ -130,9 +130,9 @@ def aipw_mean(
         var, n_clusters = clustered_variance((psi - est) / total, clusters)
         se = math.sqrt(var) if n_clusters >= 2 else float("inf")
         if n_clusters < 2:
-            note = _join(note, "a single user: no variance estimate, interval unbounded")
+            note = join_notes(note, "a single user: no variance estimate, interval unbounded")
     if se == 0.0:
-        note = _join(note, "standard error is 0 (all psi equal): zero-width interval")
+        note = join_notes(note, "standard error is 0 (all psi equal): zero-width interval")
     return ArmMean(est, se, est - z * se, est + z * se, 1.0, n, total - n, "aipw", note=note, n_clipped=n_clipped)
 
 

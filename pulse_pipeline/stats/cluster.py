@@ -25,8 +25,8 @@ from dataclasses import replace
 import numpy as np
 from scipy import stats
 
-from .naive import _CHUNK_ENTRIES, Interval, _as_1d, _check_alpha, _empty_arm_interval, block_permutation_pvalue
-from .ppi import ArmMean, _arm, _z, ppi_mean
+from .naive import CHUNK_ENTRIES, Interval, as_finite_1d, block_permutation_pvalue, check_alpha, empty_arm_interval
+from .ppi import ArmMean, arm_mean, normal_quantile, ppi_mean
 
 
 def cluster_codes(user_ids: Sequence[str | None]) -> np.ndarray:
@@ -65,7 +65,7 @@ def clustered_variance(phi, g) -> tuple[float, int]:
 
 def _totals(y, g, name: str) -> tuple[np.ndarray, np.ndarray]:
     """Per-cluster sum S_u of the ratings and count n_u, over the clusters with at least one rating."""
-    y = _as_1d(y, name)
+    y = as_finite_1d(y, name)
     codes, G = _compact(g, y.size, f"clusters of {name}")
     return np.bincount(codes, weights=y, minlength=G), np.bincount(codes, minlength=G).astype(np.float64)
 
@@ -94,10 +94,10 @@ def clustered_welch_difference(y_t, g_t, y_c, g_c, alpha: float = 0.05) -> Inter
     Degenerate cases follow ``welch_difference``: an empty arm gives NaN, an arm with one user an unbounded
     interval, v = 0 a zero-width interval (each noted).
     """
-    _check_alpha(alpha)
+    check_alpha(alpha)
     st, nt = _totals(y_t, g_t, "y_t")
     sc, nc = _totals(y_c, g_c, "y_c")
-    empty = _empty_arm_interval(int(nt.sum()), int(nc.sum()))
+    empty = empty_arm_interval(int(nt.sum()), int(nc.sum()))
     if empty is not None:
         return empty
     (mt, vt), (mc, vc) = _ratio_mean_var(st, nt), _ratio_mean_var(sc, nc)
@@ -124,17 +124,17 @@ def cluster_bootstrap_difference(
     as in ``naive.bootstrap_difference``, whose random stream this mirrors (a chunk draws treatment, then
     control): with one rating per user the two give identical numbers for the same seed.
     """
-    _check_alpha(alpha)
+    check_alpha(alpha)
     if n_resamples < 2:
         raise ValueError("n_resamples must be at least 2")
     st, nt = _totals(y_t, g_t, "y_t")
     sc, nc = _totals(y_c, g_c, "y_c")
-    empty = _empty_arm_interval(int(nt.sum()), int(nc.sum()))
+    empty = empty_arm_interval(int(nt.sum()), int(nc.sum()))
     if empty is not None:
         return empty
     est = float(st.sum() / nt.sum() - sc.sum() / nc.sum())
     rng = np.random.default_rng(seed)
-    chunk = max(1, _CHUNK_ENTRIES // max(st.size, sc.size))
+    chunk = max(1, CHUNK_ENTRIES // max(st.size, sc.size))
     diffs = np.empty(n_resamples)
 
     def means(s: np.ndarray, n: np.ndarray, b: int) -> np.ndarray:
@@ -209,7 +209,9 @@ def clustered_ppi_mean(
     if G < 2:
         inf = float("inf")
         return replace(base, se=inf, ci_low=-inf, ci_high=inf, note="a single user: no variance estimate")
-    return _arm(base.estimate, math.sqrt(var), _z(alpha), lam_used, base.n, base.N, base.method, base.note)
+    return arm_mean(
+        base.estimate, math.sqrt(var), normal_quantile(alpha), lam_used, base.n, base.N, base.method, base.note
+    )
 
 
 def clustered_crossppi_mean(y, f_oof, g_labeled, f_unlabeled_fold_mean, g_unlabeled, alpha: float = 0.05) -> ArmMean:

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-# Bootstrap / permutation work in chunks of at most this many matrix entries (8 bytes each: 32 MB).
-_CHUNK_ENTRIES = 4_000_000
+CHUNK_ENTRIES = 4_000_000
+"""Bootstrap and permutation work (here and in ``cluster.py``) in chunks of at most this many matrix entries (8
+bytes each: 32 MB), so memory stays bounded whatever the arm sizes."""
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,9 @@ class Interval:
     note: str | None = None
 
 
-def _as_1d(y, name: str) -> np.ndarray:
+def as_finite_1d(y, name: str) -> np.ndarray:
+    """``y`` as a 1-D float64 array; a NaN or infinite value is a ``ValueError`` naming ``name`` (an estimator
+    never returns a number computed from one)."""
     arr = np.asarray(y, dtype=np.float64)
     if arr.ndim != 1:
         arr = arr.reshape(-1)
@@ -43,17 +46,21 @@ def _as_1d(y, name: str) -> np.ndarray:
     return arr
 
 
-def _check_alpha(alpha: float) -> None:
+def check_alpha(alpha: float) -> None:
+    """Refuse an ``alpha`` outside (0, 1) with a ``ValueError`` that says so."""
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
 
 
-def _join(*notes: str | None) -> str | None:
+def join_notes(*notes: str | None) -> str | None:
+    """The non-empty ``notes`` joined with "; ", or None when there is none (a result's ``note``)."""
     kept = [n for n in notes if n]
     return "; ".join(kept) if kept else None
 
 
-def _empty_arm_interval(n_t: int, n_c: int) -> Interval | None:
+def empty_arm_interval(n_t: int, n_c: int) -> Interval | None:
+    """The all-NaN ``Interval`` with its reason when an arm has no rating (a difference is then undefined), else
+    None."""
     if n_t == 0 or n_c == 0:
         which = " and ".join(a for a, k in (("treatment", n_t), ("control", n_c)) if k == 0)
         nan = float("nan")
@@ -83,10 +90,10 @@ def welch_difference(y_t, y_c, alpha: float = 0.05) -> Interval:
         variance estimate, so se and the interval are infinite; se = 0 (all ratings equal within each arm) gives
         the zero-width interval [estimate, estimate].
     """
-    _check_alpha(alpha)
-    y_t, y_c = _as_1d(y_t, "y_t"), _as_1d(y_c, "y_c")
+    check_alpha(alpha)
+    y_t, y_c = as_finite_1d(y_t, "y_t"), as_finite_1d(y_c, "y_c")
     n_t, n_c = y_t.size, y_c.size
-    empty = _empty_arm_interval(n_t, n_c)
+    empty = empty_arm_interval(n_t, n_c)
     if empty is not None:
         return empty
     est = float(y_t.mean() - y_c.mean())
@@ -135,17 +142,17 @@ def bootstrap_difference(y_t, y_c, n_resamples: int = 10_000, seed: int = 0, alp
         Interval. An empty arm gives NaN with a note; an arm with a single rating contributes no variability
         (noted: the interval then understates uncertainty).
     """
-    _check_alpha(alpha)
+    check_alpha(alpha)
     if n_resamples < 2:
         raise ValueError("n_resamples must be at least 2")
-    y_t, y_c = _as_1d(y_t, "y_t"), _as_1d(y_c, "y_c")
+    y_t, y_c = as_finite_1d(y_t, "y_t"), as_finite_1d(y_c, "y_c")
     n_t, n_c = y_t.size, y_c.size
-    empty = _empty_arm_interval(n_t, n_c)
+    empty = empty_arm_interval(n_t, n_c)
     if empty is not None:
         return empty
     est = float(y_t.mean() - y_c.mean())
     rng = np.random.default_rng(seed)
-    chunk = max(1, _CHUNK_ENTRIES // max(n_t, n_c))
+    chunk = max(1, CHUNK_ENTRIES // max(n_t, n_c))
     diffs = np.empty(n_resamples)
     for start in range(0, n_resamples, chunk):
         b = min(chunk, n_resamples - start)
@@ -188,7 +195,7 @@ def permutation_pvalue(y_t, y_c, n_permutations: int = 10_000, seed: int = 0, wo
     Returns:
         The p-value in (0, 1]. If an arm is empty there is nothing to compare and 1.0 is returned.
     """
-    y_t, y_c = _as_1d(y_t, "y_t"), _as_1d(y_c, "y_c")
+    y_t, y_c = as_finite_1d(y_t, "y_t"), as_finite_1d(y_c, "y_c")
     return block_permutation_pvalue(y_t, np.ones(y_t.size), y_c, np.ones(y_c.size), n_permutations, seed, workers)
 
 
@@ -214,7 +221,7 @@ def block_permutation_pvalue(
     obs = abs(float(s_t.sum() / n_t.sum() - s_c.sum() / n_c.sum()))
     tol = 1e-12 * max(1.0, obs)
     rng = np.random.default_rng(seed)
-    chunk = max(1, min(256, _CHUNK_ENTRIES // m))
+    chunk = max(1, min(256, CHUNK_ENTRIES // m))
 
     def extreme(keys: np.ndarray) -> int:
         """How many of the chunk's permutations (one row of random keys each) are at least as extreme."""

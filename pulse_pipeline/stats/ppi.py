@@ -25,7 +25,7 @@ from functools import lru_cache
 import numpy as np
 from scipy.stats import norm
 
-from pulse_pipeline.stats.naive import Interval, _check_alpha, _join
+from pulse_pipeline.stats.naive import Interval, check_alpha, join_notes
 
 _MOMENT_CHUNK = 1 << 16  # 512 KB of float64: stays in L2 between the sum and the dot product
 
@@ -58,7 +58,7 @@ class ArmMean:
     n_clipped: int = 0
 
 
-def _vector(x, name: str) -> np.ndarray:
+def as_vector(x, name: str) -> np.ndarray:
     """A 1-D float64 view of ``x`` (a copy only if the dtype or layout requires one)."""
     arr = np.asarray(x, dtype=np.float64)
     return arr.reshape(-1) if arr.ndim != 1 else arr
@@ -89,7 +89,7 @@ def _moments(x: np.ndarray) -> tuple[float, float]:
 
 
 def _labeled(y, f, name_f: str) -> tuple[np.ndarray, np.ndarray]:
-    y, f = _vector(y, "y"), _vector(f, name_f)
+    y, f = as_vector(y, "y"), as_vector(f, name_f)
     if y.shape != f.shape:
         raise ValueError(f"y has {y.size} values but {name_f} has {f.size}")
     if not (np.isfinite(y.sum()) and np.isfinite(f.sum())):
@@ -98,16 +98,17 @@ def _labeled(y, f, name_f: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 @lru_cache(maxsize=64)
-def _z(alpha: float) -> float:
+def normal_quantile(alpha: float) -> float:
     """z_{1 - alpha/2}, once per alpha: scipy's ``norm.ppf`` costs ~0.1 ms a call, and the effect history's
     hundreds of looks make thousands of calls with the same alpha."""
-    _check_alpha(alpha)
+    check_alpha(alpha)
     return float(norm.ppf(1.0 - alpha / 2.0))
 
 
-def _arm(est: float, se: float, z: float, lam: float, n: int, N: int, method: str, note: str | None) -> ArmMean:
+def arm_mean(est: float, se: float, z: float, lam: float, n: int, N: int, method: str, note: str | None) -> ArmMean:
+    """An ``ArmMean`` with the interval est -/+ z * se; a zero standard error says so in its note."""
     if se == 0.0:
-        note = _join(note, "standard error is 0 (all labels equal, nothing to rectify): zero-width interval")
+        note = join_notes(note, "standard error is 0 (all labels equal, nothing to rectify): zero-width interval")
     return ArmMean(float(est), float(se), float(est - z * se), float(est + z * se), float(lam), n, N, method, note)
 
 
@@ -135,7 +136,7 @@ def _too_few_labels(y: np.ndarray, N: int, method: str) -> ArmMean | None:
 
 def _classical(y: np.ndarray, z: float, N: int, note: str) -> ArmMean:
     """Classical mean of the labels (lam = 0): se = sd(Y) / sqrt(n) with ddof = 0, as ppi_py's lam = 0."""
-    return _arm(y.mean(), y.std() / math.sqrt(y.size), z, 0.0, y.size, N, "classical", note)
+    return arm_mean(y.mean(), y.std() / math.sqrt(y.size), z, 0.0, y.size, N, "classical", note)
 
 
 def ppi_mean(y, f_labeled, f_unlabeled, lam: float | None = None, alpha: float = 0.05) -> ArmMean:
@@ -170,9 +171,9 @@ def ppi_mean(y, f_labeled, f_unlabeled, lam: float | None = None, alpha: float =
         lam None, when Var_pool(f) = 0 (constant predictions carry no information; ppi_py returns NaN there).
         n = 0 gives NaN with a note, n = 1 an infinite interval with a note.
     """
-    z = _z(alpha)
+    z = normal_quantile(alpha)
     y, f = _labeled(y, f_labeled, "f_labeled")
-    fu = _vector(f_unlabeled, "f_unlabeled")
+    fu = as_vector(f_unlabeled, "f_unlabeled")
     N = fu.size
     n = y.size
     few = _too_few_labels(y, N, "ppi")
@@ -195,7 +196,7 @@ def ppi_mean(y, f_labeled, f_unlabeled, lam: float | None = None, alpha: float =
     resid = y - lam * f
     est = lam * mu_u + resid.mean()
     se2 = lam * lam * (m2_u / N) / N + resid.var() / n
-    return _arm(est, math.sqrt(se2), z, lam, n, N, "ppi", None)
+    return arm_mean(est, math.sqrt(se2), z, lam, n, N, "ppi", None)
 
 
 def crossppi_mean(y, f_oof, f_unlabeled_fold_mean, alpha: float = 0.05) -> ArmMean:
@@ -249,8 +250,8 @@ def difference(treat: ArmMean, control: ArmMean, alpha: float = 0.05) -> Interva
         Interval whose note carries the arms' notes, prefixed "treatment:" / "control:". NaN only when an arm's
         estimate is NaN (no labels), which the note says.
     """
-    z = _z(alpha)
-    note = _join(
+    z = normal_quantile(alpha)
+    note = join_notes(
         f"treatment: {treat.note}" if treat.note else None,
         f"control: {control.note}" if control.note else None,
     )
@@ -260,7 +261,7 @@ def difference(treat: ArmMean, control: ArmMean, alpha: float = 0.05) -> Interva
         nan = float("nan")
         return Interval(nan, nan, nan, nan, note=note or "an arm estimate is undefined")
     if se == 0.0:
-        note = _join(note, "standard error is 0: zero-width interval")
+        note = join_notes(note, "standard error is 0: zero-width interval")
     return Interval(float(est), float(se), float(est - z * se), float(est + z * se), note=note)
 
 

@@ -24,7 +24,7 @@ Files starting with ``_`` are not data: an ingest must skip them.
 ids ``<user prefix>-u000001``..; the prefix defaults to :func:`corpus_prefix`, a digest of everything that decides
 the sessions drawn (their number, seed, users, scenario, rated share, generator parameters), and the user prefix to
 the prefix. Why: the generator numbers sessions and users from 1 in every corpus, and a later
-drop wins a session id over an earlier one (``staging.py``), so a second corpus dropped beside the demo silently
+drop wins a session id over an earlier one (``staging/sql.py``), so a second corpus dropped beside the demo silently
 replaced 200 of its sessions (issue 33). The same arguments still give the same prefix, so re-running a command
 writes byte-identical files (a re-delivery, not a new corpus); two corpora that differ in any of them get
 different prefixes. Users are per corpus too: two corpora's ``u000071`` are unrelated people drawn independently,

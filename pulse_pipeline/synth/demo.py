@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from .. import tables
 from .corpus import MALFORMED, CorpusSummary, write_corpus
 from .model import TASK_TYPES, GeneratorParams
 
@@ -108,5 +109,8 @@ def demo_notes(llm_configured: bool) -> list[str]:
         f"{' and '.join(DEMO_VALIDATION['scenarios'])}: its coverages are rough); `pulse validate` runs the full one",
     ]
     if not llm_configured:
-        notes.append("features.judge_scores and features.llm_cache stay empty: no LLM is configured (PULSE_LLM_MODEL)")
+        notes.append(
+            f"{tables.JUDGE_SCORES.qualified} and {tables.LLM_CACHE.qualified} stay empty:"
+            " no LLM is configured (PULSE_LLM_MODEL)"
+        )
     return notes

@@ -132,7 +132,7 @@ class ValidationConfig(dg.Config):
 def coverage_validation(context: dg.AssetExecutionContext, config: ValidationConfig, warehouse: WarehouseResource):
     """The estimators' coverage over replications of the synthetic generator (same code as the pipeline)."""
     from ... import progress
-    from ...estimates.validation import DEFAULT_SCENARIOS, check_targets, validate
+    from ...studies.coverage import DEFAULT_SCENARIOS, check_targets, validate
 
     scenarios = config.scenarios or list(DEFAULT_SCENARIOS)
     replications = config.replications * len(scenarios)

@@ -47,7 +47,9 @@ def raw_drop(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
         load_drop(wh, key, path, progress=context.log.info, advance=advance)
         counts = {t: wh.count(t, "drop_id = ?", [key]) for t in tables.RAW_TABLES}
         ok, facts = reconcile_drop(wh, key)
-        (loaded,) = wh.con.execute("SELECT fingerprint FROM raw.drops WHERE drop_id = ?", [key]).fetchone()
+        (loaded,) = wh.con.execute(
+            f"SELECT fingerprint FROM {tables.DROPS.qualified} WHERE drop_id = ?", [key]
+        ).fetchone()
     for t, asset_key in RAW_KEYS.items():
         # the fingerprint of what was loaded, on raw/drops: the drop sensor requests no run for a drop loaded as it
         # is now (by `pulse ingest`, `pulse demo` or an earlier run; see sensors.loaded_fingerprints)

@@ -14,8 +14,8 @@ import duckdb
 from dagster._core.events import DagsterEventType
 
 from ... import tables
+from ...connections import connect, exists
 from ...ingest.drop import fingerprint, list_drops
-from ...warehouse import connect, exists
 from ..resources import WarehouseResource
 from .assets import LOADED_FINGERPRINT, RAW_KEYS
 from .partitions import drops_partitions
@@ -95,7 +95,7 @@ def warehouse_fingerprints(database: Path) -> dict[str, str] | None:
     except (RuntimeError, duckdb.Error):
         return None
     try:
-        return dict(con.execute("SELECT drop_id, fingerprint FROM raw.drops").fetchall())
+        return dict(con.execute(f"SELECT drop_id, fingerprint FROM {tables.DROPS.qualified}").fetchall())
     except duckdb.CatalogException:
         return {}  # no raw table yet
     except duckdb.Error:

@@ -25,7 +25,7 @@ def sessions(warehouse: WarehouseResource) -> dg.MaterializeResult:
     )
 )
 def replaced_sessions(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
-    """The session records a later drop replaced with other content (``staging.py``); the check
+    """The session records a later drop replaced with other content (``staging/sql.py``); the check
     ``no_session_replaced_by_another_drop`` warns when there are any."""
     with warehouse.warehouse() as wh:
         n = staging.build_replaced_sessions(wh)
@@ -58,7 +58,7 @@ def segment_ratings(context: dg.AssetExecutionContext, warehouse: WarehouseResou
     with warehouse.warehouse() as wh:
         n, unmatched = staging.build_segment_ratings(wh)
     if unmatched:
-        context.log.warning(f"{unmatched} ratings join no segment; see raw.quarantine (stage 'staging')")
+        context.log.warning(f"{unmatched} ratings join no segment; see {tables.QUARANTINE.qualified} (stage 'staging')")
     return dg.MaterializeResult(metadata=_meta(tables.SEGMENT_RATINGS, n, ratings_quarantined=unmatched))
 
 
@@ -77,5 +77,5 @@ def assignments(context: dg.AssetExecutionContext, warehouse: WarehouseResource)
     with warehouse.warehouse() as wh:
         n, unmatched = staging.build_assignments(wh)
     if unmatched:
-        context.log.warning(f"{unmatched} assignments name unknown sessions; see raw.quarantine")
+        context.log.warning(f"{unmatched} assignments name unknown sessions; see {tables.QUARANTINE.qualified}")
     return dg.MaterializeResult(metadata=_meta(tables.STAGING_ASSIGNMENTS, n, assignments_quarantined=unmatched))

@@ -13,14 +13,14 @@ RULES: list[tuple[tables.Table, str, str, str]] = [
         tables.STAGING_SESSIONS,
         "one_row_per_session",
         "Each session id appears once.",
-        "SELECT count(*) - count(DISTINCT session_id) FROM staging.sessions",
+        f"SELECT count(*) - count(DISTINCT session_id) FROM {tables.STAGING_SESSIONS.qualified}",
     ),
     (
         tables.WORK_SEGMENTS,
         "segments_match_sessions",
         "Every session has exactly the segments numbered 0..n_segments-1 that ingest counted.",
-        """SELECT count(*) FROM staging.sessions s LEFT JOIN (
-            SELECT session_id, count(*) AS n, max(segment_index) AS top FROM staging.work_segments GROUP BY 1
+        f"""SELECT count(*) FROM {tables.STAGING_SESSIONS.qualified} s LEFT JOIN (
+            SELECT session_id, count(*) AS n, max(segment_index) AS top FROM {tables.WORK_SEGMENTS.qualified} GROUP BY 1
         ) w USING (session_id)
         WHERE coalesce(w.n, 0) <> s.n_segments OR (w.n IS NOT NULL AND w.top <> w.n - 1)""",
     ),
@@ -28,8 +28,8 @@ RULES: list[tuple[tables.Table, str, str, str]] = [
         tables.SEGMENT_RATINGS,
         "ratings_join_segments",
         "Every kept rating is 1 to 5 stars or a thumb (1 or 0), and names an existing work segment.",
-        """SELECT count(*) FROM staging.segment_ratings r
-        LEFT JOIN staging.work_segments w USING (session_id, segment_index)
+        f"""SELECT count(*) FROM {tables.SEGMENT_RATINGS.qualified} r
+        LEFT JOIN {tables.WORK_SEGMENTS.qualified} w USING (session_id, segment_index)
         WHERE w.session_id IS NULL OR r.scale IS DISTINCT FROM 'stars_1_5' AND r.scale IS DISTINCT FROM 'thumbs'
            OR r.scale = 'stars_1_5' AND r.rating NOT BETWEEN 1 AND 5
            OR r.scale = 'thumbs' AND r.rating NOT IN (0, 1)""",
@@ -38,7 +38,7 @@ RULES: list[tuple[tables.Table, str, str, str]] = [
         tables.SESSION_LABELS,
         "labels_in_range",
         "Labels on stars are means of 1-5 stars with label = (stars - 1) / 4 in [0, 1]; labels on thumbs are 1 or 0.",
-        f"""SELECT count(*) FROM staging.session_labels
+        f"""SELECT count(*) FROM {tables.SESSION_LABELS.qualified}
         WHERE scale = 'stars_1_5' AND (label_stars NOT BETWEEN 1 AND 5 OR label_stars IS NULL
                                        OR abs(label - {stars_to_label_sql("label_stars")}) > 1e-12)
            OR scale = 'thumbs' AND (label NOT IN (0, 1) OR label_stars IS NOT NULL)
@@ -48,8 +48,9 @@ RULES: list[tuple[tables.Table, str, str, str]] = [
         tables.STAGING_ASSIGNMENTS,
         "one_arm_per_session",
         "Each session is in one experiment arm, and it is a session PULSE has.",
-        """SELECT (SELECT count(*) - count(DISTINCT session_id) FROM staging.assignments)
-             + (SELECT count(*) FROM staging.assignments a ANTI JOIN staging.sessions s USING (session_id))""",
+        f"""SELECT (SELECT count(*) - count(DISTINCT session_id) FROM {tables.STAGING_ASSIGNMENTS.qualified})
+             + (SELECT count(*) FROM {tables.STAGING_ASSIGNMENTS.qualified} a
+                ANTI JOIN {tables.STAGING_SESSIONS.qualified} s USING (session_id))""",
     ),
 ]
 
@@ -68,7 +69,9 @@ def _make_check(t: tables.Table, name: str, description: str, sql: str) -> dg.As
 staging_checks = [_make_check(*rule) for rule in RULES]
 
 
-REPLACED_QUERY = 'pulse sql "SELECT drop_id, replaced_by_drop_id, count(*) FROM staging.replaced_sessions GROUP BY ALL"'
+REPLACED_QUERY = (
+    f'pulse sql "SELECT drop_id, replaced_by_drop_id, count(*) FROM {tables.REPLACED_SESSIONS.qualified} GROUP BY ALL"'
+)
 
 
 @dg.asset_check(
@@ -77,11 +80,11 @@ REPLACED_QUERY = 'pulse sql "SELECT drop_id, replaced_by_drop_id, count(*) FROM 
     blocking=False,
     description=(
         "Warns when a drop replaced sessions another drop had delivered, with other content: a later drop wins a"
-        " session id (staging.sessions keeps its record), which is right for a correction and wrong when two"
-        " sources reuse ids (two synthetic corpora with the same --prefix, two exports numbering from 1). The"
-        " metadata says how many sessions, from which drops; each one is a row of staging.replaced_sessions (the"
-        f" record that lost and the one kept): {REPLACED_QUERY}. A drop delivered again with the same content"
-        " replaces nothing."
+        f" session id ({tables.STAGING_SESSIONS.qualified} keeps its record), which is right for a correction and"
+        " wrong when two sources reuse ids (two synthetic corpora with the same --prefix, two exports numbering from"
+        " 1). The metadata says how many sessions, from which drops; each one is a row of"
+        f" {tables.REPLACED_SESSIONS.qualified} (the record that lost and the one kept): {REPLACED_QUERY}. A drop"
+        " delivered again with the same content replaces nothing."
     ),
 )
 def no_session_replaced_by_another_drop(warehouse: WarehouseResource) -> dg.AssetCheckResult:

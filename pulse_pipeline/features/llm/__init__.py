@@ -7,6 +7,7 @@ One module per concern:
 | ``pulse_pipeline.settings`` | ``LLMSettings`` / ``llm_settings()``: model, server, concurrency, retries, prices, cap |
 | ``cache.py`` | ``LLMCache``: valid answers in ``features.llm_cache`` |
 | ``answers.py`` | parsing a model's JSON answer and validating it against the rubric (``InvalidAnswer``) |
+| ``litellm_loader.py`` | ``load_litellm``: litellm imported once, its network look-ups off |
 | ``request.py`` | one request through litellm, retried with backoff on what a retry can fix |
 | ``budget.py`` | what a response costs, and the spend cap (``SpendBudget``) |
 | ``complete.py`` | ``complete_json``: one prompt asked, its answer validated, re-asked once if invalid |

@@ -6,7 +6,7 @@ import threading
 from typing import Any
 
 from ...settings import LLMSettings
-from .request import load_litellm
+from .litellm_loader import load_litellm
 
 
 class SpendCapReached(RuntimeError):

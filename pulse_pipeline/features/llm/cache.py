@@ -10,7 +10,8 @@ from dataclasses import dataclass
 import duckdb
 
 from ... import tables
-from ...warehouse import cursor, ensure_tables, insert_arrow, own_commits_database, to_frame
+from ...connections import cursor, own_commits_database
+from ...contract import ensure_tables, insert_arrow, to_frame
 from ..redact import redact
 
 

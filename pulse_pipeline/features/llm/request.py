@@ -9,30 +9,16 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...settings import LLMSettings
+from .litellm_loader import load_litellm
 
 if TYPE_CHECKING:
     from .budget import SpendBudget
 
 log = logging.getLogger(__name__)
-
-
-def load_litellm() -> Any:
-    """litellm, imported on first use with its network look-ups turned off.
-
-    Without ``LITELLM_LOCAL_MODEL_COST_MAP`` and ``LITELLM_OFFLINE_MODE`` its import fetches a price map over the
-    network and token counting can hang offline; they are set only when the user has not set them.
-    """
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
-    import litellm
-
-    litellm.suppress_debug_info = True
-    return litellm
 
 
 @functools.lru_cache(maxsize=64)

@@ -11,8 +11,9 @@ left the machine) and the most requests it had in flight at once (``max_in_fligh
 
 Tests use the ``fake_llm`` fixture (``tests/conftest.py``); benchmarks and a user trying the LLM path offline use
 ``running_fake_llm()``. The server stops when the block ends, and slow replies waiting at that moment are woken so no
-thread outlives it for long. It lives in the package, not under ``tests/``, so the benchmarks need nothing from the
-test suite.
+thread outlives it for long. It lives with the tests, not in the package PULSE runs (nothing of the pipeline needs
+it): a benchmark puts the repository root on ``sys.path`` and imports ``tests.fake_llm``, as a script run from a
+checkout can.
 """
 
 from __future__ import annotations

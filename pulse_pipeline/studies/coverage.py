@@ -58,35 +58,38 @@ given ``seed``: replication i of scenario s uses a seed derived from (seed, s, i
 
 from __future__ import annotations
 
-import importlib
 import math
 import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from multiprocessing import get_context
 
 import numpy as np
 import polars as pl
 from threadpoolctl import threadpool_limits
 
+from ..estimates.effects import ArmData, MethodEstimate, Settings, compare
+from ..estimates.methods import Method, stored
 from ..modeling.crossfit import crossfit_predict, insample_predict
 from ..stars import stars_to_label
 from ..stats.cluster import cluster_codes
-from ..synth.model import GeneratorParams, SessionTable, feature_matrix, simulate_sessions, true_effects
-from .effects import ArmData, MethodEstimate, Settings, compare
-from .methods import Method, stored
+from ..synth.model import SessionTable, feature_matrix, simulate_sessions
+from .active import check_active, replicate_active
+from .peeking import check_peeking, replicate_peeking
+from .scenario import (
+    CONTROL,
+    DEFAULT_FAMILY,
+    DEFAULT_N_PER_ARM,
+    EXPERIMENT,
+    PARAMS,
+    TREATMENT,
+    ReplicationRow,
+    truth,
+    value,
+)
 
-EXPERIMENT = "llm-backbone"
-CONTROL = "claude-4-sonnet"
-TREATMENT = "gpt-5"
-DEFAULT_FAMILY = "hist_gbm"
-DEFAULT_N_PER_ARM = 3000
-PARAMS = GeneratorParams(direct_chattiness=2.0, selection_log_messages=1.6)
-"""The generator as validation draws it: an arm's direct effect falls harder on chattier users (k = 2), and in the
-self_selected scenario who rates follows the user-message count more steeply than the paper's default (slope 1.6
-instead of 0.8 on log M), so a shortfall PPI would show in production shows plainly in 500 replications."""
 SETTINGS = Settings(n_resamples=1000, n_permutations=200, threads=1)  # one replication per core
 METHODS: tuple[Method, ...] = tuple(Method)
 SESSION_SUFFIX = "_session"
@@ -113,23 +116,6 @@ INSAMPLE_MIN_SHARE_FLAGGED = 0.90  # the diagnostic catches in-sample prediction
 PPI_MIN_SHARE_FLAGGED = 0.80
 USER_COVERAGE = (0.93, 0.97)  # user_assigned: clustered naive_welch, ppi, crossppi, aipw
 USER_SESSION_MAX_COVERAGE = 0.93  # user_assigned: the session-level naive_welch and ppi fall short (shown)
-
-
-@dataclass(frozen=True)
-class ReplicationRow:
-    """One method's result in one replication, scored against the known truth."""
-
-    scenario: str
-    method: str
-    covered: bool  # truth inside [ci_low, ci_high]
-    width: float  # ci_high - ci_low (normalized scale)
-    error: float  # effect - truth
-    flagged: bool  # flags say "not representative" or "seen the labels"
-
-
-def truth(params: GeneratorParams = PARAMS) -> float:
-    """The true normalized effect of gpt-5 vs claude-4-sonnet under ``params`` (cached by the generator)."""
-    return float(true_effects(params, experiment=EXPERIMENT, normalized=True)[TREATMENT])
 
 
 def _arms(table: SessionTable, seed: int, family: str, by_user: bool) -> tuple[ArmData, ArmData]:
@@ -226,28 +212,15 @@ def replicate_user_assigned(
     return rows + _scored(scenario, session, theta, SESSION_SUFFIX)
 
 
-@dataclass(frozen=True)
-class Elsewhere:
-    """A replication function of a scenario module that imports this one (``peeking``, ``active``): named as
-    ``module:function`` and imported at its first call, in the worker that runs it. A frozen dataclass pickles,
-    so spawned workers receive it like a function."""
-
-    path: str
-
-    def __call__(self, *args, **kwargs):
-        module, name = self.path.split(":")
-        return getattr(importlib.import_module(module), name)(*args, **kwargs)
-
-
 Replicate = Callable[..., list[ReplicationRow]]
 SCENARIOS: dict[str, Replicate] = {
     "random": replicate,
     "self_selected": replicate,
     "user_assigned": replicate_user_assigned,
-    "peeking": Elsewhere("pulse_pipeline.estimates.peeking:replicate_peeking"),
-    "active": Elsewhere("pulse_pipeline.estimates.active:replicate_active"),
-    "active_varying": Elsewhere("pulse_pipeline.estimates.active:replicate_active"),
-    "active_answer": Elsewhere("pulse_pipeline.estimates.active:replicate_active"),
+    "peeking": replicate_peeking,
+    "active": replicate_active,
+    "active_varying": replicate_active,
+    "active_answer": replicate_active,
 }
 """Scenario name -> its replication: ``fn(seed, scenario, **options) -> rows`` (``ReplicationRow`` or dicts
 with its fields), ``options`` being what ``validate`` was given (``n_per_arm``, ``rated_fraction``, ``family``;
@@ -355,11 +328,6 @@ def validate(
     return frame.sort(pl.col("scenario").replace_strict(order, default=len(order)), maintain_order=True)
 
 
-def _value(frame: pl.DataFrame, scenario: str, method: str, column: str) -> float | None:
-    hit = frame.filter((pl.col("scenario") == scenario) & (pl.col("method") == method))
-    return None if hit.is_empty() else float(hit[column][0])
-
-
 class _Targets:
     """Collects unmet targets; ``get`` reads one value of the frame, noting a missing row as unmet."""
 
@@ -368,7 +336,7 @@ class _Targets:
         self.unmet: list[str] = []
 
     def get(self, scenario: str, method: str, column: str, target: str) -> float | None:
-        v = _value(self.frame, scenario, method, column)
+        v = value(self.frame, scenario, method, column)
         if v is None or math.isnan(v):
             self.unmet.append(f"{target}: no {scenario}/{method} row")
             return None
@@ -418,15 +386,11 @@ def _user_assigned_targets(t: _Targets) -> None:
 
 
 def _peeking_targets(t: _Targets) -> None:
-    from .peeking import check_peeking  # peeking imports this module
-
     t.unmet += check_peeking(t.frame)
 
 
 def _active_targets(scenario: str) -> Callable[[_Targets], None]:
     def check(t: _Targets) -> None:
-        from .active import check_active  # active imports this module
-
         t.unmet += check_active(t.frame.filter(pl.col("scenario") == scenario))
 
     return check

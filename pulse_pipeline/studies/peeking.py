@@ -5,8 +5,8 @@ false discovery far more often than 5 %; the confidence sequence (``stats/sequen
 at most 5 % over all looks together. This scenario measures both, the way ``estimates.effect_history`` computes
 them.
 
-Each replication draws one llm-backbone experiment from the generator as ``estimates.validation`` does
-(``validation.PARAMS``, ratings missing at random, 6 x ``n_per_arm`` sessions of which llm-backbone keeps
+Each replication draws one llm-backbone experiment from the generator as ``coverage`` does
+(``scenario.PARAMS``, ratings missing at random, 6 x ``n_per_arm`` sessions of which llm-backbone keeps
 ~``n_per_arm`` per arm), except that every arm's ``ArmEffect`` is zero: both arms are the same population, so the
 true effect is exactly 0. Each session gets a start day drawn uniformly from ``looks`` days (sessions are i.i.d.,
 so this is the order of arrival), and ONE histogram GBM is cross-fit on all the labels (k = 5), as the pipeline's
@@ -22,7 +22,7 @@ replication for nothing these two rows use. Each look's estimate gets its fixed-
 confidence sequence effect -/+ ``cs_radius(se, n_sessions, planned_n)`` (n_sessions: both arms' sessions to date,
 as in the history; ``planned_n`` the history's default, 5 000; the last look holds ~6 000).
 
-The rows have ``validation.ReplicationRow``'s fields, so ``validation.summarize`` and the
+The rows have ``scenario.ReplicationRow``'s fields, so ``coverage.summarize`` and the
 ``estimates.coverage_validation`` table take them; ``coverage`` here is the share of replications whose interval
 held the truth (0) at EVERY look. Per estimator three methods:
 
@@ -56,21 +56,21 @@ from dataclasses import replace
 import numpy as np
 import polars as pl
 
+from ..estimates.methods import Method
 from ..modeling.crossfit import crossfit_predict
 from ..stars import stars_to_label
 from ..stats.naive import welch_difference
 from ..stats.ppi import difference, ppi_mean
 from ..stats.sequential import DEFAULT_PLANNED_N, cs_radius
 from ..synth.model import ArmEffect, feature_matrix, simulate_sessions
-from .methods import Method
-from .validation import (
+from .scenario import (
     CONTROL,
     DEFAULT_FAMILY,
     DEFAULT_N_PER_ARM,
     EXPERIMENT,
     PARAMS,
     TREATMENT,
-    _value,
+    value,
 )
 
 SCENARIO = "peeking"
@@ -80,7 +80,7 @@ LAST_SUFFIX = "_last_look"
 METHODS: tuple[str, ...] = tuple(e + suffix for e in ESTIMATORS for suffix in ("", CS_SUFFIX, LAST_SUFFIX))
 DEFAULT_LOOKS = 30
 NULL_PARAMS = replace(PARAMS, arm_effects=tuple((name, ArmEffect()) for name, _ in PARAMS.arm_effects))
-"""validation.PARAMS with every arm's effect zeroed: the true effect of every comparison is exactly 0."""
+"""scenario.PARAMS with every arm's effect zeroed: the true effect of every comparison is exactly 0."""
 FIXED_MAX_COVERAGE = 0.90
 CS_MIN_COVERAGE = 0.95
 
@@ -99,7 +99,7 @@ def replicate_peeking(
     planned_n: float = DEFAULT_PLANNED_N,
 ) -> list[dict]:
     """One null llm-backbone experiment looked at daily: one row per ``METHODS`` entry, with the fields of
-    ``validation.ReplicationRow`` (module docstring), so it fits ``validation.SCENARIOS``.
+    ``scenario.ReplicationRow`` (module docstring), so it fits ``coverage.SCENARIOS``.
 
     A look where an arm has fewer than two ratings has no interval and cannot exclude 0.
     """
@@ -152,7 +152,7 @@ def replicate_peeking(
 
 
 def check_peeking(frame: pl.DataFrame) -> list[str]:
-    """The targets (module docstring) a ``validation.summarize`` frame does not meet, in words; [] when met.
+    """The targets (module docstring) a ``coverage.summarize`` frame does not meet, in words; [] when met.
 
     A target whose peeking/method row is missing from ``frame`` is reported as unmet.
     """
@@ -162,7 +162,7 @@ def check_peeking(frame: pl.DataFrame) -> list[str]:
             (est, lambda v: v <= FIXED_MAX_COVERAGE, f"<= {FIXED_MAX_COVERAGE:.0%} (peeking's harm shows)"),
             (est + CS_SUFFIX, lambda v: v >= CS_MIN_COVERAGE, f">= {CS_MIN_COVERAGE:.0%}"),
         ):
-            v = _value(frame, SCENARIO, method, "coverage")
+            v = value(frame, SCENARIO, method, "coverage")
             if v is None or math.isnan(v):
                 unmet.append(f"{SCENARIO} {method} coverage at every look {target}: no row")
             elif not ok(v):

@@ -45,29 +45,28 @@ Rules, each in one query below:
 
 from __future__ import annotations
 
-from . import tables
-from .incremental import Refreshed, code_digest, refreshing
-from .label_scales import STARS, THUMBS, thumb_label_sql
-from .stars import stars_to_label_sql
-from .warehouse import Warehouse
+from .. import tables
+from ..label_scales import STARS, THUMBS, thumb_label_sql
+from ..stars import stars_to_label_sql
 
-SESSIONS_SQL = """
-SELECT s.* FROM raw.sessions s JOIN raw.drops d USING (drop_id)
+SESSIONS_SQL = f"""
+SELECT s.* FROM {tables.SESSIONS.qualified} s JOIN {tables.DROPS.qualified} d USING (drop_id)
 QUALIFY row_number() OVER (
     PARTITION BY s.session_id ORDER BY d.mtime DESC, d.drop_id DESC, s.source_file DESC, s.record_index DESC) = 1
 """
 
-REPLACED_SESSIONS_SQL = """
+REPLACED_SESSIONS_SQL = f"""
 WITH shared AS (  -- session ids that more than one drop delivered
-    SELECT session_id FROM raw.sessions JOIN raw.drops USING (drop_id)
+    SELECT session_id FROM {tables.SESSIONS.qualified} JOIN {tables.DROPS.qualified} USING (drop_id)
     GROUP BY session_id HAVING count(DISTINCT drop_id) > 1
-), records AS (  -- each drop's record of such a session: its last in the drop, as staging.sessions orders them
-    SELECT s.* FROM raw.sessions s JOIN raw.drops USING (drop_id) SEMI JOIN shared USING (session_id)
+), records AS (  -- each drop's record of such a session: its last in the drop, as staged sessions are ordered
+    SELECT s.* FROM {tables.SESSIONS.qualified} s JOIN {tables.DROPS.qualified} USING (drop_id)
+    SEMI JOIN shared USING (session_id)
     QUALIFY row_number() OVER (
         PARTITION BY s.session_id, s.drop_id ORDER BY s.source_file DESC, s.record_index DESC) = 1
 ), events AS (
     SELECT record_key, md5(string_agg(coalesce(raw_json, ''), chr(30) ORDER BY seq)) AS digest
-    FROM raw.events SEMI JOIN records USING (record_key) GROUP BY record_key
+    FROM {tables.EVENTS.qualified} SEMI JOIN records USING (record_key) GROUP BY record_key
 ), content AS (
     SELECT r.*, md5(concat_ws(chr(31), r.user_id, r.experiment, r.variant, r.feedback, r.n_events, r.metadata_json,
                               e.digest)) AS digest
@@ -75,21 +74,23 @@ WITH shared AS (  -- session ids that more than one drop delivered
 )
 SELECT old.session_id, old.drop_id, old.source_file, old.record_index, old.user_id, old.n_events,
        new.drop_id, new.source_file, new.record_index, new.user_id, new.n_events
-FROM content old JOIN staging.sessions kept USING (session_id) JOIN content new ON new.record_key = kept.record_key
+FROM content old JOIN {tables.STAGING_SESSIONS.qualified} kept USING (session_id)
+JOIN content new ON new.record_key = kept.record_key
 WHERE old.drop_id <> new.drop_id AND old.digest <> new.digest
 ORDER BY old.session_id, old.drop_id
 """
 """A row per (session, drop whose record of it lost to another drop's, with other content): see the module
 docstring. Reads ``staging.sessions`` for the winner, so the rule that picks it is written once."""
 
-REPLACEMENTS_SQL = """
-SELECT replaced_by_drop_id, drop_id, count(*) FROM staging.replaced_sessions GROUP BY ALL ORDER BY 3 DESC, 1, 2
+REPLACEMENTS_SQL = f"""
+SELECT replaced_by_drop_id, drop_id, count(*) FROM {tables.REPLACED_SESSIONS.qualified}
+GROUP BY ALL ORDER BY 3 DESC, 1, 2
 """
 """How many sessions each drop replaced of each other drop's (replacing drop, replaced drop, sessions)."""
 
-SESSION_VERSIONS_SQL = """
+SESSION_VERSIONS_SQL = f"""
 SELECT s.session_id, s.record_key || '@' || d.fingerprint AS version
-FROM staging.sessions s JOIN raw.drops d USING (drop_id)
+FROM {tables.STAGING_SESSIONS.qualified} s JOIN {tables.DROPS.qualified} d USING (drop_id)
 """
 """Each staged session's version: its winning record, and its drop's fingerprint (a drop rewritten under the same
 name keeps its record keys but may change what they hold)."""
@@ -110,14 +111,17 @@ SELECT e.session_id, e.segment_index,
        (count(*) FILTER (WHERE e.kind = 'action' AND e.name = 'message' AND e.source = 'user'))::INTEGER,
        max(e.segment_close) AS close_reason,
        coalesce(max(e.segment_close), 'stream_end') <> 'stream_end' AS closed
-FROM raw.events e JOIN {sessions} s USING (record_key)
+FROM {tables.EVENTS.qualified} e JOIN {sessions} s USING (record_key)
 WHERE e.segment_index IS NOT NULL
 GROUP BY e.session_id, e.segment_index
 ORDER BY e.session_id, e.segment_index
 """
 
 
-RATINGS_AND_ASKS = "SELECT *, NULL::DOUBLE AS ask_probability FROM raw.ratings UNION ALL BY NAME SELECT * FROM raw.asks"
+RATINGS_AND_ASKS = (
+    f"SELECT *, NULL::DOUBLE AS ask_probability FROM {tables.RATINGS.qualified}"
+    f" UNION ALL BY NAME SELECT * FROM {tables.ASKS.qualified}"
+)
 
 
 def resolved_sql(source: str = RATINGS_AND_ASKS) -> str:
@@ -128,10 +132,10 @@ def resolved_sql(source: str = RATINGS_AND_ASKS) -> str:
 WITH r AS (
     SELECT r.*, s.record_key, s.n_segments, CASE WHEN r.rating IS NULL THEN 'ask' ELSE 'rating' END AS kind
     FROM ({source}) r
-    LEFT JOIN staging.sessions s ON s.session_id = r.session_id
+    LEFT JOIN {tables.STAGING_SESSIONS.qualified} s ON s.session_id = r.session_id
 ), segment_so_far AS (  -- each event of a record some rating names an event of: the last segment begun by it
     SELECT e.record_key, e.event_id, e.seq, max(e.segment_index) OVER (PARTITION BY e.record_key ORDER BY e.seq) AS seg
-    FROM raw.events e SEMI JOIN (SELECT record_key FROM r WHERE event_id IS NOT NULL) USING (record_key)
+    FROM {tables.EVENTS.qualified} e SEMI JOIN (SELECT record_key FROM r WHERE event_id IS NOT NULL) USING (record_key)
 ), ev AS (
     SELECT r.drop_id, r.source_file, r.record_index, r.item_index, e.seq, e.seg
     FROM r JOIN segment_so_far e ON e.record_key = r.record_key AND e.event_id = r.event_id
@@ -151,7 +155,7 @@ SELECT r.*, d.mtime AS drop_mtime,
          WHEN r.event_id IS NULL AND r.segment_index IS NULL AND r.n_segments = 0
               THEN 'session ' || r.session_id || ' has no work segment to rate'
     END AS problem
-FROM r JOIN raw.drops d USING (drop_id)
+FROM r JOIN {tables.DROPS.qualified} d USING (drop_id)
 LEFT JOIN ev USING (drop_id, source_file, record_index, item_index)
 """
 
@@ -170,7 +174,7 @@ SELECT session_id, n_segments, drop_id, source_file, record_index, feedback,
                       || ' is not a thumb: expected positive or negative'
             WHEN n_segments = 0 THEN 'session ' || session_id || ' has no work segment for its thumb to rate'
        END AS problem
-FROM staging.sessions WHERE feedback IS NOT NULL
+FROM {tables.STAGING_SESSIONS.qualified} WHERE feedback IS NOT NULL
 """
 """Each staged session's thumb (``feedback``): its label, or the ``problem`` that keeps it from being one."""
 
@@ -207,12 +211,15 @@ SELECT drop_id, 'staging', source_file, record_index, NULL, 'rating', problem,
 FROM ({THUMBS_SQL}) WHERE problem IS NOT NULL
 """
 
+ASKS_ONLY = f"SELECT * FROM {tables.ASKS.qualified}"
+"""The asks alone, for ``SESSION_ASKS_SQL``."""
+
 SESSION_ASKS_SQL = f"""
 SELECT session_id, count(*)::INTEGER, count(rating)::INTEGER,
        first(ask_probability ORDER BY created_at NULLS LAST, drop_mtime, drop_id, source_file, record_index,
              item_index),
        count(DISTINCT ask_probability)::INTEGER, min(created_at)
-FROM ({resolved_sql("SELECT * FROM raw.asks")}) WHERE problem IS NULL AND ask_probability IS NOT NULL
+FROM ({resolved_sql(ASKS_ONLY)}) WHERE problem IS NULL AND ask_probability IS NOT NULL
 GROUP BY session_id ORDER BY session_id
 """
 
@@ -221,24 +228,25 @@ SELECT session_id, count(*)::INTEGER,
        CASE WHEN scale = '{STARS}' THEN avg(rating) END,
        CASE WHEN scale = '{STARS}' THEN {stars_to_label_sql("avg(rating)")} ELSE avg(rating) END,
        scale
-FROM staging.segment_ratings GROUP BY session_id, scale
+FROM {tables.SEGMENT_RATINGS.qualified} GROUP BY session_id, scale
 QUALIFY row_number() OVER (PARTITION BY session_id ORDER BY scale = '{STARS}' DESC) = 1
 ORDER BY session_id
 """
 """One label per rated session, on one scale: its stars when it has any, else its thumb (module docstring)."""
 
-_CANDIDATE_ASSIGNMENTS = """
+_CANDIDATE_ASSIGNMENTS = f"""
 WITH candidates AS (
     SELECT a.session_id, a.experiment, a.variant, a.user_id, 'assignments_file' AS assigned_by,
            a.drop_id, a.source_file, a.record_index, 1 AS precedence, to_json(a)::VARCHAR AS raw_text
-    FROM raw.assignments a
+    FROM {tables.ASSIGNMENTS.qualified} a
     UNION ALL
     SELECT s.session_id, s.experiment, s.variant, s.user_id, 'session_metadata', s.drop_id, s.source_file,
            s.record_index, 0, NULL
-    FROM staging.sessions s WHERE s.experiment IS NOT NULL AND s.variant IS NOT NULL
+    FROM {tables.STAGING_SESSIONS.qualified} s WHERE s.experiment IS NOT NULL AND s.variant IS NOT NULL
 )
 SELECT c.*, d.mtime AS drop_mtime, s.session_id IS NOT NULL AS known, s.user_id AS session_user
-FROM candidates c JOIN raw.drops d USING (drop_id) LEFT JOIN staging.sessions s USING (session_id)
+FROM candidates c JOIN {tables.DROPS.qualified} d USING (drop_id)
+LEFT JOIN {tables.STAGING_SESSIONS.qualified} s USING (session_id)
 """
 
 ASSIGNMENTS_SQL = f"""
@@ -254,56 +262,3 @@ SELECT drop_id, 'staging', source_file, record_index, NULL, 'assignment',
        'assignment for session ' || session_id || ', which no drop contains', raw_text
 FROM ({_CANDIDATE_ASSIGNMENTS}) WHERE NOT known
 """
-
-
-def build_sessions(wh: Warehouse) -> int:
-    return wh.replace_table(tables.STAGING_SESSIONS, SESSIONS_SQL)
-
-
-def build_replaced_sessions(wh: Warehouse) -> int:
-    """Rebuild ``staging.replaced_sessions`` (after ``build_sessions``); returns its rows."""
-    return wh.replace_table(tables.REPLACED_SESSIONS, REPLACED_SESSIONS_SQL)
-
-
-def replacements(wh: Warehouse) -> list[tuple[str, str, int]]:
-    """(replacing drop, replaced drop, sessions) of ``staging.replaced_sessions``, largest first."""
-    return [(a, b, int(n)) for a, b, n in wh.con.execute(REPLACEMENTS_SQL).fetchall()]
-
-
-def build_work_segments(wh: Warehouse) -> Refreshed:
-    """Refresh the work segments of the sessions whose record changed (``incremental.py``)."""
-    t = tables.WORK_SEGMENTS
-    with refreshing(wh, t.qualified, SESSION_VERSIONS_SQL, code_digest(text=work_segments_sql(""))) as refresh:
-        refresh.delete(wh, t)
-        wh.con.execute(f"INSERT INTO {t.qualified} ({', '.join(t.column_names)}) {work_segments_sql(refresh.sessions)}")
-    return Refreshed(wh.count(t), refresh.touched)
-
-
-def _replace_staging_quarantine(wh: Warehouse, record_type: str, select_sql: str) -> int:
-    wh.con.execute("DELETE FROM raw.quarantine WHERE stage = 'staging' AND record_type = ?", [record_type])
-    wh.con.execute(f"INSERT INTO raw.quarantine {select_sql}")
-    return wh.count(tables.QUARANTINE, "stage = 'staging' AND record_type = ?", [record_type])
-
-
-def build_segment_ratings(wh: Warehouse) -> tuple[int, int]:
-    """Rows written, and ratings quarantined because they join nothing."""
-    wh.con.execute(f"CREATE OR REPLACE TEMP TABLE {RESOLVED_RATINGS} AS {resolved_sql()}")
-    n = wh.replace_table(tables.SEGMENT_RATINGS, SEGMENT_RATINGS_SQL)
-    quarantined = _replace_staging_quarantine(wh, "rating", RATING_QUARANTINE_SQL)
-    wh.con.execute(f"DROP TABLE {RESOLVED_RATINGS}")
-    return n, quarantined
-
-
-def build_session_asks(wh: Warehouse) -> int:
-    """One row per asked session (``raw.asks`` rows that join a session; the others are quarantined with the
-    ratings by ``build_segment_ratings``)."""
-    return wh.replace_table(tables.SESSION_ASKS, SESSION_ASKS_SQL)
-
-
-def build_session_labels(wh: Warehouse) -> int:
-    return wh.replace_table(tables.SESSION_LABELS, SESSION_LABELS_SQL)
-
-
-def build_assignments(wh: Warehouse) -> tuple[int, int]:
-    n = wh.replace_table(tables.STAGING_ASSIGNMENTS, ASSIGNMENTS_SQL)
-    return n, _replace_staging_quarantine(wh, "assignment", ASSIGNMENT_QUARANTINE_SQL)

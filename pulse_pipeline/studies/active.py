@@ -4,9 +4,9 @@ against asking at random, at the same expected number of asks, all estimated wit
 
 One replication (``replicate_active``):
 
-1. **History.** A past period drawn from the generator (``validation.PARAMS``, another seed): ``history_asks``
+1. **History.** A past period drawn from the generator (``scenario.PARAMS``, another seed): ``history_asks``
    sessions asked at random, each answered with the scenario's answer probability a(x) (the answered ones are the
-   history's ratings). The model f (``validation.DEFAULT_FAMILY``, cross-fit k = 5) and the ask policy's two models
+   history's ratings). The model f (``scenario.DEFAULT_FAMILY``, cross-fit k = 5) and the ask policy's two models
    are fit there, as a team would fit them before the experiment starts: the error model
    (``ask_policy.fit_error_model``: log-linear in ``POLICY_FEATURES``, on |y - f_oof| of the answered sessions)
    and the answer model (``ask_policy.fit_answer_model``: logistic in the same counts, on the asked sessions).
@@ -21,7 +21,7 @@ One replication (``replicate_active``):
 4. **Estimate** per arm: the AIPW mean (``stats.aipw.aipw_mean``) with P(rated_i) = q_i x a_hat(x_i), a_hat the
    answer model cross-fit on the arm's asked sessions (``stats.asking.known_ask_propensity``), unclipped; the
    effect is treatment minus control, the arms' variances add, 95 % Wald interval; scored against
-   ``validation.truth()``.
+   ``scenario.truth()``.
 
 The scenarios:
 
@@ -35,7 +35,7 @@ The scenarios:
   at random (a = ``answer_rate``): the error varies threefold and the ideal width ratio E[s] / sqrt(E[s^2]) is 0.90;
   ``active`` and ``error_only`` are the same design but for the noise of the fitted answer model.
 - ``active_answer``: the generator's error, and answer rates that differ a lot between sessions: users answer as
-  the ``self_selected`` scenario's raters rate, a_i = expit(c + 1.6 log M) (``validation.PARAMS``; a from ~0.08 to
+  the ``self_selected`` scenario's raters rate, a_i = expit(c + 1.6 log M) (``scenario.PARAMS``; a from ~0.08 to
   ~0.87 between the 5th and 95th percentile, mean ``answer_rate``). With the error near constant, ``error_only``
   is near uniform while ``active`` asks where answers are rarer, in proportion to 1 / sqrt(a): the variance the
   design controls, sum (y - f)^2 / (q a), falls to E[a^-1/2]^2 / E[1/a] = 0.80 of uniform's (0.83 measured on one
@@ -64,12 +64,7 @@ import math
 import numpy as np
 import polars as pl
 
-from ..modeling.crossfit import crossfit_predict
-from ..stars import stars_to_label
-from ..stats.aipw import aipw_mean
-from ..stats.asking import known_ask_propensity
-from ..synth.model import feature_matrix, rating_probability, simulate_sessions
-from .ask_policy import (
+from ..estimates.ask_policy import (
     DEFAULT_FLOOR,
     ask_probabilities,
     ask_scores,
@@ -78,7 +73,12 @@ from .ask_policy import (
     fit_error_model,
     multiplier_for_budget,
 )
-from .validation import CONTROL, DEFAULT_FAMILY, DEFAULT_N_PER_ARM, EXPERIMENT, PARAMS, TREATMENT, truth
+from ..modeling.crossfit import crossfit_predict
+from ..stars import stars_to_label
+from ..stats.aipw import aipw_mean
+from ..stats.asking import known_ask_propensity
+from ..synth.model import feature_matrix, rating_probability, simulate_sessions
+from .scenario import CONTROL, DEFAULT_FAMILY, DEFAULT_N_PER_ARM, EXPERIMENT, PARAMS, TREATMENT, truth
 
 SCENARIOS: tuple[str, ...] = ("active", "active_varying", "active_answer")
 VARYING_NOISE = 0.5
@@ -136,7 +136,7 @@ def replicate_active(
     family: str = DEFAULT_FAMILY,
 ) -> list[dict]:
     """One replication (module docstring): a row per method with scenario, method, covered, width, error, flagged
-    (the columns of ``validation.ReplicationRow``; flagged is always False here), plus n_asked and n_rated."""
+    (the columns of ``scenario.ReplicationRow``; flagged is always False here), plus n_asked and n_rated."""
     if scenario not in SCENARIOS:
         raise ValueError(f"unknown scenario {scenario!r}; expected one of {SCENARIOS}")
     hist_seed, exp_seed = (int(s) for s in np.random.SeedSequence([seed, 7]).generate_state(2))
