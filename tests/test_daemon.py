@@ -212,7 +212,7 @@ def _ingest_runs(instance: dg.DagsterInstance, drop: str) -> list[dg.DagsterRun]
 
 
 def _big_drop(path: Path, sessions: int) -> None:
-    """A drop of ``sessions`` sessions: the fixture's sessions copied under new ids."""
+    """A drop that takes a few seconds to read: the fixture's sessions copied under new ids."""
     records = [json.loads(line) for line in (FIXTURES / "canonical" / "sessions.jsonl").read_text().splitlines()]
     with path.open("w") as out:
         for i in range(sessions):
@@ -223,9 +223,7 @@ def _big_drop(path: Path, sessions: int) -> None:
 def test_a_killed_run_is_failed_and_the_next_drop_runs(pulse_home, tmp_path):
     """The issue's reproduction: a run killed with everything around it stays STARTED and, one run at a time,
     blocks every later drop. Now the restarted daemon fails it, runs the next drop, and retries the killed one."""
-    # 200 sessions: the run is the drop's read, then every derived table refreshed (DROP_JOB), far longer than the
-    # 0.05 s between seeing it STARTED and the kill; 2 000 only made its retry and drop b's run longer
-    _big_drop(pulse_home.drops / "a.jsonl", sessions=200)
+    _big_drop(pulse_home.drops / "a.jsonl", sessions=2000)
     instance = dg.DagsterInstance.from_config(str(pulse_home.dagster_home))
     log = tmp_path / "daemon.log"
     daemons = []
