@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -47,17 +46,17 @@ def quick_models(monkeypatch):
 
 @pytest.mark.slow
 def test_ingest_bench_reads_and_rebuilds(tmp_path, quick_models):
-    out = _run("bench/ingest.py", "--sessions", "300", "--drops", "2", "--workdir", str(tmp_path))
+    out = _run("bench/ingest.py", "--sessions", "100", "--drops", "2", "--workdir", str(tmp_path))
     assert "pulse ingest      :" in out and "then every derived table rebuilt" in out
-    assert "drop 1/2: 150 sessions" in out and "drop 2/2: 150 sessions" in out  # 300 sessions, a file per drop
+    assert "drop 1/2: 50 sessions" in out and "drop 2/2: 50 sessions" in out  # 100 sessions, a file per drop
 
 
 @pytest.mark.slow
 def test_ingest_bench_compares_small_files_with_one_jsonl_file(tmp_path, quick_models):
-    out = _run("bench/ingest.py", "--sessions", "300", "--layout", "both", "--workdir", str(tmp_path))
-    # 300 session files, ratings.csv and assignments.csv; or sessions.jsonl and the same two
-    assert "files layout (302 files" in out and "jsonl layout (3 files" in out
-    assert out.count("300 sessions,") == 2 and out.count("reconciled=True") == 2  # one summary per layout
+    out = _run("bench/ingest.py", "--sessions", "100", "--layout", "both", "--workdir", str(tmp_path))
+    # 100 session files, ratings.csv and assignments.csv; or sessions.jsonl and the same two
+    assert "files layout (102 files" in out and "jsonl layout (3 files" in out
+    assert out.count("100 sessions,") == 2 and out.count("reconciled=True") == 2  # one summary per layout
     assert "files/jsonl: reading takes" in out
 
 
@@ -106,8 +105,8 @@ def test_stack_bench_prints_each_rows_r_and_the_stacks_weights():
 
 @pytest.mark.slow
 def test_stack_gain_bench_pairs_the_stack_with_the_best_family_over_seeds(tmp_path):
-    out = _run("bench/stack_gain.py", "--sessions", "800", "--seeds", "2", "--folds", "3", "--workdir", str(tmp_path))
-    assert "800 sessions," in out and "3 folds x 2 seeds" in out
+    out = _run("bench/stack_gain.py", "--sessions", "400", "--seeds", "2", "--folds", "3", "--workdir", str(tmp_path))
+    assert "400 sessions," in out and "3 folds x 2 seeds" in out
     rows = {line[:32].strip(): line.split() for line in out.splitlines() if line.startswith(("before: ", "after: "))}
     mean = {name: float(cells[-2]) for name, cells in rows.items()}
     best_before = max((n for n in mean if n.startswith("before: ") and n != "before: constant"), key=mean.get)
@@ -136,8 +135,6 @@ def test_text_signal_bench_prints_the_baselines_and_true_giveaways(tmp_path):
 
     import numpy as np
     import orjson
-
-    from pulse_pipeline.synth import write_corpus
 
     write_corpus(tmp_path, 200, seed=4)
     out = _run("bench/text_signal.py", "--corpus", str(tmp_path), "--labels", "1000")  # more than 200: every session
@@ -281,22 +278,18 @@ def test_serve_bench_measures_both_routes_and_finds_the_acknowledged_ratings_aft
 
 
 @pytest.mark.slow
-def test_serve_live_bench_publishes_the_acknowledged_ratings_and_says_whether_it_keeps_up(tmp_path, quick_models):
+def test_serve_live_bench_publishes_the_acknowledged_ratings_and_says_whether_it_keeps_up(
+    tmp_path, small_built_home, monkeypatch
+):
     """`bench/serve.py --live` on a small home: a real `pulse serve` rolling every 2 s under paced clients, the
     daemon's drop sensor and its runs of the day's drop (fewer runs than rolls: rolls that came during a run are
-    taken together), every acknowledged rating published in the end, and the lag and the verdicts printed."""
-    home = tmp_path / "source"
-    corpus = tmp_path / "first"
-    write_corpus(corpus, 60, seed=3)
-    done = subprocess.run(
-        [str(Path(sys.executable).parent / "pulse"), "ingest", str(corpus)],
-        env={**os.environ, "PULSE_HOME": str(home)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    args = ("--minutes", "0.4", "--roll-seconds", "2", "--asks-per-second", "1", "--ratings-per-second", "0.5")
+    taken together), every acknowledged rating published in the end, and the lag and the verdicts printed. The
+    home is the run's small built one (``conftest.small_built_home``, 40 sessions, 37 never rated: more than the
+    clients ask; the bench copies it), with the settings it was built with."""
+    for name, value in SMALL_HOME_SETTINGS.items():
+        monkeypatch.setenv(name, value)
+    home = small_built_home.home
+    args = ("--minutes", "0.25", "--roll-seconds", "2", "--asks-per-second", "1", "--ratings-per-second", "0.5")
     bench = [
         "bench/serve.py",
         "--live",
@@ -308,7 +301,7 @@ def test_serve_live_bench_publishes_the_acknowledged_ratings_and_says_whether_it
         "--workdir",
         str(tmp_path),
     ]
-    # the daemon's start, 24 s of clients and the last run: more than _run's 300 s on a loaded machine
+    # the daemon's start, 15 s of clients and the last run: more than _run's 300 s on a loaded machine
     done = subprocess.run([sys.executable, *bench], cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
     out = done.stdout
@@ -319,7 +312,7 @@ def test_serve_live_bench_publishes_the_acknowledged_ratings_and_says_whether_it
         r"^clients stopped: (\d+) asks \(\d+ asked to rate\), (\d+) ratings acknowledged, 0 answers", out, re.M
     )
     asks, ratings = int(found.group(1)), int(found.group(2))
-    assert asks >= 20 and ratings >= 10  # 24 s at one ask and half a rating a second
+    assert asks >= 12 and ratings >= 6  # 15 s at one ask and half a rating a second
     rolls = len(list((tmp_path / "home" / "drops").glob("serve-*/roll-*.jsonl")))
     runs = int(re.search(r"^runs of the day's drop: (\d+)$", out, re.M).group(1))
     assert 1 <= runs < rolls

@@ -280,7 +280,9 @@ def _row_counts(con: duckdb.DuckDBPyConnection, database: str) -> dict[str, int]
 # --- killing `pulse ingest` at random points ---------------------------------------------------------------------
 
 SEED = 12
-KILLS_PER_PHASE = 10  # reading the drop, then rebuilding the derived tables (and publishing)
+# reading the drop, then rebuilding the derived tables (and publishing); each kill is a `pulse ingest` of its own
+# (start-up, then the phase up to the kill): 6 a phase, one in each sixth, cover both phases for 12 runs, not 20
+KILLS_PER_PHASE = 6
 # Columns that record where a file was or a wall-clock time, not a result: raw.drops.path, mtime and fingerprint
 # and features.annotations.annotated_at are left out by warehouse_diff itself (VOLATILE); the benchmark rows say
 # where the (missing) benchmarks file was looked for, an absolute path under each PULSE_HOME.
@@ -340,7 +342,7 @@ def test_a_run_killed_at_random_points_publishes_only_whole_states(tmp_path):
     rng = random.Random(SEED)
     reading, rebuilding, end = phases["ingesting drop"], phases["rebuilding derived tables"], phases["end"]
     # Each kill is anchored at the start of its phase as the killed run's own log shows it, then waits a seeded
-    # share of that phase's length in the timed run (one kill in each tenth of each phase): a busy machine slows
+    # share of that phase's length in the timed run (one kill in each sixth of each phase): a busy machine slows
     # the runs, and a clock started with the process would then land the rebuild's kills while reading.
     kills = [
         (marker, (stop - start) * (i + rng.random()) / KILLS_PER_PHASE)
@@ -374,7 +376,8 @@ def test_a_run_killed_at_random_points_publishes_only_whole_states(tmp_path):
     for copy in copies.values():
         same = [name for name, state in (("S0", s0), ("S1", s1)) if not diff_warehouses(state, copy, 10, IGNORE)]
         assert same, f"{copy.name} is neither S0 nor S1: {diff_warehouses(s1, copy, 10, IGNORE)[:3]}; {outcomes}"
-    assert sum("killed while rebuilding" in o for o in outcomes) >= 5, outcomes  # the rebuild was hit
+    # the rebuild was hit: half its kills at least landed in it
+    assert sum("killed while rebuilding" in o for o in outcomes) >= KILLS_PER_PHASE // 2, outcomes
     _timed_ingest(home, home / "drops" / "B", tmp_path / "final.log")
     assert not diff_warehouses(s1, home / "pulse.duckdb", digits=10, ignore=IGNORE), outcomes
     print("\n".join(outcomes))  # shown with -s
