@@ -27,6 +27,7 @@ VOLATILE = {
 # bookkeeping tables whose rows each belong to a table (the column naming it): rows of a table found in one warehouse
 # only are that table's, which the diff reports already ("only in"), so they are left out of the comparison
 BOOKKEEPING = {tables.COMPUTED_VERSIONS.qualified: "table_name"}
+ONLY_IN = "only in "
 TINY = 1e-12  # doubles closer to zero than this compare as zero (a sum's rounding leaves ~1e-17 where 0 was)
 
 
@@ -34,6 +35,11 @@ TINY = 1e-12  # doubles closer to zero than this compare as zero (a sum's roundi
 class TableDiff:
     table: str
     problem: str  # what differs, in words
+
+    @property
+    def only_in_one(self) -> bool:
+        """The table is in one warehouse only (the other rows say how a table both hold differs)."""
+        return self.problem.startswith(ONLY_IN)
 
     def __str__(self) -> str:
         return f"{self.table}: {self.problem}"
@@ -80,8 +86,8 @@ def diff_warehouses(a: Path, b: Path, digits: int | None = None, ignore: Iterabl
         con.execute(f"ATTACH {_literal(str(a))} AS a (READ_ONLY)")
         con.execute(f"ATTACH {_literal(str(b))} AS b (READ_ONLY)")
         left, right = _tables(con, "a"), _tables(con, "b")
-        out = [TableDiff(t, f"only in {a}") for t in sorted(set(left) - set(right))]
-        out += [TableDiff(t, f"only in {b}") for t in sorted(set(right) - set(left))]
+        out = [TableDiff(t, f"{ONLY_IN}{a}") for t in sorted(set(left) - set(right))]
+        out += [TableDiff(t, f"{ONLY_IN}{b}") for t in sorted(set(right) - set(left))]
         for t in sorted(set(left) & set(right)):
             if left[t] != right[t]:
                 out.append(TableDiff(t, f"columns differ: {left[t]} vs {right[t]}"))

@@ -44,7 +44,7 @@ def test_digits_tell_rounding_from_a_change_and_ignored_columns_are_left_out(tmp
     assert [d.table for d in diff_warehouses(a, b, digits=15, ignore=["s.t.version"])] == ["s.t"]
 
 
-def test_bookkeeping_rows_of_a_table_in_one_warehouse_only_are_that_tables(tmp_path):
+def test_bookkeeping_rows_of_a_table_in_one_warehouse_only_are_that_tables(tmp_path, capsys):
     """A new per-session table brings its own ``staging.computed_versions`` rows: they are the new table's, which
     the diff names already ("only in"), not a difference of the bookkeeping; its rows of common tables still count."""
 
@@ -63,6 +63,11 @@ def test_bookkeeping_rows_of_a_table_in_one_warehouse_only_are_that_tables(tmp_p
     new_rows = [("features.event_features", "s1"), ("features.user_text", "s1"), ("features.user_text", "s2")]
     new = home(tmp_path / "new.duckdb", new_rows, new_table=True)
     assert [str(d) for d in diff_warehouses(old, new)] == [f"features.user_text: only in {new}"]
+    assert main(["diff", str(old), str(new)]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f"features.user_text: only in {new}",
+        "every table is the same apart from 1 table(s) in one warehouse only",
+    ]
     moved = home(tmp_path / "moved.duckdb", [("features.event_features", "s2")] + new_rows[1:], new_table=True)
     assert {d.table: d.problem for d in diff_warehouses(new, moved)} == {
         "staging.computed_versions": "3 vs 3 rows; 1 only in the first, 1 in the second"
