@@ -42,7 +42,7 @@ proportional to s, what PULSE exported before), at the same asks, the variance t
     (sum_i s_i / sqrt(a_i))^2 / ((sum_i s_i) (sum_i s_i / a_i))   <= 1 (Cauchy-Schwarz; = 1 iff a is constant)
 
 e.g., with s constant, 0.97 for answer rates spread as in the ``active`` validation scenario (a from 0.22 to 0.73
-between the 5th and 95th percentile) and 0.80 in ``active_answer`` (0.07 to 0.87; ``estimates/active.py``).
+between the 5th and 95th percentile) and 0.80 in ``active_answer`` (0.07 to 0.87; ``studies/active.py``).
 
 s(x) is modelled through E|e| (the Poisson GLM is robust and takes zero errors): the two are proportional when the
 error's shape is the same across x (s = sqrt(pi / 2) E|e| for a normal error), so the proportionality holds.

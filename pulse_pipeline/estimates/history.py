@@ -7,7 +7,7 @@ it on all of them. Each row holds that day's estimate with two intervals:
 
 - ``ci_low``/``ci_high``: the fixed-horizon 95 % interval, valid for ONE look decided in advance. Acting on the
   first day it excludes zero makes false positives far likelier than 5 % (the ``peeking`` validation scenario
-  measures how much: ``estimates/peeking.py``);
+  measures how much: ``studies/peeking.py``);
 - ``cs_low``/``cs_high``: the always-valid confidence sequence (``stats/sequential.py``): effect -/+
   ``cs_radius(se, t, planned_n)``, t the units to date (below). It covers the truth on every day at once with
   probability >= 95 %, so a team may stop the first day it excludes zero (``excludes_zero_cs``).

@@ -75,7 +75,7 @@ JUDGE_TEMPLATE = _SEP.join(
     ]
 )
 
-# Ours, not the paper's (``pulse discover``, features/discover.py): the paper's feature-discovery prompt (Appendix
+# Ours, not the paper's (``pulse discover``, discovery/discover.py): the paper's feature-discovery prompt (Appendix
 # A.2, "Prompt for identifying features") shows one conversation and asks for free-form features to be aggregated by
 # hand; this one shows the highest- and the lowest-rated conversations side by side, as the paper's human-in-the-loop
 # process compared them, and asks for features in the rubric's shape (a question with a fixed answer), so they can

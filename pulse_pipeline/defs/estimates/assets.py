@@ -120,7 +120,7 @@ class ValidationConfig(dg.Config):
     replications: int = 500
     seed: int = 0
     workers: int = 2
-    scenarios: list[str] | None = None  # names in validation.SCENARIOS; None: validation.DEFAULT_SCENARIOS
+    scenarios: list[str] | None = None  # names in studies.coverage.SCENARIOS; None: its DEFAULT_SCENARIOS
 
 
 @dg.asset(
