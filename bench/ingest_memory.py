@@ -38,7 +38,8 @@ from dataclasses import asdict
 from pathlib import Path
 from pulse_pipeline.ingest.load import load_drop, reconcile_drop
 from pulse_pipeline.paths import PulseHome
-from pulse_pipeline.warehouse import Warehouse, connect
+from pulse_pipeline.connections import connect
+from pulse_pipeline.warehouse import Warehouse
 
 if __name__ == "__main__":
     home = PulseHome.from_env().ensure()

@@ -12,11 +12,12 @@ import duckdb
 import polars as pl
 
 from pulse_pipeline import tables
+from pulse_pipeline.connections import connect
 from pulse_pipeline.defs.estimates.conclusions import conclusions as conclusions_asset
 from pulse_pipeline.defs.resources import WarehouseResource
 from pulse_pipeline.estimates.conclusions import choose, conclusion_rows, lead
 from pulse_pipeline.estimates.methods import Method
-from pulse_pipeline.warehouse import Warehouse, connect
+from pulse_pipeline.warehouse import Warehouse
 
 SHIFT = "rated sessions are not representative (AUC 0.71)"
 
