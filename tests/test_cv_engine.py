@@ -34,7 +34,7 @@ from pulse_pipeline.modeling.reuse import refresh_models
 from pulse_pipeline.stars import stars_to_label
 from pulse_pipeline.warehouse import Warehouse
 
-from .test_modeling_reuse import T0, add_session, corpus
+from .test_modeling_reuse import T0, add_session, corpus_warehouse
 
 PACKAGE = Path(pulse_pipeline.__file__).parent
 MODELING_FILES = sorted(
@@ -146,15 +146,7 @@ def modeled(tmp_path_factory):
     """A warehouse of 200 sessions (120 rated) fitted with families that have a single in-sample model, then a
     small drop (a kept fit's run); the in-sample table and the plain computation after each."""
     folder = tmp_path_factory.mktemp("models")
-    wh = Warehouse(duckdb.connect())
-    wh.con.execute("INSERT INTO raw.drops (drop_id, fingerprint) VALUES ('d', 'f1')")
-    wh.con.execute(
-        "CREATE TABLE features.session_features (session_id VARCHAR, annotation_status VARCHAR,"
-        " a DOUBLE, b DOUBLE, c DOUBLE)"
-    )
-    sessions = corpus()
-    for sid, (features, messages, stars) in sessions.items():
-        add_session(wh, sid, features, messages, stars)
+    wh, sessions = corpus_warehouse()
     settings = {"families": ["ordinal_logit", "text"], "seeds": (42,), "folds": 5, "choose_by": "pearson"}
     first = refresh_models(wh, folder, **settings, seed_rows=0, refit_share=0.1, now=T0)
     fitted = (wh.frame(f"SELECT * FROM {tables.INSAMPLE_PREDICTIONS.qualified}"), whole_matrix_insample(wh))

@@ -103,11 +103,8 @@ def copy_id(original: str, fold: int, k: int = 5) -> str:
     return next(f"{original}-copy{j}" for j in range(1000) if hash_fold([f"{original}-copy{j}"], k)[0] == fold)
 
 
-@pytest.fixture(scope="module")
-def history(tmp_path_factory):
-    """The fit, then a small drop (reused), then a drop that crosses the threshold (refit), and a fit from scratch
-    of the same final warehouse; the tables after each."""
-    folder = tmp_path_factory.mktemp("models")
+def corpus_warehouse() -> tuple[Warehouse, dict]:
+    """An in-memory warehouse holding ``corpus()`` (one drop, the three-column feature table), and the corpus."""
     wh = Warehouse(duckdb.connect())
     wh.con.execute("INSERT INTO raw.drops (drop_id, fingerprint) VALUES ('d', 'f1')")
     wh.con.execute(
@@ -117,6 +114,15 @@ def history(tmp_path_factory):
     sessions = corpus()
     for sid, (features, messages, stars) in sessions.items():
         add_session(wh, sid, features, messages, stars)
+    return wh, sessions
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory):
+    """The fit, then a small drop (reused), then a drop that crosses the threshold (refit), and a fit from scratch
+    of the same final warehouse; the tables after each."""
+    folder = tmp_path_factory.mktemp("models")
+    wh, sessions = corpus_warehouse()
     first = refresh_models(wh, folder, **SETTINGS, refit_share=0.1, now=T0)
     before = {t.qualified: table(wh, t) for t in MODEL_TABLES} | {"predictions": predictions(wh)}
     first_kept = load_kept(folder, print)
