@@ -164,3 +164,12 @@ def test_user_columns_raise_the_out_of_fold_r_where_the_generator_draws_generosi
     assert with_generosity > 0.015
     assert abs(without_generosity) < 0.01
     assert with_generosity > without_generosity + 0.01
+
+
+def test_the_user_features_scenario_scores_every_method_clustered_with_the_user_columns_on():
+    from pulse_pipeline.estimates.methods import Method
+    from pulse_pipeline.studies.coverage import SCENARIOS, TARGETS, replicate_user_features
+
+    rows = replicate_user_features(5)
+    assert [r.method for r in rows] == list(Method) and {r.scenario for r in rows} == {"user_features"}
+    assert SCENARIOS["user_features"] is replicate_user_features and "user_features" in TARGETS
