@@ -19,7 +19,8 @@ width (``estimates.effects.compare``). Means over replications, with the paired 
 With ``--convai2 DIR`` (the real corpus of ``/work/wt/CORPUS37.md``: ConvAI2's volunteer dialogues, the only ones
 with user ids, rated 1-5 by the human who chatted), it also cross-fits, on the rated dialogues that hold a human
 message, a tabular model of a few counts, the bot and the TF-IDF text score, with and without the user columns,
-over five fold seeds, and prints the mean r of each and the users' intra-class correlation tau^2 / (tau^2 + sigma^2).
+over ``--fold-seeds`` fold seeds (default 5), and prints the mean r of each and the users' intra-class
+correlation tau^2 / (tau^2 + sigma^2).
 
     .venv/bin/python bench/user_features.py                        # both densities, 5 replications
     .venv/bin/python bench/user_features.py --sessions 6000 --replications 2
@@ -89,7 +90,7 @@ CONVAI2_FILES = ("data_intermediate.json", "data_volunteers.json")
 """ConvAI2's files whose dialogues name their user (``participant1_id``); the human is participant1."""
 
 
-def convai2(folder: Path, family: str) -> None:
+def convai2(folder: Path, family: str, fold_seeds: int) -> None:
     """The user columns on real ratings (see the module docstring)."""
     rows = []
     for name in CONVAI2_FILES:
@@ -126,14 +127,14 @@ def convai2(folder: Path, family: str) -> None:
     )
     for fam in (family, "text"):
         r = {"without": [], "with": []}
-        for seed in range(42, 47):
+        for seed in range(42, 42 + fold_seeds):
             for name, u in (("without", None), ("with", users)):
                 cf = crossfit_predict(X_all[lab], y, X_all[~lab], fam, k=5, seed=seed, threads=1, text=text, users=u)
                 r[name].append(pearson(y, cf.oof)[0])
         gain = np.array(r["with"]) - np.array(r["without"])
         print(
             f"  {fam:<14} r without {np.mean(r['without']):.3f}  with {np.mean(r['with']):.3f}  "
-            f"gain {gain.mean():+.3f} (se {gain.std(ddof=1) / math.sqrt(gain.size):.3f}, 5 fold seeds)"
+            f"gain {gain.mean():+.3f} (se {gain.std(ddof=1) / math.sqrt(gain.size):.3f}, {fold_seeds} fold seeds)"
         )
 
 
@@ -145,10 +146,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--family", default="hist_gbm")
     parser.add_argument("--paper-sessions-per-user", type=float, default=36_000 / 15_000)
     parser.add_argument("--heavy-sessions-per-user", type=float, default=40.0)
+    parser.add_argument("--fold-seeds", type=int, default=5, help="fold seeds of the real-corpus check")
     parser.add_argument("--convai2", type=Path, help="the ConvAI2 folder of CORPUS37.md: the real-corpus check too")
     args = parser.parse_args(argv)
     if args.convai2 is not None:
-        convai2(args.convai2, args.family)
+        convai2(args.convai2, args.family, args.fold_seeds)
     if args.replications < 1:
         return
     densities = {"paper": args.paper_sessions_per_user, "heavy": args.heavy_sessions_per_user}
