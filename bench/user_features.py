@@ -57,7 +57,7 @@ from pulse_pipeline.estimates.effects import ArmData, Settings, compare  # noqa:
 from pulse_pipeline.estimates.methods import Method  # noqa: E402
 from pulse_pipeline.modeling.crossfit import crossfit_predict, pearson  # noqa: E402
 from pulse_pipeline.modeling.text import TextFeature, vectorize  # noqa: E402
-from pulse_pipeline.modeling.user_ratings import user_ratings, user_table  # noqa: E402
+from pulse_pipeline.modeling.user_ratings import UserRatings, user_ratings, user_table  # noqa: E402
 from pulse_pipeline.stars import stars_to_label  # noqa: E402
 from pulse_pipeline.synth.model import GeneratorParams, feature_matrix, simulate_sessions  # noqa: E402
 
@@ -101,8 +101,9 @@ CONVAI2_FILES = ("data_intermediate.json", "data_volunteers.json")
 """ConvAI2's files whose dialogues name their user (``participant1_id``); the human is participant1."""
 
 
-def convai2(folder: Path, family: str, fold_seeds: int) -> None:
-    """The user columns on real ratings (see the module docstring)."""
+def load_convai2(folder: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, TextFeature, UserRatings]:
+    """ConvAI2's dialogues with a human message and a user id's file: the rated ones' features and labels
+    (normalized), the unrated ones' features, the text of both and who rated."""
     rows = []
     for name in CONVAI2_FILES:
         for d in json.loads((folder / name).read_text()):
@@ -128,11 +129,16 @@ def convai2(folder: Path, family: str, fold_seeds: int) -> None:
         matrix.Z[[pos[i] for i in np.flatnonzero(lab)]], matrix.Z[[pos[i] for i in np.flatnonzero(~lab)]]
     )
     users = user_ratings([r[4] for r in rows], lab)
-    y = stars_to_label(y_all[lab])
+    return X_all[lab], stars_to_label(y_all[lab]), X_all[~lab], text, users
+
+
+def convai2(folder: Path, family: str, fold_seeds: int) -> None:
+    """The user columns on real ratings (see the module docstring)."""
+    X, y, Xu, text, users = load_convai2(folder)
     table = user_table(users.labeled, y, np.arange(y.size), len(users.user_ids))
     rated_users = np.bincount(users.labeled[users.labeled >= 0])
     print(
-        f"ConvAI2 volunteers: {int(lab.sum())} rated dialogues with a human message, {int((~lab).sum())} unrated, "
+        f"ConvAI2 volunteers: {y.size} rated dialogues with a human message, {Xu.shape[0]} unrated, "
         f"{int((rated_users > 0).sum())} raters ({int((rated_users >= 2).sum())} rated twice or more); "
         f"users' intra-class correlation {table.tau2 / (table.tau2 + table.sigma2):.3f}"
     )
@@ -140,7 +146,7 @@ def convai2(folder: Path, family: str, fold_seeds: int) -> None:
         r = {"without": [], "with": []}
         for seed in range(42, 42 + fold_seeds):
             for name, u in (("without", None), ("with", users)):
-                cf = crossfit_predict(X_all[lab], y, X_all[~lab], fam, k=5, seed=seed, threads=1, text=text, users=u)
+                cf = crossfit_predict(X, y, Xu, fam, k=5, seed=seed, threads=1, text=text, users=u)
                 r[name].append(pearson(y, cf.oof)[0])
         gain = np.array(r["with"]) - np.array(r["without"])
         print(
