@@ -59,13 +59,14 @@ class ModelingData:
 
 
 USER_IDS_SQL = f"""
-SELECT f.session_id, coalesce(any_value(a.user_id), any_value(s.user_id)) AS user_id
+SELECT f.session_id, coalesce(min(a.user_id), min(s.user_id)) AS user_id
 FROM {tables.SESSION_FEATURES.qualified} f
 LEFT JOIN {tables.STAGING_SESSIONS.qualified} s USING (session_id)
 LEFT JOIN {tables.STAGING_ASSIGNMENTS.qualified} a USING (session_id)
 GROUP BY f.session_id ORDER BY f.session_id
 """
-"""Each modeled session's user: its assignment's (an assignments file may name it), else its record's."""
+"""Each modeled session's user: its assignment's (an assignments file may name it; the least id if several do, so the
+columns are the same on every run), else its record's."""
 
 
 def load_modeling_data(wh: Warehouse, text_of: str = "all") -> ModelingData:
