@@ -173,3 +173,31 @@ def test_the_user_features_scenario_scores_every_method_clustered_with_the_user_
     rows = replicate_user_features(5)
     assert [r.method for r in rows] == list(Method) and {r.scenario for r in rows} == {"user_features"}
     assert SCENARIOS["user_features"] is replicate_user_features and "user_features" in TARGETS
+
+
+def test_a_kept_fit_predicts_unrated_sessions_with_the_user_columns_as_the_cross_fit_did():
+    """``reuse.KeptFit`` keeps each fold's user table, so a later run predicts a session as the fit did."""
+    from datetime import UTC, datetime
+
+    import polars as pl
+
+    from pulse_pipeline.modeling.reuse import keep_fit
+
+    rng = np.random.default_rng(8)
+    n = 80
+    X = rng.normal(size=(n, 3))
+    users = [f"u{i % 10}" for i in range(n)]
+    taste = np.array([i % 10 for i in range(n)]) / 5
+    y = np.where(rng.random(n) < 0.7, np.clip(np.round(2 + X[:, 0] + taste + rng.normal(size=n)), 1, 5), np.nan)
+    data = ModelingData(("a", "b", "c"), np.array([f"s{i:03d}" for i in range(n)]), X, y, user_ids=tuple(users))
+    fitted = crossfit_tables(data, "ordinal_logit", 5)
+    assert fitted.fit.user_folds  # the fit read the user columns
+    rated = fitted.predictions.filter(pl.col("labeled")).select("session_id", "label_stars", "fold")
+    kept = keep_fit("f", datetime.now(UTC), "k", fitted.fit, data, rated.with_columns(input=pl.lit("x")))
+    unrated = np.flatnonzero(~data.labeled)
+    P = kept.predict_folds(X[unrated], None, [users[i] for i in unrated])
+    np.testing.assert_allclose(P.mean(axis=0), fitted.fit.unlabeled, rtol=1e-12)
+    # a rated session's kept fold reproduces its out-of-fold prediction too
+    rated_rows = np.flatnonzero(data.labeled)
+    P_rated = kept.predict_folds(X[rated_rows], None, [users[i] for i in rated_rows])
+    np.testing.assert_allclose(P_rated[fitted.fit.fold, np.arange(rated_rows.size)], fitted.fit.oof, rtol=1e-12)
