@@ -110,7 +110,7 @@ def cross_validate(
     ``threads``: native threads per fit (None: PULSE_MODEL_THREADS). ``text``: the labeled rows' text (rows in
     the order of ``X``); the tabular families then get the nested text score as one more column, and the family
     "text" (which needs it) is the text ridge alone. Each seed's text scores are computed once and shared by every
-    family given the same ``text``.
+    family given the same ``text``. ``users``: who rated (``user_ratings.UserRatings``), the user columns.
     """
     check_family(family)
     X, y = checked_xy(X, y)

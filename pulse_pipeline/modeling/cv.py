@@ -11,7 +11,10 @@ seed 42 is exactly cross-validation's seed-42 fits (``crossfit_from_folds``).
 - Fold f's model is ``make_model(family, random_state=s)`` fitted on the training rows T_f and predicting the
   held-out rows F_f (its out-of-fold predictions) and, when asked, the unlabeled rows. With the text the tabular
   model reads one more column, the text score: a training row's inner cross-fit score, a held-out or unlabeled
-  row's outer score; the family "text" is the ridge's score alone.
+  row's outer score; the family "text" is the ridge's score alone. With who rated (``user_ratings.UserRatings``)
+  it reads two more columns before the text score, ``user_ratings.USER_COLUMNS``: a held-out or unlabeled row's
+  from T_f's ratings, a training row's from T_f's other inner folds (``Fold.users``); ``labels_used`` lists every
+  label a fold's prediction read, theirs included.
 - Level-one predictions (what a blend is fitted on, ``stack.py``): for each row of T_f a prediction that saw
   neither F_f's labels nor its own: a bagged forest's out-of-bag prediction (``out_of_bag``), the text's inner
   score, or an ``INNER_FOLDS``-fold cross-fit within T_f (``inner_crossfit``).
