@@ -656,7 +656,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--scenarios",
         help="comma-separated: random, self_selected, user_assigned, peeking, active, active_varying, active_answer"
-        " (default: all)",
+        ", user_features (default: all)",
     )
     s.add_argument("--json", action="store_true", help="print coverage and unmet targets as JSON (and draw no bars)")
     s.set_defaults(func=cmd_validate)

@@ -320,3 +320,39 @@ def test_serve_live_bench_publishes_the_acknowledged_ratings_and_says_whether_it
     assert published[-1] == ratings  # every acknowledged rating, each once (rating ids are the idempotency keys)
     assert re.search(r"longest wait of a rating: [\d.]+ s \((under|OVER) the 180 s target\)", out)
     assert "ratings left unpublished: 0" in out and re.search(r"^keeps up: (yes|NO|not told)", out, re.M)
+
+
+def test_user_features_bench_prints_both_densities_and_the_real_corpus_check(tmp_path):
+    import json
+    from dataclasses import replace
+
+    import numpy as np
+
+    from pulse_pipeline.synth.model import GeneratorParams, simulate_sessions
+
+    # a ConvAI2-shaped folder: 4 users, 40 dialogues, 30 rated (10 unrated), the human is participant1
+    rng = np.random.default_rng(0)
+    for name in ("data_intermediate.json", "data_volunteers.json"):
+        dialogues = [
+            {
+                "dialog": [
+                    {"sender": "participant1", "text": str(rng.choice(["hi there", "you are great", "bad bot"]))},
+                    {"sender": "participant2", "text": "hello"},
+                ],
+                "eval_score": int(1 + i % 5) if i < 15 else None,
+                "participant1_id": {"class": "User", "user_id": f"User {i % 4}"},
+                "participant2_id": {"class": "Bot", "user_id": f"Bot {i % 2}"},
+            }
+            for i in range(20)
+        ]
+        (tmp_path / name).write_text(json.dumps(dialogues))
+    args = ("--sessions", "3000", "--replications", "2", "--fold-seeds", "2", "--convai2", str(tmp_path))
+    out = _run("bench/user_features.py", *args)
+    assert "ConvAI2 volunteers: 30 rated dialogues with a human message, 10 unrated, 4 raters (4 rated twice" in out
+    assert re.search(r"hist_gbm +r without -?\d\.\d{3} +with -?\d\.\d{3} +gain", out)
+    for density, per_user in (("paper", 36_000 / 15_000), ("heavy", 40.0)):
+        line = next(line for line in out.splitlines() if line.startswith(density))
+        params = replace(GeneratorParams(), users_per_session=1 / per_user)
+        rated = [simulate_sessions(3000, seed=s, scenario="random", params=params).rated.sum() for s in (0, 1)]
+        assert line.split()[2] == f"{np.mean(rated):.0f}"  # the ratings per replication, from the generator
+        assert "->" in line

@@ -108,6 +108,7 @@ def test_pulse_validate_writes_the_table_and_reports_unmet_targets(pulse_home, c
         "random": len(METHODS),
         "self_selected": len(METHODS),
         "user_assigned": 2 * len(METHODS) - 1,
+        "user_features": len(METHODS),
         "peeking": 6,
         "active": 3,
         "active_varying": 3,

@@ -23,7 +23,7 @@ stores it with ``nan_as_null``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import polars as pl
 
@@ -34,6 +34,7 @@ from .crossfit import TEXT_FAMILY, CVResult, choose_family
 from .data import ModelingData
 from .stack import CONSTANT, STACK, SeedFits, cross_validate_keeping
 from .text import TextFeature
+from .user_ratings import USER_COLUMNS
 
 MIN_RATED_SESSIONS = 10
 """Fewer rated sessions than this: no model is cross-validated, and the modeling tables are left empty."""
@@ -178,6 +179,10 @@ def compare_models(
     text = data.text_feature()  # None when no session has user text
     if text is not None:  # cross-validation scores the rated rows only; the workers need not get the rest
         text = TextFeature(text.labeled, text.unlabeled[:0])
+    users = data.user_feature()  # None when no user has two rated sessions: no user column
+    if users is not None:  # cross-validation gives the rated rows alone their user columns
+        users = replace(users, unlabeled=users.unlabeled[:0])
+        say(f"user columns ({', '.join(USER_COLUMNS)}): {len(users.user_ids)} users")
     base = [f for f in families if f != STACK]
     if TEXT_FAMILY in base and text is None:
         say("skipping the text family: no session has user text")
@@ -185,7 +190,7 @@ def compare_models(
     stacked = " and their stack" if STACK in families and len(base) >= 2 else ""
     say(f"cross-validating {', '.join(base)}{stacked} on {n_rated} rated sessions ({len(seeds)} seeds)")
     results, kept = cross_validate_keeping(
-        X, y, base, k=folds, seeds=seeds, stack=STACK in families, text=text, keep_seed=keep_seed
+        X, y, base, k=folds, seeds=seeds, stack=STACK in families, text=text, keep_seed=keep_seed, users=users
     )
     chosen = choose_family([r for r in results if r.family != CONSTANT], by=choose_by)
     rows = [

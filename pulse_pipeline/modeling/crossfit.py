@@ -59,6 +59,7 @@ from .cv import (
 from .families import FAMILIES, make_model
 from .text import TextFeature, fit_text_regression
 from .threads import native_threads
+from .user_ratings import UserRatings
 from .workers import forest_threads
 
 __all__ = [
@@ -98,6 +99,7 @@ def cross_validate(
     seeds: Sequence[int] = (42, 43, 44, 45, 46),
     threads: int | None = None,
     text: TextFeature | None = None,
+    users: UserRatings | None = None,
 ) -> CVResult:
     """Repeated k-fold cross-validation of ``family`` on the labeled rows (see the module docstring for formulas).
 
@@ -108,12 +110,12 @@ def cross_validate(
     ``threads``: native threads per fit (None: PULSE_MODEL_THREADS). ``text``: the labeled rows' text (rows in
     the order of ``X``); the tabular families then get the nested text score as one more column, and the family
     "text" (which needs it) is the text ridge alone. Each seed's text scores are computed once and shared by every
-    family given the same ``text``.
+    family given the same ``text``. ``users``: who rated (``user_ratings.UserRatings``), the user columns.
     """
     check_family(family)
     X, y = checked_xy(X, y)
     check_text(family, text)
-    run = cv.cross_validate_families(X, y, [family], k, seeds, threads, text, workers=1)  # in this process
+    run = cv.cross_validate_families(X, y, [family], k, seeds, threads, text, workers=1, users=users)  # here
     return run.result(family, y)
 
 
@@ -146,6 +148,7 @@ def crossfit_predict(
     seed: int = 42,
     threads: int | None = None,
     text: TextFeature | None = None,
+    users: UserRatings | None = None,
 ) -> CrossFit:
     """Cross-fit predictions for every session: the only predictions valid for prediction-powered inference.
 
@@ -156,13 +159,18 @@ def crossfit_predict(
     (``text.labeled`` rows in the order of ``X_labeled``, ``text.unlabeled`` in that of ``X_unlabeled``); with it
     the tabular families get the nested text score as one more column (see ``cv.fit_folds``), the family "text" is
     the ridge alone, and ``train_index_by_fold`` lists every label each fold's prediction used, text included.
+    ``users``: who rated (``user_ratings.UserRatings``, rows as ``X_labeled`` / ``X_unlabeled``); with it the
+    tabular families read the user columns too (before the text score), and their labels join
+    ``train_index_by_fold``.
     """
     X, y, Xu = _checked_inputs(X_labeled, y, X_unlabeled, family)
     check_text(family, text)
     if text is not None and text.unlabeled.shape[0] != Xu.shape[0]:
         raise ValueError(f"the text has {text.unlabeled.shape[0]} unlabeled rows but X_unlabeled has {Xu.shape[0]}")
     k_used, note = effective_k(y.shape[0], k)
-    folds = cv.outer_folds(y, k_used, seed, text)
+    if users is not None and users.unlabeled.shape[0] != Xu.shape[0]:
+        raise ValueError(f"the users have {users.unlabeled.shape[0]} unlabeled rows but X_unlabeled has {Xu.shape[0]}")
+    folds = cv.outer_folds(y, k_used, seed, text, users)
     with native_threads(threads) as n:
         fit = cv.fit_folds(X, y, Xu, family, folds, seed, n, inner=False, keep=True, forest_jobs=forest_threads(len(y)))
     return cv.crossfit_from_folds(fit, folds, y, Xu.shape[0], seed, note)

@@ -11,7 +11,10 @@ seed 42 is exactly cross-validation's seed-42 fits (``crossfit_from_folds``).
 - Fold f's model is ``make_model(family, random_state=s)`` fitted on the training rows T_f and predicting the
   held-out rows F_f (its out-of-fold predictions) and, when asked, the unlabeled rows. With the text the tabular
   model reads one more column, the text score: a training row's inner cross-fit score, a held-out or unlabeled
-  row's outer score; the family "text" is the ridge's score alone.
+  row's outer score; the family "text" is the ridge's score alone. With who rated (``user_ratings.UserRatings``)
+  it reads two more columns before the text score, ``user_ratings.USER_COLUMNS``: a held-out or unlabeled row's
+  from T_f's ratings, a training row's from T_f's other inner folds (``Fold.users``); ``labels_used`` lists every
+  label a fold's prediction read, theirs included.
 - Level-one predictions (what a blend is fitted on, ``stack.py``): for each row of T_f a prediction that saw
   neither F_f's labels nor its own: a bagged forest's out-of-bag prediction (``out_of_bag``), the text's inner
   score, or an ``INNER_FOLDS``-fold cross-fit within T_f (``inner_crossfit``).
@@ -29,7 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from sklearn.model_selection import KFold
@@ -38,6 +41,7 @@ from sklearn.pipeline import Pipeline
 from .families import FAMILIES, make_model
 from .text import FoldTextScores, TextFeature
 from .threads import native_threads
+from .user_ratings import FoldUserFeatures, UserRatings, with_user_columns
 from .workers import forest_threads, map_jobs, workers_for
 
 METRICS: tuple[str, ...] = ("mse", "mae", "pearson")
@@ -128,6 +132,8 @@ class CrossFit:
     note: str | None = None
     text_score: np.ndarray | None = None
     text_folds: tuple[FoldTextScores, ...] = ()
+    user_features: np.ndarray | None = None  # each rated row's held-out user columns (user_ratings.py), or None
+    user_folds: tuple[FoldUserFeatures, ...] = ()  # each fold's user columns and the labels they read
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -247,15 +253,23 @@ class Fold:
     train: np.ndarray
     test: np.ndarray
     text: FoldTextScores | None
+    users: FoldUserFeatures | None = None  # the user columns of its rows (user_ratings.py), or None
 
 
-def outer_folds(y: np.ndarray, k: int, seed: int, text: TextFeature | None) -> list[Fold]:
+def outer_folds(
+    y: np.ndarray, k: int, seed: int, text: TextFeature | None, users: UserRatings | None = None
+) -> list[Fold]:
     """``KFold(k, shuffle=True, random_state=seed)``'s folds of the labeled rows (the text's when given: its nested
-    scores are made on the same KFold, ``text.nested_text_scores``)."""
+    scores are made on the same KFold, ``text.nested_text_scores``); with ``users``, each fold's user columns
+    (``user_ratings.fold_user_features``)."""
     if text is not None:
-        return [Fold(t.train_rows, t.held_out_rows, t) for t in text.scores(y, k, seed)]
-    split = KFold(n_splits=k, shuffle=True, random_state=seed).split(np.empty((y.shape[0], 1)))
-    return [Fold(train, test, None) for train, test in split]
+        folds = [Fold(t.train_rows, t.held_out_rows, t) for t in text.scores(y, k, seed)]
+    else:
+        split = KFold(n_splits=k, shuffle=True, random_state=seed).split(np.empty((y.shape[0], 1)))
+        folds = [Fold(train, test, None) for train, test in split]
+    if users is None:
+        return folds
+    return [replace(f, users=users.fold(y, f.train, f.test, seed)) for f in folds]
 
 
 @dataclass(frozen=True, eq=False)
@@ -331,6 +345,9 @@ def fit_folds(
             unlabeled.append(text.unlabeled_scores)
             continue
         A_train, A_test = X[train], X[test]
+        if fold.users is not None:  # the user columns before the text score, which stays last
+            A_train = with_user_columns(A_train, fold.users.train_features)
+            A_test = with_user_columns(A_test, fold.users.held_out_features)
         if text is not None:
             A_train = np.column_stack([A_train, text.train_scores])
             A_test = np.column_stack([A_test, text.held_out_scores])
@@ -338,7 +355,8 @@ def fit_folds(
         model.fit(A_train, y[train])
         oof[test] = model.predict(A_test)
         if keep and Xu.shape[0]:
-            unlabeled.append(model.predict(Xu if text is None else np.column_stack([Xu, text.unlabeled_scores])))
+            Xu_k = Xu if fold.users is None else with_user_columns(Xu, fold.users.unlabeled_features)
+            unlabeled.append(model.predict(Xu_k if text is None else np.column_stack([Xu_k, text.unlabeled_scores])))
         else:
             unlabeled.append(np.empty(0))
         if inner:
@@ -372,13 +390,37 @@ def held_out_text_scores(folds: Sequence[Fold], n: int) -> np.ndarray | None:
     return scores
 
 
+def held_out_user_features(folds: Sequence[Fold], n: int) -> np.ndarray | None:
+    """Each labeled row's held-out user columns (what its fold's model read before the text score), None without."""
+    if any(fold.users is None for fold in folds):
+        return None
+    features = np.empty((n, fold_width(folds)))
+    for fold in folds:
+        features[fold.test] = fold.users.held_out_features
+    return features
+
+
+def fold_width(folds: Sequence[Fold]) -> int:
+    """The number of user columns of ``folds`` (0 without)."""
+    return 0 if not folds or folds[0].users is None else folds[0].users.held_out_features.shape[1]
+
+
+def labels_used(fold: Fold) -> np.ndarray:
+    """Every labeled row whose label fold ``fold``'s prediction may read: its training rows, the labels its text
+    scores used and those its user columns used (``crossfit.oof_violations`` checks them)."""
+    used = [fold.train]
+    used += [fold.text.labels_used] if fold.text is not None else []
+    used += [fold.users.labels_used] if fold.users is not None else []
+    return np.unique(np.concatenate(used))
+
+
 def crossfit_from_folds(
     fit: FoldPredictions, folds: Sequence[Fold], y: np.ndarray, n_unlabeled: int, seed: int, note: str | None
 ) -> CrossFit:
     """The cross-fit of one family from its fold loop (``fit``, run with ``keep``): labeled row i gets its held-out
     fold's prediction, unlabeled row j the mean over the fold models, (1/K) sum_k f_k(x_j); each fold's
     ``train_index_by_fold`` is its training rows plus every label its text scores used (``crossfit.py``)."""
-    train_rows = tuple(f.train if f.text is None else np.union1d(f.train, f.text.labels_used) for f in folds)
+    train_rows = tuple(labels_used(f) for f in folds)
     mean_unlabeled = np.mean(np.stack(fit.unlabeled), axis=0) if n_unlabeled else np.empty(0, dtype=np.float64)
     text_folds = tuple(f.text for f in folds if f.text is not None)
     n = y.shape[0]
@@ -395,6 +437,8 @@ def crossfit_from_folds(
         note,
         held_out_text_scores(folds, n),
         text_folds,
+        held_out_user_features(folds, n),
+        tuple(f.users for f in folds if f.users is not None),
     )
 
 
@@ -461,6 +505,7 @@ def cross_validate_families(
     level_one: bool = False,
     keep_seed: int | None = None,
     workers: int | None = None,
+    users: UserRatings | None = None,
 ) -> CVRun:
     """Repeated k-fold cross-validation of each of ``families`` on the labeled rows ``X``, ``y`` (checked by the
     caller): each seed's folds (``outer_folds``), then each (family, seed)'s ``fit_folds``, with the level-one
@@ -474,7 +519,8 @@ def cross_validate_families(
     workers = workers_for(len(seeds) * len(families), y.shape[0]) if workers is None else workers
     no_rows = np.empty((0, X.shape[1]))
     with native_threads(threads) as n_threads:
-        folds_of = dict(zip(seeds, map_jobs(outer_folds, [(y, k_used, s, text) for s in seeds], workers), strict=True))
+        fold_jobs = [(y, k_used, s, text, users) for s in seeds]
+        folds_of = dict(zip(seeds, map_jobs(outer_folds, fold_jobs, workers), strict=True))
         jobs = [
             (X, y, no_rows, f, folds_of[s], s, n_threads, level_one, s == keep_seed, forest_threads(len(y), workers))
             for f in longest_first(families)

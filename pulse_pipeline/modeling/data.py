@@ -12,6 +12,7 @@ from ..connections import release_duckdb_memory
 from ..features.user_text import load_user_messages
 from ..warehouse import Warehouse
 from .text import TextFeature, TextMatrix, transform_messages, vectorize, vocabulary_rows
+from .user_ratings import UserRatings, user_ratings
 
 NOT_FEATURES = ("session_id", "annotation_status")
 
@@ -29,6 +30,7 @@ class ModelingData:
     X: np.ndarray  # float, NaN where a feature is unknown (the model pipelines impute)
     y: np.ndarray  # label in stars (mean of segment ratings), NaN for unrated sessions
     text: TextMatrix | None = None  # TF-IDF of the users' redacted messages, a row per session (text.py)
+    user_ids: tuple[str | None, ...] | None = None  # each session's user (None: unknown), for user_ratings.py
 
     @property
     def labeled(self) -> np.ndarray:
@@ -46,6 +48,25 @@ class ModelingData:
         labeled = [position[int(r)] for r in np.flatnonzero(self.labeled)]
         unlabeled = [position[int(r)] for r in np.flatnonzero(~self.labeled) if int(r) in position]
         return TextFeature(self.text.Z[labeled], self.text.Z[unlabeled])
+
+    def user_feature(self) -> UserRatings | None:
+        """Who rated what (``user_ratings.user_ratings``: labeled rows in the order of ``X[labeled]``, unlabeled in
+        that of ``X[~labeled]``), or None when no user has two rated sessions (or no user is known): then the
+        models get no user column. Computed from the ids and which sessions are rated, never from a rating."""
+        if self.user_ids is None:
+            return None
+        return user_ratings(self.user_ids, self.labeled)
+
+
+USER_IDS_SQL = f"""
+SELECT f.session_id, coalesce(min(a.user_id), min(s.user_id)) AS user_id
+FROM {tables.SESSION_FEATURES.qualified} f
+LEFT JOIN {tables.STAGING_SESSIONS.qualified} s USING (session_id)
+LEFT JOIN {tables.STAGING_ASSIGNMENTS.qualified} a USING (session_id)
+GROUP BY f.session_id ORDER BY f.session_id
+"""
+"""Each modeled session's user: its assignment's (an assignments file may name it; the least id if several do, so the
+columns are the same on every run), else its record's."""
 
 
 def load_modeling_data(wh: Warehouse, text_of: str = "all") -> ModelingData:
@@ -73,7 +94,11 @@ def load_modeling_data(wh: Warehouse, text_of: str = "all") -> ModelingData:
         # the rated sessions' text needs the messages of the sessions the vocabulary is fitted on, no others
         wanted = [ids[i] for i in vocabulary_rows(labeled)] if text_of == "rated" else None
         text = vectorize(ids, load_user_messages(wh, wanted), labeled, rated_only=text_of == "rated")
-    return ModelingData(tuple(names), session_ids, X, y, text)
+    users = wh.frame(USER_IDS_SQL)
+    if users["session_id"].to_list() != [str(s) for s in session_ids]:
+        raise ValueError(f"{tables.SESSION_FEATURES.qualified} changed while it was read; run the modeling step again")
+    user_ids = tuple(users["user_id"].to_list())
+    return ModelingData(tuple(names), session_ids, X, y, text, user_ids if any(user_ids) else None)
 
 
 def unrated_chunks(

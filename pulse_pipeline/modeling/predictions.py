@@ -38,6 +38,7 @@ from .data import ModelingData
 from .importance import permutation_importance_oof
 from .stack import STACK, SeedFits, crossfit_from_fits, stack_crossfit_predict
 from .text import TextFeature, top_terms
+from .user_ratings import USER_COLUMNS
 from .workers import release_workers
 
 CROSSFIT_SEED = 42
@@ -79,26 +80,29 @@ def crossfit_tables(
     say(f"cross-fitting {family}: {int(rated.sum())} rated, {int((~rated).sum())} unrated sessions")
     X, y = data.X[rated], data.y[rated]
     text = data.text_feature()
+    users = data.user_feature()  # the user columns (user_ratings.py), None without
     base = [f for f in families if f != STACK and (f != TEXT_FAMILY or text is not None)]
     if kept is not None and kept.seed != CROSSFIT_SEED:
         raise ValueError(f"the cross-fit uses seed {CROSSFIT_SEED}; cross-validation kept seed {kept.seed}")
     if kept is not None and unrated is not None:
         # each chunk's cross-fit holds that chunk's text and scores: keep its predictions only (and the first
         # chunk's fit for the rest, which is the same in every chunk: the rated rows' fits)
-        first, predicted = None, []
+        first, predicted, done = None, [], 0
         for Xu, t in unrated:
-            part = crossfit_from_fits(kept, X, y, Xu, family, families=base, text=t)
+            u = None if users is None else replace(users, unlabeled=users.unlabeled[done : done + Xu.shape[0]])
+            done += Xu.shape[0]
+            part = crossfit_from_fits(kept, X, y, Xu, family, families=base, text=t, users=u)
             first = part if first is None else first
             predicted.append(part.unlabeled)
             release_freed_memory()  # the chunk's text and its TF-IDF parts
         fit = replace(first, unlabeled=np.concatenate(predicted))
         release_workers()  # they hold what the chunks left (text, fold models): ~1 GB at 10x the paper's scale
     elif kept is not None:
-        fit = crossfit_from_fits(kept, X, y, data.X[~rated], family, families=base, text=text)
+        fit = crossfit_from_fits(kept, X, y, data.X[~rated], family, families=base, text=text, users=users)
     elif family == STACK:
-        fit, _ = stack_crossfit_predict(X, y, data.X[~rated], base, k=folds, seed=CROSSFIT_SEED, text=text)
+        fit, _ = stack_crossfit_predict(X, y, data.X[~rated], base, k=folds, seed=CROSSFIT_SEED, text=text, users=users)
     else:
-        fit = crossfit_predict(X, y, data.X[~rated], family, k=folds, seed=CROSSFIT_SEED, text=text)
+        fit = crossfit_predict(X, y, data.X[~rated], family, k=folds, seed=CROSSFIT_SEED, text=text, users=users)
     rated_ids = data.session_ids[rated]
 
     rated_rows = pl.DataFrame(
@@ -178,6 +182,8 @@ def _importance(fit: CrossFit, X: np.ndarray, y: np.ndarray, feature_names: tupl
     if fit.family == TEXT_FAMILY:
         return pl.DataFrame(schema=schema)
     names = list(feature_names)
+    if fit.user_features is not None:  # before the text score, as the fold models read them
+        X, names = np.column_stack([X, fit.user_features]), [*names, *USER_COLUMNS]
     if fit.text_score is not None:
         X, names = np.column_stack([X, fit.text_score]), [*names, TEXT_SCORE]
     ranked = permutation_importance_oof(fit, X, y, names)

@@ -58,7 +58,7 @@ from ..incremental import code_digest, refreshing
 from ..memory import release_freed_memory
 from ..warehouse import Warehouse
 from . import comparison as comparison_module
-from . import crossfit, cv, data, importance, insample, ordinal, predictions, stack, text
+from . import crossfit, cv, data, importance, insample, ordinal, predictions, stack, text, user_ratings
 from . import families as families_module
 from .comparison import ModelComparison, compare_models, judge_metric_rows, load_judge_agreement
 from .crossfit import TEXT_FAMILY, CrossFit
@@ -109,22 +109,32 @@ class KeptFit:
     models: tuple
     ridges: tuple
     rated: pl.DataFrame  # session_id, input, label_stars, fold: the ratings the fit used
+    user_tables: tuple | None = None  # fold k's user columns' source (``user_ratings.UserTable`` of T_k), or None
+    user_ids: tuple[str, ...] = ()  # the users the tables' codes stand for
 
     @property
     def k(self) -> int:
         return len(self.models)
 
-    def predict_folds(self, X: np.ndarray, Z) -> np.ndarray:
+    def predict_folds(self, X: np.ndarray, Z, users: Sequence[str | None] = ()) -> np.ndarray:
         """Every fold's prediction (stars) of the rows ``X`` (features in ``feature_names`` order) with text rows
-        ``Z`` (None without text): an array of shape (k, rows)."""
+        ``Z`` (None without text) and, when the fit read the user columns, the rows' ``users``: an array of shape
+        (k, rows). Fold k's user columns come from its T_k's ratings (``user_tables[k]``)."""
         out = np.empty((self.k, X.shape[0]))
+        code = {u: i for i, u in enumerate(self.user_ids)}
+        codes = np.array([code.get(u, user_ratings.NO_USER) for u in users], dtype=np.int64)
         with native_threads(None):
             for k, (model, ridge) in enumerate(zip(self.models, self.ridges, strict=True)):
                 score = None if ridge is None else ridge.predict(Z)
                 if self.family == TEXT_FAMILY:
                     out[k] = score
-                else:
-                    out[k] = model.predict(X if score is None else np.column_stack([X, score]))
+                    continue
+                Xk = (
+                    X
+                    if self.user_tables is None
+                    else user_ratings.with_user_columns(X, self.user_tables[k].features(codes))
+                )
+                out[k] = model.predict(Xk if score is None else np.column_stack([Xk, score]))
         return out
 
 
@@ -142,6 +152,7 @@ def fit_key(
     versions = f"sklearn {sklearn.__version__} lightgbm {lightgbm.__version__} duckdb {duckdb.__version__}"
     settings = (tuple(families), tuple(seeds), folds, choose_by, seed_rows, tuple(feature_names), versions)
     modules = (comparison_module, crossfit, cv, data, families_module, importance, ordinal, predictions, stack, text)
+    modules += (user_ratings,)
     return code_digest(
         *modules, stars, incremental, sys.modules[__name__], text=repr(settings) + user_text.code_version()
     )
@@ -373,6 +384,7 @@ def keep_fit(
     k = fit.k
     models = (None,) * k if fit.family == TEXT_FAMILY else tuple(fit.models)
     ridges = tuple(t.outer_ridge for t in fit.text_folds) if fit.text_folds else (None,) * k
+    users = modeling_data.user_feature() if fit.user_folds else None
     return KeptFit(
         fit_id=fit_id,
         fitted_at=now,
@@ -382,6 +394,8 @@ def keep_fit(
         models=models,
         ridges=ridges,
         rated=rated.select("session_id", "input", "label_stars", "fold"),
+        user_tables=None if users is None else tuple(f.outer for f in fit.user_folds),
+        user_ids=() if users is None else users.user_ids,
     )
 
 
@@ -418,7 +432,8 @@ def _predict(wh: Warehouse, kept: KeptFit, changed: pl.DataFrame) -> pl.DataFram
         if vectorizers is None:
             raise ValueError(f"the kept fit reads the sessions' text, but {tables.TEXT_VOCABULARY.qualified} is empty")
         Z = transform_messages(vectorizers, ids, load_user_messages(wh, ids))
-    P = kept.predict_folds(X, Z) if ids else np.empty((kept.k, 0))
+    users = _user_ids(wh, ids) if kept.user_tables is not None else ()
+    P = kept.predict_folds(X, Z, users) if ids else np.empty((kept.k, 0))
     y = changed["label_stars"].cast(pl.Float64).to_numpy()
     labeled = ~np.isnan(y)
     fitted_fold = dict(zip(kept.rated["session_id"].to_list(), kept.rated["fold"].to_list(), strict=True))
@@ -449,6 +464,13 @@ def _predict(wh: Warehouse, kept: KeptFit, changed: pl.DataFrame) -> pl.DataFram
         pl.lit(kept.family).alias("model"),
         pl.when(rated).then(pl.lit("out_of_fold")).otherwise(pl.lit("fold_mean")).alias("method"),
     )
+
+
+def _user_ids(wh: Warehouse, ids: list[str]) -> list[str | None]:
+    """The user of each session ``ids`` (in that order) as ``data.load_modeling_data`` reads it."""
+    frame = wh.frame(f"SELECT * FROM ({data.USER_IDS_SQL}) WHERE session_id IN (SELECT unnest($1))", [ids])
+    user = dict(zip(frame["session_id"].to_list(), frame["user_id"].to_list(), strict=True))
+    return [user.get(s) for s in ids]
 
 
 def _features(wh: Warehouse, ids: list[str], names: tuple[str, ...]) -> np.ndarray:

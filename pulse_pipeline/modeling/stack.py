@@ -76,6 +76,7 @@ from .cv import (
 from .families import FAMILIES
 from .text import TextFeature
 from .threads import native_threads
+from .user_ratings import UserRatings, with_user_columns
 from .workers import forest_threads, map_jobs, workers_for
 
 STACK = "stack"
@@ -146,9 +147,9 @@ def blend(fits: Sequence[FoldPredictions], y: np.ndarray, folds: Sequence[Fold])
         intercepts[k], weights[k] = nnls_weights(P, y[rows])
         oof[fold.test] = intercepts[k] + np.column_stack([f.oof[fold.test] for f in fits]) @ weights[k]
         weight_rows.append(rows)
-        # the base models of fold k (outer and inner) all train on rows of T_k; the text scores list their own
-        used = [rows, fold.train] + ([fold.text.labels_used] if fold.text is not None else [])
-        train_rows.append(np.unique(np.concatenate(used)))
+        # the base models of fold k (outer and inner) all train on rows of T_k; the text scores and the user
+        # columns list their own
+        train_rows.append(cv.labels_used(fold))
     families = tuple(f.family for f in fits)
     return StackFit(families, oof, fold_of, intercepts, weights, tuple(weight_rows), tuple(train_rows))
 
@@ -170,6 +171,7 @@ def cross_validate_all(
     stack: bool = True,
     threads: int | None = None,
     text: TextFeature | None = None,
+    users: UserRatings | None = None,
 ) -> list[CVResult]:
     """``crossfit.cross_validate`` of every family (same numbers), then of the stack of them (``stack``) and of the
     constant (the training folds' mean), from one set of outer fits per seed.
@@ -178,7 +180,7 @@ def cross_validate_all(
     is always there. Results come in the order families, stack, constant. ``text``: as in ``cross_validate``.
     The text scores of each seed, then each (family, seed)'s fits, run in worker processes (``workers.py``).
     """
-    return cross_validate_keeping(X, y, families, k, seeds, stack, threads, text)[0]
+    return cross_validate_keeping(X, y, families, k, seeds, stack, threads, text, users=users)[0]
 
 
 def cross_validate_keeping(
@@ -191,6 +193,7 @@ def cross_validate_keeping(
     threads: int | None = None,
     text: TextFeature | None = None,
     keep_seed: int | None = None,
+    users: UserRatings | None = None,
 ) -> tuple[list[CVResult], SeedFits | None]:
     """``cross_validate_all``, and the fits of seed ``keep_seed`` (when it is one of ``seeds``) as ``SeedFits``
     for ``crossfit_from_fits``: the cross-fit of that seed then costs no fit at all. ``text`` may hold the
@@ -198,7 +201,9 @@ def cross_validate_keeping(
     X, y = checked_xy(X, y)
     _check_families(families, text)
     with_stack = stack and len(families) >= 2
-    run = cv.cross_validate_families(X, y, families, k, seeds, threads, text, level_one=with_stack, keep_seed=keep_seed)
+    run = cv.cross_validate_families(
+        X, y, families, k, seeds, threads, text, level_one=with_stack, keep_seed=keep_seed, users=users
+    )
     results = [run.result(f, y) for f in families]
     constant: list[SeedMetrics] = []
     stacked: list[SeedMetrics] = []
@@ -226,6 +231,7 @@ def stack_crossfit_predict(
     seed: int = 42,
     threads: int | None = None,
     text: TextFeature | None = None,
+    users: UserRatings | None = None,
 ) -> tuple[CrossFit, StackFit]:
     """The stack's cross-fit predictions for every session (what ``crossfit.crossfit_predict`` gives a family):
     the rated rows' out-of-fold stack and the unrated rows' mean over the K outer stacks,
@@ -240,7 +246,7 @@ def stack_crossfit_predict(
         raise ValueError(f"the stack blends at least 2 families; got {', '.join(families) or 'none'}")
     if text is not None and text.unlabeled.shape[0] != Xu.shape[0]:
         raise ValueError(f"the text has {text.unlabeled.shape[0]} unlabeled rows but X_unlabeled has {Xu.shape[0]}")
-    folds = outer_folds(y, k_used, seed, text)
+    folds = outer_folds(y, k_used, seed, text, users)
     workers = workers_for(len(families), y.shape[0])
     with native_threads(threads) as n_threads:
         order = longest_first(families)
@@ -272,7 +278,9 @@ def stack_crossfit(
         for k in range(k_used)
     )
     fit = CrossFit(STACK, k_used, seed, stack.oof, stack.fold, unlabeled / k_used, stack.train_index_by_fold, models)
-    return replace(fit, note=note, text_folds=text_folds, text_score=cv.held_out_text_scores(folds, y.shape[0])), stack
+    fit = replace(fit, note=note, text_folds=text_folds, text_score=cv.held_out_text_scores(folds, y.shape[0]))
+    user_folds = tuple(f.users for f in folds if f.users is not None)
+    return replace(fit, user_features=cv.held_out_user_features(folds, y.shape[0]), user_folds=user_folds), stack
 
 
 def crossfit_from_fits(
@@ -284,6 +292,7 @@ def crossfit_from_fits(
     families: Sequence[str] = (),
     threads: int | None = None,
     text: TextFeature | None = None,
+    users: UserRatings | None = None,
 ) -> CrossFit:
     """The cross-fit of ``family`` (``STACK``: the stack of ``families``) from the fits cross-validation kept:
     what ``crossfit.crossfit_predict`` / ``stack_crossfit_predict`` return with ``kept.seed``, without fitting.
@@ -304,8 +313,19 @@ def crossfit_from_fits(
     folds = [
         Fold(f.train, f.test, None if f.text is None else f.text.with_unlabeled(text.unlabeled)) for f in kept.folds
     ]
+    if (users is None) != (kept.folds[0].users is None):
+        raise ValueError("pass users=UserRatings(...) exactly when cross-validation read the user columns")
+    if users is not None:  # the unlabeled rows' user columns, from each fold's T_k (``user_ratings.py``)
+        folds = [
+            replace(fold, users=kept_fold.users.with_unlabeled(users.unlabeled))
+            for fold, kept_fold in zip(folds, kept.folds, strict=True)
+        ]
     jobs = [
-        (kept.fits[f].models[k], Xu, None if fold.text is None else fold.text.unlabeled_scores)
+        (
+            kept.fits[f].models[k],
+            Xu if fold.users is None else with_user_columns(Xu, fold.users.unlabeled_features),
+            None if fold.text is None else fold.text.unlabeled_scores,
+        )
         for f in longest_first(members)
         if f != TEXT_FAMILY
         for k, fold in enumerate(folds)

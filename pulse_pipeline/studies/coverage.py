@@ -43,14 +43,18 @@ Targets (``check_targets`` returns the unmet ones), at 95 % nominal:
 - ``user_assigned`` (``replicate_user_assigned``: ``USER_PARAMS``, sticky user-level assignment, a persistent user
   intercept, heavy users, ratings at random): the clustered ``naive_welch``, ``ppi``, ``crossppi`` and ``aipw``
   within 93-97 %; the session-level ``naive_welch_session`` and ``ppi_session`` below 93 % (ignoring the unit
-  shows).
+  shows);
+- ``user_features`` (``replicate_user_features``: ``user_assigned``'s draw, the cross-fit reading the user columns,
+  ``modeling.user_ratings``): the clustered ``naive_welch``, ``ppi``, ``crossppi`` and ``aipw`` within 93-97 %.
 
 Measured (``pulse validate`` with its defaults: every scenario, 500 replications each, seed 0; 7 min 17 s on 2
 cores): random naive_welch 95.6 %, ppi 95.8 %, crossppi 96.0 %, aipw 93.8 %, ppi_insample 90.4 % (flagged 100 %);
 self_selected naive_welch 86.4 %, ppi 87.6 %, crossppi 86.4 % (both flagged in 100 %), aipw 94.8 %, ppi_insample
 93.4 % (flagged 100 %); user_assigned clustered naive_welch 95.6 %, naive_bootstrap 95.0 %, ppi 94.8 %, crossppi
 94.8 %, aipw 95.2 %, the same as if sessions were independent 83.6-85.4 %; peeking and active in their modules'
-docstrings and docs/statistics.md. Every target met.
+docstrings and docs/statistics.md. Every target met. ``user_features`` (300 replications, seed 0, issue 37):
+naive_welch 96.0 %, naive_bootstrap 95.3 %, ppi 95.0 %, crossppi 95.0 %, aipw 96.3 % (widths / naive 0.928,
+0.941, 0.973; user_assigned's in the same run 0.940, 0.953, 0.988).
 
 A row counts as ``flagged`` when its flags mention "not representative" or "seen the labels". Deterministic
 given ``seed``: replication i of scenario s uses a seed derived from (seed, s, i) only, whatever the workers.
@@ -73,6 +77,7 @@ from threadpoolctl import threadpool_limits
 from ..estimates.effects import ArmData, MethodEstimate, Settings, compare
 from ..estimates.methods import Method, stored
 from ..modeling.crossfit import crossfit_predict, insample_predict
+from ..modeling.user_ratings import user_ratings
 from ..stars import stars_to_label
 from ..stats.cluster import cluster_codes
 from ..synth.model import SessionTable, feature_matrix, simulate_sessions
@@ -118,9 +123,12 @@ USER_COVERAGE = (0.93, 0.97)  # user_assigned: clustered naive_welch, ppi, cross
 USER_SESSION_MAX_COVERAGE = 0.93  # user_assigned: the session-level naive_welch and ppi fall short (shown)
 
 
-def _arms(table: SessionTable, seed: int, family: str, by_user: bool) -> tuple[ArmData, ArmData]:
+def _arms(
+    table: SessionTable, seed: int, family: str, by_user: bool, user_columns: bool = False
+) -> tuple[ArmData, ArmData]:
     """llm-backbone's treatment and control arms of ``table``, with cross-fit and in-sample predictions of one
-    ``family`` model fit across both arms; ``by_user``: the arms carry user codes (clustered intervals)."""
+    ``family`` model fit across both arms; ``by_user``: the arms carry user codes (clustered intervals);
+    ``user_columns``: the cross-fit reads the user columns (``modeling.user_ratings``)."""
     in_exp = np.asarray(table.experiment) == EXPERIMENT
     variant = np.asarray(table.variant)
     rated = np.asarray(table.rated, dtype=bool)
@@ -130,8 +138,11 @@ def _arms(table: SessionTable, seed: int, family: str, by_user: bool) -> tuple[A
     unl = in_exp & ~rated
     X_lab, X_unl = feature_matrix(table, lab), feature_matrix(table, unl)
     y_lab = y_all[lab]
+    users = None
+    if user_columns:  # who rated, among llm-backbone's sessions (the rows the model sees)
+        users = user_ratings(np.asarray(table.user_id)[in_exp].tolist(), lab[in_exp])
     # one thread whatever PULSE_MODEL_THREADS says: ``validate`` runs one replication per core
-    cf = crossfit_predict(X_lab, y_lab, X_unl, family, k=5, seed=seed % (2**31), threads=1)
+    cf = crossfit_predict(X_lab, y_lab, X_unl, family, k=5, seed=seed % (2**31), threads=1, users=users)
     ins = insample_predict(X_lab, y_lab, X_unl, family, seed=seed % (2**31), threads=1)
 
     arm_lab, arm_unl = variant[lab], variant[unl]
@@ -212,11 +223,31 @@ def replicate_user_assigned(
     return rows + _scored(scenario, session, theta, SESSION_SUFFIX)
 
 
+def replicate_user_features(
+    seed: int,
+    scenario: str = "user_features",
+    n_per_arm: int = USER_N_PER_ARM,
+    rated_fraction: float = USER_RATED_FRACTION,
+    family: str = DEFAULT_FAMILY,
+) -> list[ReplicationRow]:
+    """``replicate_user_assigned``'s experiment (``USER_PARAMS``: users randomized, a persistent user intercept on
+    top of the generosity, heavy users, ratings at random) with the cross-fit reading the user columns
+    (``modeling.user_ratings``): each rated session's prediction leans on its user's other ratings, so this is
+    where a leak through them, or dependence the clustered intervals miss, would show. Every method clustered by
+    user."""
+    table = simulate_sessions(
+        6 * n_per_arm, seed=seed, scenario="random", rated_fraction=rated_fraction, params=USER_PARAMS
+    )
+    arms = _arms(table, seed, family, by_user=True, user_columns=True)
+    return _scored(scenario, compare(*arms, SETTINGS)[0], truth(USER_PARAMS))
+
+
 Replicate = Callable[..., list[ReplicationRow]]
 SCENARIOS: dict[str, Replicate] = {
     "random": replicate,
     "self_selected": replicate,
     "user_assigned": replicate_user_assigned,
+    "user_features": replicate_user_features,
     "peeking": replicate_peeking,
     "active": replicate_active,
     "active_varying": replicate_active,
@@ -385,6 +416,11 @@ def _user_assigned_targets(t: _Targets) -> None:
         t.below("user_assigned", name, "coverage", USER_SESSION_MAX_COVERAGE, " (ignoring the unit shows)")
 
 
+def _user_features_targets(t: _Targets) -> None:
+    for method in (Method.NAIVE_WELCH, Method.PPI, Method.CROSSPPI, Method.AIPW):
+        t.within("user_features", method, USER_COVERAGE)
+
+
 def _peeking_targets(t: _Targets) -> None:
     t.unmet += check_peeking(t.frame)
 
@@ -400,6 +436,7 @@ TARGETS: dict[str, Callable[[_Targets], None]] = {
     "random": _random_targets,
     "self_selected": _self_selected_targets,
     "user_assigned": _user_assigned_targets,
+    "user_features": _user_features_targets,
     "peeking": _peeking_targets,
     "active": _active_targets("active"),
     "active_varying": _active_targets("active_varying"),
