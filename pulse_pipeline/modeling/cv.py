@@ -128,6 +128,9 @@ class CrossFit:
     note: str | None = None
     text_score: np.ndarray | None = None
     text_folds: tuple[FoldTextScores, ...] = ()
+    # each fold model's predictions of the unlabeled rows (``unlabeled`` is their mean), for the recalibration
+    # maps of ``recalibration.py``; empty when not kept (``insample_predict``)
+    unlabeled_folds: tuple[np.ndarray, ...] = ()
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -395,6 +398,7 @@ def crossfit_from_folds(
         note,
         held_out_text_scores(folds, n),
         text_folds,
+        tuple(fit.unlabeled) if n_unlabeled else tuple(np.empty(0) for _ in folds),
     )
 
 
