@@ -42,7 +42,9 @@ When (``decide``), on the rated sessions' out-of-fold predictions of the cross-f
    on the training folds), so the test errs on the cheap side: a well-scaled model is left as it is 95 % of the
    time, and its cross-PPI is then exactly the one before.
 
-Otherwise ``prediction_calibrated`` equals ``prediction``. Nothing here is tuned to a corpus: the rule is the two
+Otherwise ``prediction_calibrated`` equals ``prediction``. The choice itself reads every rated label, as the
+choice of the family does: one bit, a second-order effect on an interval, not a label predicting itself (every
+number a prediction is made of stays out of fold). Nothing here is tuned to a corpus: the rule is the two
 inequalities above, the 5 % level is the convention, and the map has no setting.
 """
 
