@@ -320,3 +320,10 @@ def test_serve_live_bench_publishes_the_acknowledged_ratings_and_says_whether_it
     assert published[-1] == ratings  # every acknowledged rating, each once (rating ids are the idempotency keys)
     assert re.search(r"longest wait of a rating: [\d.]+ s \((under|OVER) the 180 s target\)", out)
     assert "ratings left unpublished: 0" in out and re.search(r"^keeps up: (yes|NO|not told)", out, re.M)
+
+
+def test_recalibration_bench_prints_each_familys_widths_raw_and_calibrated():
+    out = _run("bench/recalibration.py", "--sessions", "1500", "--draws", "1", "--families", "ordinal_logit")
+    rows = re.findall(r"^ordinal_logit +0\.\d\d +[01]/1 +([\d.]+)/[\d.]+ ([\d.]+) ([\d.]+)/[\d.]+ ([\d.]+)", out, re.M)
+    assert len(rows) == 3, out  # one row per rated share
+    assert all(float(cell) > 0 for row in rows for cell in row)
