@@ -398,7 +398,9 @@ CV_METRICS = _t(
 PREDICTIONS = _t(
     "modeling.predictions",
     "One row per session: a cross-fit prediction. Rated sessions: the out-of-fold prediction and its fold;"
-    " unrated sessions: the mean of the fold models' predictions.",
+    " unrated sessions: the mean of the fold models' predictions. prediction_calibrated: the same on the"
+    " same scale, recalibrated by cross-fitted linear maps when the chosen model needs it (modeling.recalibration"
+    " says whether and why), else equal to prediction; cross-PPI and AIPW's outcome model read it.",
     ("session_id", VARCHAR),
     ("labeled", BOOLEAN),
     ("label_stars", DOUBLE),
@@ -408,6 +410,7 @@ PREDICTIONS = _t(
     ("fold", INTEGER),
     ("model", VARCHAR),
     ("method", VARCHAR),
+    ("prediction_calibrated", DOUBLE),
 )
 
 INSAMPLE_PREDICTIONS = _t(
@@ -532,9 +535,27 @@ TEXT_VOCABULARY = _t(
     ("idf", DOUBLE),
 )
 
+RECALIBRATION = _t(
+    "modeling.recalibration",
+    "One row per fit: whether the chosen model's predictions are recalibrated for the methods that take them with"
+    " lambda = 1 (cross-PPI, AIPW's outcome model: modeling.predictions.prediction_calibrated), why, and the"
+    " out-of-fold MSE in stars (the cross-fit's seed) of the predictions as they are, recalibrated, and the"
+    " constant's (modeling/recalibration.py).",
+    ("model", VARCHAR),
+    ("recalibrated", BOOLEAN),
+    ("reason", VARCHAR),
+    ("n_labeled", INTEGER),
+    ("mse_prediction", DOUBLE),
+    ("mse_calibrated", DOUBLE),
+    ("mse_constant", DOUBLE),
+    ("slope", DOUBLE),
+    ("slope_se", DOUBLE),
+)
+
 MODELING_TABLES = (
     CV_METRICS,
     PREDICTIONS,
+    RECALIBRATION,
     INSAMPLE_PREDICTIONS,
     FOLD_TRAINING,
     FEATURE_IMPORTANCE,

@@ -356,3 +356,10 @@ def test_user_features_bench_prints_both_densities_and_the_real_corpus_check(tmp
         rated = [simulate_sessions(3000, seed=s, scenario="random", params=params).rated.sum() for s in (0, 1)]
         assert line.split()[2] == f"{np.mean(rated):.0f}"  # the ratings per replication, from the generator
         assert "->" in line
+
+
+def test_recalibration_bench_prints_each_familys_widths_raw_and_calibrated():
+    out = _run("bench/recalibration.py", "--sessions", "1500", "--draws", "1", "--families", "ordinal_logit")
+    rows = re.findall(r"^ordinal_logit +0\.\d\d +[01]/1 +([\d.]+)/[\d.]+ ([\d.]+) ([\d.]+)/[\d.]+ ([\d.]+)", out, re.M)
+    assert len(rows) == 3, out  # one row per rated share
+    assert all(float(cell) > 0 for row in rows for cell in row)

@@ -32,6 +32,7 @@ def test_the_out_of_fold_check_fails_on_in_sample_predictions():
             "fold": [fold[s] for s in labeled] + [None],
             "model": "m",
             "method": ["out_of_fold"] * len(labeled) + ["fold_mean"],
+            "prediction_calibrated": [0.775] * len(labeled) + [0.75],
         }
     )
 

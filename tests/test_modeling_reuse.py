@@ -57,6 +57,7 @@ MODEL_TABLES = (
     tables.TEXT_FOLD_TRAINING,
     tables.TEXT_TERMS,
     tables.TEXT_VOCABULARY,
+    tables.RECALIBRATION,
 )
 
 
@@ -222,6 +223,20 @@ def test_the_new_sessions_get_the_kept_models_predictions(history):
             assert row["label_stars"] == 5.0 and row["label"] == 1.0
         else:
             assert row["label_stars"] is None and row["fold"] is None
+
+
+def test_the_new_sessions_get_the_kept_recalibration(history):
+    """prediction_calibrated of a copy is its original's: the kept fit's fold map (rated, in the original's fold)
+    or the mean over the folds' maps (unrated), as the fit made them (``recalibration.apply_maps``)."""
+    after, copies = history["after"], history["copies"]
+    assert history["before"][tables.RECALIBRATION.qualified].height == 1
+    new = after["predictions"].filter(pl.col("session_id").is_in(list(copies)))
+    for row in new.iter_rows(named=True):
+        original = copies[row["session_id"]]
+        assert row["prediction_calibrated"] == pytest.approx(original["prediction_calibrated"], abs=1e-9)
+    recalibrated = history["before"][tables.RECALIBRATION.qualified]["recalibrated"][0]
+    fit_rows = history["before"]["predictions"]
+    assert fit_rows["prediction_calibrated"].equals(fit_rows["prediction"]) != recalibrated
 
 
 def test_a_changed_rating_keeps_its_fold_and_prediction(history):

@@ -119,6 +119,13 @@ FEATURES = [
 ]  # fmt: skip
 
 
+RECALIBRATED = {
+    "model": "stack", "recalibrated": True, "reason": "out-of-fold MSE 0.940 is not below the constant's 0.900",
+    "n_labeled": 20, "mse_prediction": 0.94, "mse_calibrated": 0.85, "mse_constant": 0.9, "slope": 0.4,
+    "slope_se": 0.1,
+}  # fmt: skip
+
+
 SYNTHETIC = '{"session_id": "%s", "synthetic": {"generator": "pulse_pipeline.synth", "seed": 5, "scenario": "x"}}'
 SESSIONS = [{"drop_id": "synth-5", "session_id": f"s{i}", "metadata_json": SYNTHETIC % f"s{i}"} for i in range(4)]
 
@@ -179,6 +186,7 @@ def make_warehouse(path: Path) -> Path:
         ("estimates.effect_history", history),
         ("estimates.srm_check", srm),
         ("modeling.cv_metrics", cv),
+        ("modeling.recalibration", [RECALIBRATED]),
         ("modeling.predictions", predictions),
         ("staging.session_labels", labels),
     ):
@@ -374,6 +382,20 @@ def test_the_page_shows_the_conclusion_the_warehouse_stores(tmp_path):
         page = build_page(con, "pulse.duckdb", built=datetime(2026, 1, 1)).html
     assert summary_rows(page)["llm-backbone: gpt-5 vs claude-4-sonnet"][0] == "stored verdict"
     assert '<p class="conclusion">A stored sentence.</p>' in page
+
+
+def test_table_2_says_which_predictions_each_method_used_and_why(page):
+    """The rows of ``modeling.recalibration`` (written above): PPI++ reads the predictions as they are (MSE 0.94),
+    cross-PPI and AIPW the recalibrated ones (0.85), beside the constant's 0.9 and the reason."""
+    section = page[page.index("Which predictions each method used") :]
+    cells = [t for tag, _, t in parse(section[: section.index("</table>")]).texts if tag == "td"]
+    rows = [cells[i : i + 7] for i in range(0, len(cells), 7)]
+    reason = RECALIBRATED["reason"]
+    assert rows == [
+        ["PPI++", "stack", "prediction", "as it is", "0.940", "0.900", "tunes its own λ (≈ Cov(Y, f) / Var(f))"],
+        ["cross-PPI", "stack", "prediction_calibrated", "recalibrated", "0.850", "0.900", reason],
+        ["AIPW", "stack", "prediction_calibrated", "recalibrated", "0.850", "0.900", reason],
+    ]
 
 
 def test_the_page_loads_nothing_from_elsewhere(page):

@@ -91,6 +91,17 @@ class ArmData:
     kept_as: str | None = None
     session_ids: np.ndarray | None = None
     feature_names: tuple[str, ...] = ()
+    # the predictions recalibrated for the lambda = 1 methods (``modeling.predictions.prediction_calibrated``):
+    # cross-PPI and AIPW's outcome model read them; None: the same as f_labeled / f_unlabeled
+    fc_labeled: np.ndarray | None = None
+    fc_unlabeled: np.ndarray | None = None
+
+    @property
+    def calibrated(self) -> tuple[np.ndarray, np.ndarray]:
+        """(rated, unrated) predictions for a lambda = 1 method: the recalibrated ones when given."""
+        if self.fc_labeled is None or self.fc_unlabeled is None:
+            return self.f_labeled, self.f_unlabeled
+        return self.fc_labeled, self.fc_unlabeled
 
     @property
     def known_asking(self) -> bool:
@@ -123,6 +134,7 @@ class ArmColumns:
     kept_as: str | None = None  # as ``ArmData.kept_as``
     session_ids: np.ndarray | None = None  # object array; with kept_as only
     feature_names: tuple[str, ...] = ()
+    prediction_calibrated: np.ndarray | None = None  # None: the frame has no such column (same as prediction)
 
     def take(self, mask: np.ndarray | None = None) -> ArmData:
         """The ``ArmData`` of the sessions where ``mask`` (all: None), rated and unrated in the frame's order."""
@@ -152,6 +164,7 @@ class ArmColumns:
             self.kept_as,
             None if self.session_ids is None else np.concatenate(split(self.session_ids)),
             self.feature_names,
+            *(split(None if self.prediction_calibrated is None else self.prediction_calibrated.astype(float))),
         )
 
 
@@ -184,6 +197,7 @@ def arm_columns(
         kept_as,
         None if kept_as is None else sessions["session_id"].to_numpy().astype(object),
         tuple(features),
+        sessions["prediction_calibrated"].to_numpy() if "prediction_calibrated" in columns else None,
     )  # fmt: skip
 
 
@@ -301,7 +315,7 @@ def propensities(arm: ArmData, s: Settings) -> np.ndarray:
 
 
 def _aipw_arm(arm: ArmData, rated: np.ndarray, propensity: np.ndarray, s: Settings):
-    f_all = np.r_[arm.f_labeled, arm.f_unlabeled]
+    f_all = np.concatenate(arm.calibrated)  # the outcome model takes f with lambda = 1: the recalibrated predictions
     clusters = np.r_[arm.g_labeled, arm.g_unlabeled] if arm.clustered else None
     if arm.known_asking:  # a known probability is not clipped: clipping it only adds bias
         clip = (float(propensity[rated].min()), 1.0)
@@ -314,12 +328,11 @@ def _ppi_arm(arm: ArmData, lam: float | None, s: Settings, clustered: bool, cros
     """One arm's PPI++ (``cross``: cross-PPI, lam = 1) mean, cluster-robust by user when ``clustered``."""
     if clustered:
         if cross:
-            return clustered_crossppi_mean(
-                arm.y, arm.f_labeled, arm.g_labeled, arm.f_unlabeled, arm.g_unlabeled, s.alpha
-            )
+            fc, fcu = arm.calibrated
+            return clustered_crossppi_mean(arm.y, fc, arm.g_labeled, fcu, arm.g_unlabeled, s.alpha)
         return clustered_ppi_mean(arm.y, arm.f_labeled, arm.g_labeled, arm.f_unlabeled, arm.g_unlabeled, lam, s.alpha)
     if cross:
-        return crossppi_mean(arm.y, arm.f_labeled, arm.f_unlabeled, alpha=s.alpha)
+        return crossppi_mean(arm.y, *arm.calibrated, alpha=s.alpha)
     return ppi_mean(arm.y, arm.f_labeled, arm.f_unlabeled, lam=lam, alpha=s.alpha)
 
 

@@ -19,6 +19,7 @@ KEYS = (
     "labeled",
     "label",
     "prediction",
+    "prediction_calibrated",
     "ask_probability",
     "label_scale",
     "scale",
@@ -29,10 +30,12 @@ def assigned_sessions(wh: Warehouse, with_features: bool = True) -> pl.DataFrame
     """One row per assigned session: ``KEYS`` then the features of ``features.session_features``.
 
     ``label`` is the normalized rating (null when unrated); ``prediction`` the normalized cross-fit prediction
-    (null when the model stage made none); ``ask_probability`` the probability the rating widget was shown with
-    (``staging.session_asks``; null when no ask was logged). Features are null for a session the feature stage
-    has not seen. ``with_features`` False: ``KEYS`` only, for a reader that needs no feature (at ten times the
-    paper's scale the ~70 feature columns are most of the 0.7 s the frame takes).
+    (null when the model stage made none) and ``prediction_calibrated`` the same recalibrated for the lambda = 1
+    methods (``modeling/recalibration.py``: equal to it when the model needs none); ``ask_probability`` the
+    probability the rating widget was shown with (``staging.session_asks``; null when no ask was logged).
+    Features are null for a session the feature stage has not seen. ``with_features`` False: ``KEYS`` only, for a
+    reader that needs no feature (at ten times the paper's scale the ~70 feature columns are most of the 0.7 s the
+    frame takes).
 
     Labels are on one scale per experiment (``one_scale_per_experiment``): ``label_scale`` is the scale of the
     session's own label (``staging.session_labels.scale``), ``scale`` the experiment's; a session whose label is on
@@ -49,7 +52,7 @@ def assigned_sessions(wh: Warehouse, with_features: bool = True) -> pl.DataFrame
     join = f"LEFT JOIN {tables.SESSION_FEATURES.qualified} f USING (session_id)" if has_features else ""
     return wh.frame(f"""
         SELECT a.session_id, a.experiment, a.variant, a.user_id, l.label IS NOT NULL AS labeled, l.label, p.prediction,
-               k.ask_probability, l.scale AS label_scale
+               p.prediction_calibrated, k.ask_probability, l.scale AS label_scale
                {features}
         FROM {tables.STAGING_ASSIGNMENTS.qualified} a
         LEFT JOIN {tables.SESSION_LABELS.qualified} l USING (session_id)

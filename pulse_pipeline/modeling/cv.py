@@ -134,6 +134,9 @@ class CrossFit:
     text_folds: tuple[FoldTextScores, ...] = ()
     user_features: np.ndarray | None = None  # each rated row's held-out user columns (user_ratings.py), or None
     user_folds: tuple[FoldUserFeatures, ...] = ()  # each fold's user columns and the labels they read
+    # each fold model's predictions of the unlabeled rows (``unlabeled`` is their mean), for the recalibration
+    # maps of ``recalibration.py``; empty when not kept (``insample_predict``)
+    unlabeled_folds: tuple[np.ndarray, ...] = ()
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -316,6 +319,17 @@ def inner_crossfit(A: np.ndarray, y: np.ndarray, family: str, seed: int, threads
     return inner
 
 
+def training_design(X: np.ndarray, fold: Fold) -> np.ndarray:
+    """The columns fold ``fold``'s tabular models are trained on, for its training rows: the features, the user
+    columns (``user_ratings.py``) and, last, the text score (``text.py``), each as the fold's training rows see it."""
+    A = X[fold.train]
+    if fold.users is not None:
+        A = with_user_columns(A, fold.users.train_features)
+    if fold.text is not None:
+        A = np.column_stack([A, fold.text.train_scores])
+    return A
+
+
 def fit_folds(
     X: np.ndarray,
     y: np.ndarray,
@@ -344,12 +358,10 @@ def fit_folds(
             level_one[k, train] = text.train_scores
             unlabeled.append(text.unlabeled_scores)
             continue
-        A_train, A_test = X[train], X[test]
+        A_train, A_test = training_design(X, fold), X[test]
         if fold.users is not None:  # the user columns before the text score, which stays last
-            A_train = with_user_columns(A_train, fold.users.train_features)
             A_test = with_user_columns(A_test, fold.users.held_out_features)
         if text is not None:
-            A_train = np.column_stack([A_train, text.train_scores])
             A_test = np.column_stack([A_test, text.held_out_scores])
         model = make_model(family, random_state=seed, threads=threads, forest_jobs=forest_jobs)
         model.fit(A_train, y[train])
@@ -439,6 +451,7 @@ def crossfit_from_folds(
         text_folds,
         held_out_user_features(folds, n),
         tuple(f.users for f in folds if f.users is not None),
+        tuple(fit.unlabeled) if n_unlabeled else tuple(np.empty(0) for _ in folds),
     )
 
 

@@ -7,7 +7,10 @@ tables the estimates stage and the checks read:
 - ``modeling.predictions``: a row per session. A rated session gets its out-of-fold prediction and the fold whose
   model made it (method ``out_of_fold``); an unrated one gets the mean of the fold models' predictions (method
   ``fold_mean``, no fold). Stars go on the label scale with ``stars.stars_to_label``.
-- ``modeling.fold_training``: which rated sessions trained each fold model.
+- ``modeling.fold_training``: which rated sessions trained each fold model (and so each fold's recalibration map,
+  fitted on those rows' labels alone: ``recalibration.py``).
+- ``modeling.recalibration``: whether ``prediction_calibrated`` (what cross-PPI and AIPW's outcome model read) is
+  the prediction recalibrated by cross-fitted linear maps, and why (``recalibration.decide``).
 - ``modeling.feature_importance``: permutation importance of the fold models on their held-out folds (with the
   text, ``text_score`` is one more feature; the family "text" has none, its model reads words, not features).
 - ``modeling.text_fold_training``: with the text, the inner cross-fit of the text score within each outer fold.
@@ -33,12 +36,14 @@ from .. import tables
 from ..memory import release_freed_memory
 from ..stars import stars_to_label
 from ..warehouse import Warehouse
-from .crossfit import TEXT_FAMILY, TEXT_SCORE, CrossFit, crossfit_predict, oof_violations, pearson
+from . import cv
+from .crossfit import TEXT_FAMILY, TEXT_SCORE, CrossFit, oof_violations, pearson
 from .data import ModelingData
 from .importance import permutation_importance_oof
-from .stack import STACK, SeedFits, crossfit_from_fits, stack_crossfit_predict
+from .recalibration import Recalibration, level_one_by_fold, recalibrate
+from .stack import STACK, SeedFits, crossfit_from_fits
 from .text import TextFeature, top_terms
-from .user_ratings import USER_COLUMNS
+from .user_ratings import USER_COLUMNS, UserRatings
 from .workers import release_workers
 
 CROSSFIT_SEED = 42
@@ -57,6 +62,8 @@ class CrossFitTables:
     oof_pearson: float  # Pearson r of the rated sessions' labels and out-of-fold predictions (NaN if undefined)
     note: str | None  # why fewer folds were used, when they were
     fit: CrossFit  # the fit itself: its fold models, for a later run to reuse (``reuse.KeptFit``)
+    recalibration: Recalibration | None = None  # prediction_calibrated's maps and why (``recalibration.py``)
+    recalibration_rows: pl.DataFrame | None = None  # modeling.recalibration
 
 
 def crossfit_tables(
@@ -74,8 +81,10 @@ def crossfit_tables(
     ``stack.stack_crossfit_predict``; its fold_training rows are every label each fold's blend used. ``kept``:
     cross-validation's fits of seed ``CROSSFIT_SEED`` on the same rated rows (``comparison.compare_models``), the
     very fits the cross-fit would make, so they are reused (``stack.crossfit_from_fits``) and only the unrated
-    sessions are predicted. ``unrated`` (with ``kept``): the unrated sessions' feature rows and text in chunks
-    (``data.unrated_chunks``) instead of ``data``'s, so that every session's text is never held at once."""
+    sessions are predicted (without it they are made here, ``seed_fits``). ``unrated``: the unrated sessions'
+    feature rows and text in chunks (``data.unrated_chunks``) instead of ``data``'s, so that every session's text
+    is never held at once. ``prediction_calibrated`` is the recalibrated cross-fit (``recalibration.recalibrate``,
+    from the same fits' level-one predictions), equal to ``prediction`` when the model needs none."""
     rated = data.labeled
     say(f"cross-fitting {family}: {int(rated.sum())} rated, {int((~rated).sum())} unrated sessions")
     X, y = data.X[rated], data.y[rated]
@@ -84,25 +93,35 @@ def crossfit_tables(
     base = [f for f in families if f != STACK and (f != TEXT_FAMILY or text is not None)]
     if kept is not None and kept.seed != CROSSFIT_SEED:
         raise ValueError(f"the cross-fit uses seed {CROSSFIT_SEED}; cross-validation kept seed {kept.seed}")
-    if kept is not None and unrated is not None:
+    if kept is None:  # the very fits crossfit_predict / stack_crossfit_predict make, with their level-one predictions
+        kept = seed_fits(X, y, family, base, folds, text, users)
+    if unrated is not None:
         # each chunk's cross-fit holds that chunk's text and scores: keep its predictions only (and the first
         # chunk's fit for the rest, which is the same in every chunk: the rated rows' fits)
-        first, predicted, done = None, [], 0
+        first, predicted, by_fold, done = None, [], [], 0
         for Xu, t in unrated:
             u = None if users is None else replace(users, unlabeled=users.unlabeled[done : done + Xu.shape[0]])
             done += Xu.shape[0]
             part = crossfit_from_fits(kept, X, y, Xu, family, families=base, text=t, users=u)
             first = part if first is None else first
             predicted.append(part.unlabeled)
+            by_fold.append(part.unlabeled_folds)
             release_freed_memory()  # the chunk's text and its TF-IDF parts
-        fit = replace(first, unlabeled=np.concatenate(predicted))
+        folds_unlabeled = tuple(np.concatenate(parts) for parts in zip(*by_fold, strict=True))
+        fit = replace(first, unlabeled=np.concatenate(predicted), unlabeled_folds=folds_unlabeled)
         release_workers()  # they hold what the chunks left (text, fold models): ~1 GB at 10x the paper's scale
-    elif kept is not None:
-        fit = crossfit_from_fits(kept, X, y, data.X[~rated], family, families=base, text=text, users=users)
-    elif family == STACK:
-        fit, _ = stack_crossfit_predict(X, y, data.X[~rated], base, k=folds, seed=CROSSFIT_SEED, text=text, users=users)
     else:
-        fit = crossfit_predict(X, y, data.X[~rated], family, k=folds, seed=CROSSFIT_SEED, text=text, users=users)
+        fit = crossfit_from_fits(kept, X, y, data.X[~rated], family, families=base, text=text, users=users)
+    recalibration = recalibrate(
+        y,
+        fit.oof,
+        fit.fold,
+        fit.unlabeled,
+        fit.unlabeled_folds,
+        kept.folds,
+        lambda: level_one_by_fold(kept.fits, family, base, kept.folds, X, y, CROSSFIT_SEED),
+    )
+    say(f"{family} for the lambda = 1 methods: {recalibration.decision.reason}")
     rated_ids = data.session_ids[rated]
 
     rated_rows = pl.DataFrame(
@@ -116,6 +135,7 @@ def crossfit_tables(
             "fold": fit.fold,
             "model": family,
             "method": "out_of_fold",
+            "prediction_calibrated": stars_to_label(recalibration.oof),
         }
     )
     unrated_rows = pl.DataFrame(
@@ -129,6 +149,7 @@ def crossfit_tables(
             "fold": None,
             "model": family,
             "method": "fold_mean",
+            "prediction_calibrated": stars_to_label(recalibration.unlabeled),
         }
     )
     training_rows = np.concatenate(fit.train_index_by_fold)
@@ -165,6 +186,58 @@ def crossfit_tables(
         oof_pearson=pearson(y, fit.oof)[0],
         note=fit.note,
         fit=fit,
+        recalibration=recalibration,
+        recalibration_rows=recalibration_rows(family, recalibration),
+    )
+
+
+def seed_fits(
+    X: np.ndarray,
+    y: np.ndarray,
+    family: str,
+    base: Sequence[str],
+    folds: int,
+    text: TextFeature | None,
+    users: UserRatings | None = None,
+) -> SeedFits:
+    """The fits of seed ``CROSSFIT_SEED`` that cross-validation keeps (``cv.SeedFits``), made here when it kept
+    none: ``family``'s (the stack: every family of ``base``, with their level-one predictions) fold loop, exactly
+    ``crossfit.crossfit_predict``'s (``stack.stack_crossfit_predict``'s) fits."""
+    members = list(base) if family == STACK else [family]
+    if family == STACK and len(members) < 2:
+        raise ValueError(f"the stack blends at least 2 families; got {', '.join(members) or 'none'}")
+    labeled_text = None if text is None else TextFeature(text.labeled, text.unlabeled[:0])
+    labeled_users = None if users is None else replace(users, unlabeled=users.unlabeled[:0])
+    run = cv.cross_validate_families(
+        X,
+        y,
+        members,
+        folds,
+        (CROSSFIT_SEED,),
+        text=labeled_text,
+        level_one=family == STACK,  # the blend's; a single family's are made only if its recalibration needs them
+        keep_seed=CROSSFIT_SEED,
+        workers=1,
+        users=labeled_users,
+    )
+    return run.kept()
+
+
+def recalibration_rows(family: str, recalibration: Recalibration) -> pl.DataFrame:
+    """The row of ``modeling.recalibration``: the decision about ``family``'s predictions (``recalibration.py``)."""
+    d = recalibration.decision
+    return pl.DataFrame(
+        {
+            "model": [family],
+            "recalibrated": [d.recalibrate],
+            "reason": [d.reason],
+            "n_labeled": pl.Series([d.n_labeled], dtype=pl.Int32),
+            "mse_prediction": [d.mse_prediction],
+            "mse_calibrated": [recalibration.mse_calibrated],
+            "mse_constant": [d.mse_constant],
+            "slope": [d.slope],
+            "slope_se": [d.slope_se],
+        }
     )
 
 

@@ -9,6 +9,8 @@ trained on its rating:
   (``hash_fold``: fixed, blind to its features and rating) and that fold's model's prediction;
 - a session rated at the fit keeps its fold, whose model was fitted without it, even if its features changed;
 - an unrated session that is new or changed gets the mean of the fold models, as every unrated session does;
+- ``prediction_calibrated`` comes from the same fold's (or every fold's) prediction through the fit's kept
+  recalibration maps (``recalibration.apply_maps``), each fitted on its fold's training rows alone;
 - every other row of ``modeling.predictions`` stays as it is, and so do the other modeling tables: they describe
   the kept fit (``modeling.fold_training`` lists what each fold model trained on, so the blocking check
   ``predictions_are_out_of_fold`` audits the new rows like the old). Only the LLM judge's rows of
@@ -39,7 +41,7 @@ import hashlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -58,7 +60,7 @@ from ..incremental import code_digest, refreshing
 from ..memory import release_freed_memory
 from ..warehouse import Warehouse
 from . import comparison as comparison_module
-from . import crossfit, cv, data, importance, insample, ordinal, predictions, stack, text, user_ratings
+from . import crossfit, cv, data, importance, insample, ordinal, predictions, recalibration, stack, text, user_ratings
 from . import families as families_module
 from .comparison import ModelComparison, compare_models, judge_metric_rows, load_judge_agreement
 from .crossfit import TEXT_FAMILY, CrossFit
@@ -111,6 +113,7 @@ class KeptFit:
     rated: pl.DataFrame  # session_id, input, label_stars, fold: the ratings the fit used
     user_tables: tuple | None = None  # fold k's user columns' source (``user_ratings.UserTable`` of T_k), or None
     user_ids: tuple[str, ...] = ()  # the users the tables' codes stand for
+    maps: tuple = ()  # fold k's recalibration map (``recalibration.LinearMap``) for prediction_calibrated
 
     @property
     def k(self) -> int:
@@ -151,7 +154,19 @@ def fit_key(
     through, the settings, the feature columns and the versions of the libraries that fit and store it."""
     versions = f"sklearn {sklearn.__version__} lightgbm {lightgbm.__version__} duckdb {duckdb.__version__}"
     settings = (tuple(families), tuple(seeds), folds, choose_by, seed_rows, tuple(feature_names), versions)
-    modules = (comparison_module, crossfit, cv, data, families_module, importance, ordinal, predictions, stack, text)
+    modules = (
+        comparison_module,
+        crossfit,
+        cv,
+        data,
+        families_module,
+        importance,
+        ordinal,
+        predictions,
+        recalibration,
+        stack,
+        text,
+    )
     modules += (user_ratings,)
     return code_digest(
         *modules, stars, incremental, sys.modules[__name__], text=repr(settings) + user_text.code_version()
@@ -358,6 +373,7 @@ def _fit(
     chosen = None if comparison.chosen is None else comparison.chosen.family
     wh.replace(tables.INSAMPLE_PREDICTIONS, insample.insample_table(wh, chosen, modeling_data))
     wh.replace(tables.PREDICTIONS, [] if result is None else result.predictions)
+    wh.replace(tables.RECALIBRATION, [] if result is None else result.recalibration_rows, nan_as_null=True)
     wh.replace(tables.FOLD_TRAINING, [] if result is None else result.fold_training)
     wh.replace(tables.FEATURE_IMPORTANCE, [] if result is None else result.importance)
     wh.replace(tables.TEXT_FOLD_TRAINING, [] if result is None else result.text_fold_training)
@@ -371,6 +387,7 @@ def _fit(
         rated = result.predictions.filter(pl.col("labeled")).select("session_id", "label_stars", "fold")
         inputs = wh.frame(f"SELECT session_id, input FROM ({INPUTS_SQL}) WHERE label_stars IS NOT NULL")
         kept = keep_fit(fit_id, now, key, result.fit, modeling_data, rated.join(inputs, on="session_id"))
+        kept = replace(kept, maps=result.recalibration.maps)
     else:
         incremental.forget(wh, KEY)
     save_kept(folder, kept)
@@ -441,6 +458,8 @@ def _predict(wh: Warehouse, kept: KeptFit, changed: pl.DataFrame) -> pl.DataFram
     fold = np.array([fitted_fold.get(s, h) for s, h in zip(ids, by_hash, strict=True)], dtype=np.int64)
     held_out = P[fold, np.arange(len(ids))] if ids else np.empty(0)
     prediction = np.where(labeled, held_out, P.mean(axis=0) if ids else np.empty(0))
+    maps = kept.maps or (recalibration.IDENTITY,) * kept.k  # the fit's maps: prediction_calibrated stays cross-fit
+    calibrated = recalibration.apply_maps(maps, P, np.where(labeled, fold, -1))
     rows = pl.DataFrame(
         {
             "session_id": pl.Series(ids, dtype=pl.String),
@@ -450,6 +469,7 @@ def _predict(wh: Warehouse, kept: KeptFit, changed: pl.DataFrame) -> pl.DataFram
             "prediction_stars": prediction,
             "prediction": stars.stars_to_label(prediction),
             "fold": fold,
+            "prediction_calibrated": stars.stars_to_label(calibrated),
         }
     )
     rated = pl.col("labeled")
@@ -463,6 +483,7 @@ def _predict(wh: Warehouse, kept: KeptFit, changed: pl.DataFrame) -> pl.DataFram
         pl.when(rated).then(pl.col("fold").cast(pl.Int32)).alias("fold"),
         pl.lit(kept.family).alias("model"),
         pl.when(rated).then(pl.lit("out_of_fold")).otherwise(pl.lit("fold_mean")).alias("method"),
+        "prediction_calibrated",
     )
 
 

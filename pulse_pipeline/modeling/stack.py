@@ -265,8 +265,10 @@ def stack_crossfit(
     k_used = len(folds)
     stack = blend(fits, y, folds)
     unlabeled = np.zeros(n_unlabeled)
+    by_fold = []
     for k in range(k_used):
-        unlabeled += stack.intercepts[k] + np.column_stack([f.unlabeled[k] for f in fits]) @ stack.weights[k]
+        by_fold.append(stack.intercepts[k] + np.column_stack([f.unlabeled[k] for f in fits]) @ stack.weights[k])
+        unlabeled += by_fold[-1]
     text_folds = tuple(f.text for f in folds if f.text is not None)  # the text scores' own record, for the audit
     models = tuple(
         FoldBlend(
@@ -280,7 +282,8 @@ def stack_crossfit(
     fit = CrossFit(STACK, k_used, seed, stack.oof, stack.fold, unlabeled / k_used, stack.train_index_by_fold, models)
     fit = replace(fit, note=note, text_folds=text_folds, text_score=cv.held_out_text_scores(folds, y.shape[0]))
     user_folds = tuple(f.users for f in folds if f.users is not None)
-    return replace(fit, user_features=cv.held_out_user_features(folds, y.shape[0]), user_folds=user_folds), stack
+    fit = replace(fit, user_features=cv.held_out_user_features(folds, y.shape[0]), user_folds=user_folds)
+    return replace(fit, unlabeled_folds=tuple(by_fold)), stack
 
 
 def crossfit_from_fits(

@@ -24,6 +24,7 @@ LIKELY_CAUSE = {
     "rated for the model stage",
     tables.CV_METRICS.qualified: "too few rated sessions to cross-validate a model",
     tables.PREDICTIONS.qualified: "too few rated sessions to cross-fit a model",
+    tables.RECALIBRATION.qualified: "too few rated sessions to cross-fit a model",
     tables.LABEL_SHIFT.qualified: "no rated or no unrated sessions to compare",
     tables.FEATURE_COMPARISONS.qualified: "no experiment comparison with sessions in both arms",
     tables.BENCHMARK_POINTS.qualified: "no benchmarks file and no assigned sessions",
@@ -103,6 +104,12 @@ def cv_metrics(con: duckdb.DuckDBPyConnection) -> Rows:
     return _query(
         con, tables.CV_METRICS.qualified, f"SELECT * FROM {tables.CV_METRICS.qualified} ORDER BY metric, mean, model"
     )
+
+
+def recalibration(con: duckdb.DuckDBPyConnection) -> Rows:
+    """Whether the chosen model's predictions were recalibrated for the lambda = 1 methods, and why
+    (``modeling.recalibration``: one row per fit)."""
+    return _query(con, tables.RECALIBRATION.qualified, f"SELECT * FROM {tables.RECALIBRATION.qualified}")
 
 
 def label_shift(con: duckdb.DuckDBPyConnection, top: int = 8) -> Rows:

@@ -55,7 +55,7 @@ def build_page(con: duckdb.DuckDBPyConnection, source: str, built: datetime) -> 
     sections = [
         effects_section(effects, conclusions),
         width_section(effects),
-        model_section(data.calibration(con), data.cv_metrics(con)),
+        model_section(data.calibration(con), data.cv_metrics(con), data.recalibration(con)),
         shift_section(data.label_shift(con), effects),
         features_section(data.feature_differences(con), data.cost(con)),
         benchmark_section(data.benchmark_points(con), data.benchmark_correlation(con), data.benchmark_left_out(con)),

@@ -30,6 +30,7 @@ CROSSFIT_TABLES = (
     tables.TEXT_FOLD_TRAINING,
     tables.TEXT_TERMS,
     tables.TEXT_VOCABULARY,
+    tables.RECALIBRATION,
 )
 INSAMPLE_TABLE = tables.INSAMPLE_PREDICTIONS
 """The in-sample comparison model's predictions (``modeling/insample.py``): rewritten at every run, a kept fit's too."""
@@ -179,3 +180,8 @@ def _crossfit_results(family: str, result: CrossFitTables, vocabulary: int):
         asset_key=key(tables.TEXT_TERMS), metadata={"dagster/row_count": result.text_terms.height}
     )
     yield dg.MaterializeResult(asset_key=key(tables.TEXT_VOCABULARY), metadata={"dagster/row_count": vocabulary})
+    decision = result.recalibration.decision
+    yield dg.MaterializeResult(
+        asset_key=key(tables.RECALIBRATION),
+        metadata={"dagster/row_count": 1, "recalibrated": decision.recalibrate, "reason": decision.reason},
+    )

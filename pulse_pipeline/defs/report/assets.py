@@ -19,6 +19,7 @@ READS = (
     tables.PREDICTIONS,
     tables.SESSION_LABELS,
     tables.CV_METRICS,
+    tables.RECALIBRATION,  # which predictions each method read (the Table 2 section)
     tables.LABEL_SHIFT,
     tables.FEATURE_COMPARISONS,
     tables.BENCHMARK_POINTS,

@@ -5,14 +5,14 @@ from __future__ import annotations
 import polars as pl
 
 from ...estimates.label_shift import WARN_ABOVE
-from ...estimates.methods import Method, stored
+from ...estimates.methods import Method, method_label, stored
 from .. import data, figures
 from ..html import Section, esc, number, table, td
 
 # ---------------------------------------------------------------- 3. model quality
 
 
-def model_section(calibration: data.Rows, cv: data.Rows) -> Section:
+def model_section(calibration: data.Rows, cv: data.Rows, recalibration: data.Rows | None = None) -> Section:
     s = Section("model", "3. How good is the satisfaction model?")
     s.add("<h3>Calibration</h3>")
     if calibration.why_empty:
@@ -57,7 +57,38 @@ def model_section(calibration: data.Rows, cv: data.Rows) -> Section:
             + [td(next(iter(v["n_labeled"] for k, v in entry.items() if k != "chosen")))]
         )
     s.add(table(["model", *metrics, "rated sessions"], cells))
+    if recalibration is not None:
+        _methods_models(s, recalibration)
     return s
+
+
+def _methods_models(s: Section, recalibration: data.Rows) -> None:
+    """Which predictions each method read, and why (``modeling.recalibration``, ``modeling/recalibration.py``)."""
+    s.add(
+        "<h3>Which predictions each method used</h3><p>PPI++ tunes its own weight λ on the chosen model's "
+        "predictions; cross-PPI and AIPW's outcome model take them with λ = 1, so they read them recalibrated "
+        "(a linear map onto the rating fitted on the training folds only) when the model loses to the constant "
+        "or is mis-scaled. Out-of-fold MSE in stars, on the cross-fit the estimates use.</p>"
+    )
+    if recalibration.why_empty:
+        s.empty(recalibration.why_empty)
+        return
+    r = recalibration.frame.row(0, named=True)
+    calibrated = "recalibrated" if r["recalibrated"] else "as it is"
+    rows = [
+        (Method.PPI, "prediction", "as it is", r["mse_prediction"], "tunes its own λ (≈ Cov(Y, f) / Var(f))"),
+        (Method.CROSSPPI, "prediction_calibrated", calibrated, r["mse_calibrated"], r["reason"]),
+        (Method.AIPW, "prediction_calibrated", calibrated, r["mse_calibrated"], r["reason"]),
+    ]
+    s.add(
+        table(
+            ["method", "model", "column", "predictions", "out-of-fold MSE", "constant's MSE", "why"],
+            [
+                [td(method_label(m)), td(r["model"]), td(column), td(how), td(mse), td(r["mse_constant"]), td(why)]
+                for m, column, how, mse, why in rows
+            ],
+        )
+    )
 
 
 # ---------------------------------------------------------------- 4. rated vs unrated
