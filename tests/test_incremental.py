@@ -115,6 +115,7 @@ def _history(root: Path) -> tuple[PulseHome, PulseHome, list[dict[str, int]]]:
     return a, b, touched
 
 
+@pytest.mark.slow  # the history fixture: four whole pipeline runs (~60-80 s in CI), so the module starts early
 def test_the_history_is_what_was_written(history):
     """The test's own premises: each rule the history means to exercise happened."""
     a, _, _ = history
@@ -131,12 +132,14 @@ def test_the_history_is_what_was_written(history):
         assert con.execute(late).fetchone()[0] > 0  # ratings delivered in d1 joined sessions that came in d2
 
 
+@pytest.mark.slow
 def test_an_incremental_history_equals_one_rebuild_from_scratch(history):
     a, b, _ = history
     differences = diff_warehouses(a.warehouse, b.warehouse, digits=10)  # as published: the tables are in a lake
     assert [str(d) for d in differences if d.table != BOOKKEEPING] == []
 
 
+@pytest.mark.slow
 def test_each_ingest_touches_only_the_sessions_whose_record_changed(history):
     _, _, touched = history
     for expected, seen in zip(EXPECTED_TOUCHED, touched, strict=True):

@@ -95,7 +95,9 @@ def postgres_server() -> Iterator[str]:
                 **as_user,
             )
         deadline = time.monotonic() + 30
-        while not (root / ".s.PGSQL.5432").exists():
+        # the socket file appears before the server takes connections ("the database system is starting up", seen
+        # on a loaded machine): wait until one is accepted
+        while not _accepts_connections(root):
             assert server.poll() is None and time.monotonic() < deadline, f"PostgreSQL did not start: {log.read_text()}"
             time.sleep(0.1)
         yield f"postgresql+psycopg2://pulse:{SECRET}@/postgres?host={root}"
@@ -108,6 +110,18 @@ def postgres_server() -> Iterator[str]:
                 os.killpg(server.pid, signal.SIGKILL)
                 server.wait()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _accepts_connections(socket_dir: Path) -> bool:
+    import psycopg2
+
+    if not (socket_dir / ".s.PGSQL.5432").exists():
+        return False
+    try:
+        psycopg2.connect(dbname="postgres", host=str(socket_dir), user="pulse").close()
+    except psycopg2.OperationalError:
+        return False
+    return True
 
 
 def _two_drops(home: PulseHome) -> None:

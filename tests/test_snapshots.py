@@ -3,14 +3,8 @@ publish happens only when the working database is whole, and an analyst's own wr
 
 from __future__ import annotations
 
-import hashlib
-import os
-import random
-import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import dagster as dg
@@ -25,9 +19,7 @@ from pulse_pipeline.ingest import load
 from pulse_pipeline.ingest.load import load_drop, unfinished_drops
 from pulse_pipeline.publish import PUBLISHED_MODE, publish, wal_of
 from pulse_pipeline.settings import LAKE_CATALOG, ONE_FILE
-from pulse_pipeline.synth import write_corpus
 from pulse_pipeline.warehouse import Warehouse
-from pulse_pipeline.warehouse_diff import diff_warehouses
 
 
 def _drop(folder: Path, name: str, sessions: int, files: int = 1) -> Path:
@@ -279,43 +271,11 @@ def _row_counts(con: duckdb.DuckDBPyConnection, database: str) -> dict[str, int]
 
 # --- killing `pulse ingest` at random points ---------------------------------------------------------------------
 
-SEED = 12
-# reading the drop, then rebuilding the derived tables (and publishing); each kill is a `pulse ingest` of its own
-# (start-up, then the phase up to the kill): 6 a phase, one in each sixth, cover both phases for 12 runs, not 20
-KILLS_PER_PHASE = 6
-# Columns that record where a file was or a wall-clock time, not a result: raw.drops.path, mtime and fingerprint
-# and features.annotations.annotated_at are left out by warehouse_diff itself (VOLATILE); the benchmark rows say
-# where the (missing) benchmarks file was looked for, an absolute path under each PULSE_HOME.
-IGNORE = ["estimates.benchmark_points.reason"]
-FAST = {"PULSE_CV_SEEDS": "1", "PULSE_MODEL_FAMILIES": "ordinal_logit", "PULSE_INGEST_WORKERS": "1"}
-READING, REBUILDING, PUBLISHED = "ingesting drop", "rebuilding derived tables", "published "
-
-
-def _pulse(home: Path, *args: str, log: Path) -> subprocess.Popen:
-    env = {**os.environ, **FAST, "PULSE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster")}
-    with open(log, "w") as out:
-        return subprocess.Popen([sys.executable, "-m", "pulse_pipeline.cli", *args], env=env, stdout=out, stderr=out)
-
-
-def _phase(log: Path) -> str:
-    text = log.read_text()
-    return next((name for name in (PUBLISHED, REBUILDING, READING) if name in text), "starting").strip()
-
-
-def _timed_ingest(home: Path, drop: Path, log: Path) -> dict[str, float]:
-    """Run `pulse ingest` to the end; returns when (seconds after its start) each phase began, and the end."""
-    started = time.monotonic()
-    run = _pulse(home, "ingest", str(drop), log=log)
-    begun: dict[str, float] = {}
-    while run.poll() is None:
-        begun.setdefault(_phase(log), time.monotonic() - started)
-        time.sleep(0.05)
-    assert run.returncode == 0, log.read_text()[-3000:]
-    return begun | {"end": time.monotonic() - started}
-
-
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+# Each kill is a `pulse ingest` of its own (start-up, then the phase up to the kill): the smoke-sized form of
+# bench/killed_runs.py (its long form kills 6 times a phase), with one kill in each half of each phase, so kills
+# still land while the drop is read and while the derived tables are rebuilt, and one at least must land in the
+# rebuild (the command fails otherwise).
+KILLS_PER_PHASE = 2
 
 
 @pytest.mark.slow
@@ -323,61 +283,12 @@ def test_a_run_killed_at_random_points_publishes_only_whole_states(tmp_path):
     """S0: drop A ingested. Then `pulse ingest B`, killed (SIGKILL) at seeded random times spread over reading the
     drop and rebuilding the derived tables, each attempt starting from what the previous kill left. After every
     kill the analysts' pulse.duckdb is S0 or S1 (A then B ingested cleanly, in another home), table for table;
-    one run to the end then gives S1."""
-    a, b = tmp_path / "A", tmp_path / "B"
-    write_corpus(a, 100, seed=1, rated_fraction=0.15)
-    write_corpus(b, 100, seed=2, rated_fraction=0.15)
-    s0_home, s1_home, home = tmp_path / "s0", tmp_path / "s1", tmp_path / "killed"
-    phases = _timed_ingest(s0_home, a, tmp_path / "s0.log")  # ingesting A takes as long as B: the kills' clock
-    # every state compared is a file in the home it was published for (the views read the lake beside them,
-    # lake.guard_where, and pulse diff attaches them): S0 and S1 stay in their homes; the killed home, a copy of S0's,
-    # is published for where it is, and each copy kept after a kill goes into it
-    s0 = s0_home / "pulse.duckdb"
-    for h in (s1_home, home):  # B is put in the drop folder first: registering it is not what this test is about
-        shutil.copytree(s0_home, h, symlinks=True)
-        shutil.copytree(b, h / "drops" / "B")
-    assert _pulse(home, "publish", log=tmp_path / "publish.log").wait(timeout=300) == 0
-    clean = _pulse(s1_home, "ingest", str(s1_home / "drops" / "B"), log=tmp_path / "s1.log")  # S1, meanwhile
-
-    rng = random.Random(SEED)
-    reading, rebuilding, end = phases["ingesting drop"], phases["rebuilding derived tables"], phases["end"]
-    # Each kill is anchored at the start of its phase as the killed run's own log shows it, then waits a seeded
-    # share of that phase's length in the timed run (one kill in each sixth of each phase): a busy machine slows
-    # the runs, and a clock started with the process would then land the rebuild's kills while reading.
-    kills = [
-        (marker, (stop - start) * (i + rng.random()) / KILLS_PER_PHASE)
-        for marker, start, stop in ((READING, reading, rebuilding), (REBUILDING, rebuilding, end))
-        for i in range(KILLS_PER_PHASE)
-    ]
-    rng.shuffle(kills)
-    outcomes: list[str] = []
-    copies: dict[str, Path] = {}  # each distinct published file seen after a kill, compared once S1 is there
-    for i, (marker, after) in enumerate(kills):
-        log = tmp_path / f"kill{i}.log"
-        run = _pulse(home, "ingest", str(home / "drops" / "B"), log=log)
-        while run.poll() is None and marker not in log.read_text():
-            time.sleep(0.02)
-        try:
-            run.wait(timeout=after)
-            outcome = "finished"
-        except subprocess.TimeoutExpired:
-            run.send_signal(signal.SIGKILL)
-            run.wait()
-            outcome = "killed"
-        at = f"{after:.2f} s into {marker!r}"
-        digest = _digest(home / "pulse.duckdb")
-        if digest not in copies:
-            copies[digest] = shutil.copy(home / "pulse.duckdb", home / f"published-after-kill{i}.duckdb")
-        outcomes.append(f"kill {i} {at}: {outcome} while {_phase(log)}, {copies[digest].name}")
-
-    assert clean.wait(timeout=600) == 0, (tmp_path / "s1.log").read_text()[-3000:]
-    s1 = s1_home / "pulse.duckdb"
-    assert diff_warehouses(s0, s1, digits=10, ignore=IGNORE)  # the two states differ, so the test can tell them
-    for copy in copies.values():
-        same = [name for name, state in (("S0", s0), ("S1", s1)) if not diff_warehouses(state, copy, 10, IGNORE)]
-        assert same, f"{copy.name} is neither S0 nor S1: {diff_warehouses(s1, copy, 10, IGNORE)[:3]}; {outcomes}"
-    # the rebuild was hit: half its kills at least landed in it
-    assert sum("killed while rebuilding" in o for o in outcomes) >= KILLS_PER_PHASE // 2, outcomes
-    _timed_ingest(home, home / "drops" / "B", tmp_path / "final.log")
-    assert not diff_warehouses(s1, home / "pulse.duckdb", digits=10, ignore=IGNORE), outcomes
-    print("\n".join(outcomes))  # shown with -s
+    one run to the end then gives S1. ``bench/killed_runs.py`` checks it and exits 1, saying why, otherwise."""
+    bench = Path(__file__).resolve().parent.parent / "bench" / "killed_runs.py"
+    command = [sys.executable, str(bench), "--kills-per-phase", str(KILLS_PER_PHASE), "--workdir", str(tmp_path)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    kills = [line for line in done.stdout.splitlines() if line.startswith("kill ")]
+    assert len(kills) == 2 * KILLS_PER_PHASE, done.stdout
+    assert "every published state was S0 or S1, and the last run gave S1" in done.stdout
+    print(done.stdout)  # shown with -s
