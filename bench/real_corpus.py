@@ -240,8 +240,9 @@ def base_home(corpus: Corpus, workdir: Path) -> Path:
     """A home holding every session and the assignments, no rating (built once, copied for each run)."""
     home = workdir / "base-home"
     stamp = workdir / "base-home.done"
-    if stamp.exists():
-        return home
+    made_of = f"{len(corpus.dialogues)} sessions, {sum(len(a) for a in corpus.assignments.values())} assignments\n"
+    if stamp.exists() and stamp.read_text() == made_of:
+        return home  # built by an earlier run on this corpus (delete the stamp to rebuild it with other code)
     shutil.rmtree(home, ignore_errors=True)
     drop = workdir / "convai2-sessions"
     shutil.rmtree(drop, ignore_errors=True)
@@ -254,7 +255,7 @@ def base_home(corpus: Corpus, workdir: Path) -> Path:
     print(
         f"base home: {len(corpus.dialogues):,} sessions ingested in {time.perf_counter() - started:.0f} s", flush=True
     )
-    stamp.write_text("done\n")
+    stamp.write_text(made_of)
     return home
 
 
@@ -492,6 +493,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3, help="sampling seeds per setting (0, 1, ...)")
     parser.add_argument("--quick", action="store_true", help="only ~230 and ~1 000 ratings, one seed")
     parser.add_argument("--keep-homes", action="store_true", help="keep each run's PULSE_HOME under --workdir")
+    parser.add_argument(
+        "--resume", action="store_true", help="reuse the runs <workdir>/results.json already holds (same corpus)"
+    )
     args = parser.parse_args()
     if args.quick:
         args.fractions, args.counts, args.seeds = "", "230,1000", 1
@@ -516,20 +520,28 @@ def main() -> None:
     print(f"settings: {', '.join(s.name for s in settings)}; seeds 0..{args.seeds - 1}", flush=True)
 
     args.workdir.mkdir(parents=True, exist_ok=True)
+    results = args.workdir / "results.json"
     (args.workdir / "truth.json").write_text(
         json.dumps({f"{e}/{a}": t for (e, a), t in sorted(truth.items())}, indent=2)
     )
     base = base_home(corpus, args.workdir)
     vader = vader_columns(corpus)
+    done: dict[tuple[str, int], Run] = {}
+    if args.resume and (args.workdir / "results.json").exists():
+        done = {(d["setting"], d["seed"]): Run(**d) for d in json.loads(results.read_text())}
+        print(f"resuming: {len(done)} runs read from {results}")
     runs = []
     for setting in settings:
         for seed in range(args.seeds):
-            run = one_run(corpus, base, args.workdir, setting, seed, vader, truth, args.keep_homes)
+            run = done.pop((setting.name, seed), None)
+            if run is None:
+                run = one_run(corpus, base, args.workdir, setting, seed, vader, truth, args.keep_homes)
             print_run(run)
             runs.append(run)
-            (args.workdir / "results.json").write_text(json.dumps([asdict(r) for r in runs], indent=1, default=str))
+            kept = [*runs, *done.values()]  # runs of other settings stay in the file
+            results.write_text(json.dumps([asdict(r) for r in kept], indent=1, default=str))
     summary(runs)
-    print(f"\nresults: {args.workdir / 'results.json'}")
+    print(f"\nresults: {results}")
 
 
 if __name__ == "__main__":
