@@ -115,9 +115,16 @@ def arm_of_day(stem: str) -> str | None:
 def read_corpus(folder: Path) -> Corpus:
     """Every rated dialogue (``eval_score`` 1-5) with at least one human message, from the JSON arrays in
     ``folder``, and the two experiments' arms (see the module's docstring)."""
-    paths = sorted(folder.glob("*.json"))
+    every = sorted(folder.glob("*.json"))
+    paths = [p for p in every if arm_of_day(p.stem) or p.stem in VOLUNTEER_FILES]
+    for path in sorted(set(every) - set(paths)):
+        # summer_wild_evaluation_dialogs.json and data_tolokers.json repeat the dialogues of the files read
+        print(f"  not read: {path.name} (the bench reads export_<day>_train.json, {', '.join(VOLUNTEER_FILES)})")
     if not paths:
-        raise SystemExit(f"real_corpus: no *.json file in {folder}: name the ConvAI2 data folder with --corpus")
+        raise SystemExit(
+            f"real_corpus: no export_<day>_train.json or data_volunteers.json in {folder}: name ConvAI2's 2018/data "
+            "folder with --corpus"
+        )
     dialogues: list[Dialogue] = []
     files: dict[str, tuple[int, int, int]] = {}
     for path in paths:
