@@ -13,9 +13,24 @@ estimate.
 
 What AIPW assumes. (1) Rating depends only on what the features record ("missing at random" given X): no hidden
 reason to rate that also moves satisfaction. (2) Every session had some chance to be rated (overlap:
-propensities bounded away from 0; the clip guards the arithmetic, ``n_clipped`` says how often it was needed).
-(3) Either the propensity model or the prediction model f is right (hence "doubly robust"). Propensities must be
-estimated out of fold (:func:`crossfit_propensity`), just as f must be cross-fit.
+propensities bounded away from 0). (3) Either the propensity model or the prediction model f is right (hence
+"doubly robust"). Propensities must be estimated out of fold (:func:`crossfit_propensity`), just as f must be
+cross-fit.
+
+No wider than it must be. The estimand is always the arm's mean over all its sessions: no session is trimmed and
+no overlap weight changes what is estimated. Two things keep the interval from widening for nothing:
+
+- the weights are normalized (the Hajek form, :func:`aipw_mean`), and propensities are used as estimated: no hard
+  clip at an absolute floor (the clip at 0.01 it replaces bit hardest where the rated share is small, and on real
+  data with ratings at random moved the rated sessions' overfit propensities to the floor, which only widened
+  the interval);
+- the propensity model does no harm when it finds nothing: :func:`chosen_propensity` keeps the model only when it
+  predicts who is rated better than the arm's rated fraction out of fold (log loss); otherwise every session
+  weighs the same and AIPW is the prediction-powered mean at lam = N / (n + N), about as wide as cross-PPI.
+
+When the weights still cost width (Kish's effective number of ratings below n / ``WEIGHTS_WIDEN``^2) or the
+predictions miss the ratings by more than the ratings vary, the arm's note says so (``WEIGHTS_VARY``,
+``PREDICTIONS_MISS``): the conclusions repeat it where AIPW's interval is wider than naive.
 """
 
 from __future__ import annotations
@@ -36,6 +51,12 @@ from pulse_pipeline.stats.cluster import clustered_variance
 from pulse_pipeline.stats.naive import join_notes
 from pulse_pipeline.stats.ppi import ArmMean, as_vector, normal_quantile
 
+WEIGHTS_WIDEN = 1.05
+"""The width the weights may cost before the note says so: normalized weights multiply the residual term's standard
+error by about sqrt(n / n_eff) (Kish), and 1.05 is the widest a prediction-powered interval should be against
+naive (issue 37's target)."""
+WEIGHTS_VARY = "the propensity weights vary"
+PREDICTIONS_MISS = "the predictions miss the ratings by more than the ratings vary"
 PROPENSITY_C = 0.1  # inverse L2 strength of the propensity model (features standardized)
 PROPENSITY_TOL = 1e-8
 """Stopping tolerance of the propensity model's Newton solver: converged, not stopped on the way (see
@@ -47,14 +68,15 @@ def aipw_mean(
     f_all,
     rated_mask,
     propensity,
-    clip: tuple[float, float] = (0.01, 1.0),
+    clip: tuple[float, float] | None = None,
     alpha: float = 0.05,
     clusters=None,
 ) -> ArmMean:
     """Augmented inverse-propensity-weighted (doubly robust) mean of one arm over all its sessions.
 
     With N_total sessions i, R_i = 1 if session i is rated, Y_i its rating, f_i its (cross-fit) prediction and
-    pi_i = P(R_i = 1 | X_i) its (cross-fit) propensity clipped to [clip_low, clip_high], w_i = 1 / pi_i::
+    pi_i = P(R_i = 1 | X_i) its (cross-fit) propensity (clipped to [clip_low, clip_high] only when ``clip`` is
+    given), w_i = 1 / pi_i::
 
         r      = sum_rated w_i (Y_i - f_i) / sum_rated w_i       the propensity-weighted mean residual
         mu     = mean_i f_i + r
@@ -71,15 +93,24 @@ def aipw_mean(
     Horvitz-Thompson form): estimated propensities are noisy, and E[1 / pi_hat] > 1 / pi inflates the
     unnormalized residual term, which moves each arm's mean toward its own residual and biases a difference of
     arms; normalizing removes that. With everyone rated and pi = 1, psi_i = Y_i and mu is the plain mean of the
-    ratings; with a constant propensity mu is the cross-prediction mean (mean f + mean rated residual).
+    ratings. With a constant propensity mu is the cross-prediction mean over every session, mean f + mean rated
+    residual, which is exactly the prediction-powered mean mean(Y) + lam (mean(f~) - mean(f)) at lam = N / N_total
+    (N unrated sessions, f~ their predictions): mean f = (n mean(f) + N mean(f~)) / N_total. Its se^2 is PPI's at
+    that lam, Var(lam f~) / N + Var(Y - lam f) / n, up to ddof and the between-group term of Var(psi)
+    (``tests/test_stats.py`` checks both).
+
+    The note says what widened the interval (``WEIGHTS_VARY``: Kish's effective number of ratings, n_eff = (sum
+    w)^2 / sum w^2, below n / WEIGHTS_WIDEN^2; ``PREDICTIONS_MISS``: Var(Y - f) > Var(Y) over the rated sessions
+    when some sessions are unrated, so the correction adds more variance than the predictions remove).
 
     Args:
         y_labeled: ratings of the rated sessions, shape (n,), in the order they appear in ``rated_mask``.
         f_all: predictions for all N_total sessions of the arm, shape (N_total,) (out of fold for rated ones).
         rated_mask: boolean, shape (N_total,), True for the n rated sessions.
         propensity: P(rated | X) for all sessions, shape (N_total,) (only the rated sessions' values enter mu).
-        clip: (clip_low, clip_high); propensities are clipped to this range before use, 0 < clip_low <= clip_high
-            <= 1. Clipping bounds the weights (at most 1 / clip_low) at the price of some bias.
+        clip: None (the default: propensities used as estimated; every rated session's must be in (0, 1]), or
+            (clip_low, clip_high), 0 < clip_low <= clip_high <= 1: propensities clipped to this range before use,
+            which bounds the weights (at most 1 / clip_low) at the price of some bias.
         alpha: error level; the interval targets coverage 1 - alpha. Must be in (0, 1).
         clusters: None (independent sessions) or each session's cluster code, shape (N_total,): the
             cluster-robust se above.
@@ -91,8 +122,8 @@ def aipw_mean(
         interval with a note.
     """
     z = normal_quantile(alpha)
-    lo, hi = clip
-    if not 0.0 < lo <= hi <= 1.0:
+    lo, hi = (0.0, 1.0) if clip is None else clip
+    if clip is not None and not 0.0 < lo <= hi <= 1.0:
         raise ValueError(f"clip must satisfy 0 < low <= high <= 1, got {clip}")
     y = as_vector(y_labeled, "y_labeled")
     f = as_vector(f_all, "f_all")
@@ -109,15 +140,22 @@ def aipw_mean(
     pi_r = pi[rated]
     if np.isnan(pi_r).any():
         raise ValueError("propensity is NaN for a rated session")
+    if clip is None and not ((pi_r > 0) & (pi_r <= 1)).all():
+        raise ValueError("a rated session's propensity is outside (0, 1]: pass clip to bound it")
     nan = float("nan")
     if total == 0 or n == 0:
         return ArmMean(nan, nan, nan, nan, 1.0, n, total - n, "aipw", note="no rated sessions: the mean is undefined")
-    n_clipped = int(np.count_nonzero((pi_r < lo) | (pi_r > hi)))
-    w = 1.0 / np.clip(pi_r, lo, hi)
+    n_clipped = 0 if clip is None else int(np.count_nonzero((pi_r < lo) | (pi_r > hi)))
+    w = 1.0 / (pi_r if clip is None else np.clip(pi_r, lo, hi))
     resid = y - f[rated]
     r = float(np.dot(w, resid) / w.sum())
     est = float(f.mean()) + r
     note = f"{n_clipped} rated session(s) had propensity clipped to [{lo}, {hi}]" if n_clipped else None
+    n_effective = float(w.sum() ** 2 / np.dot(w, w))
+    if n > 1 and n_effective * WEIGHTS_WIDEN**2 < n:
+        note = join_notes(note, f"{WEIGHTS_VARY}: {n_effective:.0f} effective ratings of {n}")
+    if n > 1 and total > n and float(resid.var()) > float(y.var()):  # everyone rated: mu is mean(Y), f drops out
+        note = join_notes(note, PREDICTIONS_MISS)
     if total < 2:
         inf = float("inf")
         note = join_notes(note, "a single session: no variance estimate, interval unbounded")
@@ -186,13 +224,31 @@ class PropensityFit:
 
     ``propensity[i]`` is row i's out-of-fold P(rated | x), made by ``models[folds[i]]``, which never saw row i.
     With fewer than 2 rated (or unrated) rows there is no model: ``folds`` is all -1 and every propensity is
-    ``constant``, the rated fraction."""
+    ``constant``, the rated fraction.
+
+    ``model_log_loss`` and ``constant_log_loss`` are the mean out-of-fold log loss of the fold models and of each
+    fold's training rated fraction on the same held-out rows; ``model_helps`` says whether the model beat the
+    constant, and :meth:`weighting` gives the propensities AIPW weights by (:func:`chosen_propensity`)."""
 
     propensity: np.ndarray
     folds: np.ndarray  # each row's fold; -1: no model
     models: tuple  # fold k's fitted pipeline (scaler and logistic regression)
     counts: np.ndarray  # the count-like columns the design was made with (``propensity_design``)
     constant: float  # the rated fraction: the propensity when there is no model
+    model_log_loss: float = float("nan")
+    constant_log_loss: float = float("nan")
+
+    @property
+    def model_helps(self) -> bool:
+        """True when the fold models predict who is rated better than the rated fraction does, out of fold (lower
+        mean log loss; a tie goes to the constant). False with no model."""
+        return bool(self.models) and self.model_log_loss < self.constant_log_loss
+
+    def weighting(self, propensity: np.ndarray | None = None) -> np.ndarray:
+        """The propensities AIPW weights by: ``propensity`` (None: this fit's out-of-fold ones) when the model
+        helps, else the rated fraction for every row (:func:`chosen_propensity`)."""
+        p = self.propensity if propensity is None else np.asarray(propensity, dtype=np.float64)
+        return p if self.model_helps else np.full(p.shape, self.constant)
 
     def predict(self, X, folds: np.ndarray) -> np.ndarray:
         """P(rated | x) of the rows ``X`` (features in the fit's order), row i by the model of fold ``folds[i]``;
@@ -280,9 +336,39 @@ def crossfit_propensity_fit(
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         models = tuple(done.result() for done in [pool.submit(fit_fold, *split) for split in splits])  # raises
-    for fold, (_, test) in enumerate(splits):
+    held_out_constant = np.empty(r.size)
+    for fold, (train, test) in enumerate(splits):
         folds[test] = fold
-    return PropensityFit(out, folds, models, counts, constant)
+        held_out_constant[test] = r[train].mean()
+    model_loss, constant_loss = log_loss(r, out), log_loss(r, held_out_constant)
+    return PropensityFit(out, folds, models, counts, constant, model_loss, constant_loss)
+
+
+def log_loss(rated: np.ndarray, propensity: np.ndarray) -> float:
+    """Mean log loss -mean(R log p + (1 - R) log(1 - p)) of propensities p against who was rated R (p kept in
+    [1e-15, 1 - 1e-15], as ``sklearn.metrics.log_loss`` does)."""
+    p = np.clip(np.asarray(propensity, dtype=np.float64), 1e-15, 1 - 1e-15)
+    r = np.asarray(rated, dtype=bool)
+    return float(-np.mean(np.where(r, np.log(p), np.log1p(-p))))
+
+
+def chosen_propensity(X, rated, k: int = 5, seed: int = 42, workers: int = 1) -> np.ndarray:
+    """The propensities AIPW weights by: the cross-fit model's (:func:`crossfit_propensity`) when it predicts who
+    is rated better than the arm's rated fraction out of fold, else the rated fraction for every session.
+
+    The rule, and why it is not tuned to anything. The two candidates are scored on the same held-out rows by
+    log loss, a proper scoring rule: its expectation is smallest at the true P(rated | x), so the candidate with
+    the lower out-of-fold loss is the one estimated closer to the truth (in Kullback-Leibler divergence), with no
+    constant to set. When ratings come at random the true propensity is the constant: a model fit to noise loses
+    to it out of fold, and its weights would only add variance (normalized weights widen the interval by about
+    sqrt(1 + CV(w)^2), Kish's design effect, where CV(w) is the weights' coefficient of variation) without
+    removing any bias. With the constant, AIPW is exactly the prediction-powered mean mean(Y) + lam (mean(f~) -
+    mean(f)) at lam = N / (n + N) (:func:`aipw_mean`), about as wide as cross-PPI. When who rates does follow the
+    features, the model's advantage in log loss grows in proportion to the sessions while its noise grows as their
+    square root, so it is chosen whenever the selection is large enough to matter; near the boundary the two are
+    about equally close to the truth and either choice costs little. The choice is made once per fit and kept with
+    it (``PropensityFit.weighting``)."""
+    return crossfit_propensity_fit(X, rated, k=k, seed=seed, workers=workers).weighting()
 
 
 def propensity_auc(rated, propensity) -> float:
