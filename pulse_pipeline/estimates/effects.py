@@ -311,8 +311,9 @@ def propensities(arm: ArmData, s: Settings) -> np.ndarray:
 def _aipw_arm(arm: ArmData, rated: np.ndarray, propensity: np.ndarray, s: Settings):
     f_all = np.r_[arm.f_labeled, arm.f_unlabeled]
     clusters = np.r_[arm.g_labeled, arm.g_unlabeled] if arm.clustered else None
-    if arm.known_asking:  # a known probability is not clipped (no propensity is): clipping it only adds bias
-        result = aipw_mean(arm.y, f_all, rated, propensity, alpha=s.alpha, clusters=clusters)
+    if arm.known_asking:  # a known probability is not clipped: clipping it only adds bias
+        clip = (float(propensity[rated].min()), 1.0)
+        result = aipw_mean(arm.y, f_all, rated, propensity, clip=clip, alpha=s.alpha, clusters=clusters)
         return replace(result, note="; ".join(x for x in (result.note, "known ask probability") if x))
     return aipw_mean(arm.y, f_all, rated, propensity, alpha=s.alpha, clusters=clusters)
 
