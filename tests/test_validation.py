@@ -125,8 +125,8 @@ def test_pulse_validate_writes_the_table_and_reports_unmet_targets(pulse_home, c
 
 def test_self_selected_arms_keep_their_propensity_model() -> None:
     """AIPW corrects for who rates only if it still weighs by the propensity model where rating follows the
-    features: in ``self_selected`` (rating follows the user-message count) every arm's model must beat the rated
-    fraction out of fold (``stats.aipw.chosen_propensity``), as it did in each of the 500 replications of
+    features: in ``self_selected`` (rating follows the user-message count) every arm's recalibrated model must keep
+    a slope (``stats.aipw.chosen_propensity``), as it did in each of the 500 replications of
     ``pulse validate`` (coverage in ``studies/coverage.py``'s docstring)."""
     from pulse_pipeline.stats.aipw import crossfit_propensity_fit
     from pulse_pipeline.studies.scenario import EXPERIMENT, PARAMS
@@ -138,4 +138,4 @@ def test_self_selected_arms_keep_their_propensity_model() -> None:
         for variant in set(np.asarray(table.variant)[in_experiment]):
             arm = in_experiment & (np.asarray(table.variant) == variant)
             fit = crossfit_propensity_fit(feature_matrix(table, arm), np.asarray(table.rated, dtype=bool)[arm])
-            assert fit.model_helps, (seed, variant, fit.model_log_loss, fit.constant_log_loss)
+            assert fit.model_helps, (seed, variant, fit.calibration)

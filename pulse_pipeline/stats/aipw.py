@@ -24,9 +24,10 @@ no overlap weight changes what is estimated. Two things keep the interval from w
   clip at an absolute floor (the clip at 0.01 it replaces bit hardest where the rated share is small, and on real
   data with ratings at random moved the rated sessions' overfit propensities to the floor, which only widened
   the interval);
-- the propensity model does no harm when it finds nothing: :func:`chosen_propensity` keeps the model only when it
-  predicts who is rated better than the arm's rated fraction out of fold (log loss); otherwise every session
-  weighs the same and AIPW is the prediction-powered mean at lam = N / (n + N), about as wide as cross-PPI.
+- the propensity model does no harm when it finds nothing: :func:`chosen_propensity` recalibrates its
+  out-of-fold propensities toward the arm's rated fraction by maximum likelihood (Platt's slope, at least 0), so a
+  model that ranks who is rated no better than chance gives every session (nearly) the same weight, and AIPW is
+  then the prediction-powered mean at lam = N / (n + N), about as wide as cross-PPI.
 
 When the weights still cost width (Kish's effective number of ratings below n / ``WEIGHTS_WIDEN``^2) or the
 predictions miss the ratings by more than the ratings vary, the arm's note says so (``WEIGHTS_VARY``,
@@ -40,6 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import expit
 from scipy.stats import rankdata
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold
@@ -55,6 +57,10 @@ WEIGHTS_WIDEN = 1.05
 """The width the weights may cost before the note says so: normalized weights multiply the residual term's standard
 error by about sqrt(n / n_eff) (Kish), and 1.05 is the widest a prediction-powered interval should be against
 naive (issue 37's target)."""
+CALIBRATION_PENALTY = 3.841458820694124
+"""The 95 % quantile of chi-square with one degree of freedom (z_0.975^2): the calibration's slope is kept only when
+the likelihood-ratio test rejects "rated at random" at the level of the pipeline's 95 % intervals
+(:func:`calibrate`)."""
 WEIGHTS_VARY = "the propensity weights vary"
 PREDICTIONS_MISS = "the predictions miss the ratings by more than the ratings vary"
 PROPENSITY_C = 0.1  # inverse L2 strength of the propensity model (features standardized)
@@ -226,29 +232,32 @@ class PropensityFit:
     With fewer than 2 rated (or unrated) rows there is no model: ``folds`` is all -1 and every propensity is
     ``constant``, the rated fraction.
 
-    ``model_log_loss`` and ``constant_log_loss`` are the mean out-of-fold log loss of the fold models and of each
-    fold's training rated fraction on the same held-out rows; ``model_helps`` says whether the model beat the
-    constant, and :meth:`weighting` gives the propensities AIPW weights by (:func:`chosen_propensity`)."""
+    ``calibration`` = (a, s): the out-of-fold propensities' recalibration, P(rated) = expit(a + s
+    logit(propensity)), fit by maximum likelihood on every row's out-of-fold propensity (:func:`calibrate`); s = 0
+    when the model found nothing (every row then gets the rated fraction). :meth:`weighting` gives the
+    propensities AIPW weights by (:func:`chosen_propensity`)."""
 
     propensity: np.ndarray
     folds: np.ndarray  # each row's fold; -1: no model
     models: tuple  # fold k's fitted pipeline (scaler and logistic regression)
     counts: np.ndarray  # the count-like columns the design was made with (``propensity_design``)
     constant: float  # the rated fraction: the propensity when there is no model
-    model_log_loss: float = float("nan")
-    constant_log_loss: float = float("nan")
+    calibration: tuple[float, float] = (0.0, 0.0)  # (a, s) of :func:`calibrate`; s = 0: the rated fraction
 
     @property
     def model_helps(self) -> bool:
-        """True when the fold models predict who is rated better than the rated fraction does, out of fold (lower
-        mean log loss; a tie goes to the constant). False with no model."""
-        return bool(self.models) and self.model_log_loss < self.constant_log_loss
+        """True when the out-of-fold propensities rank who is rated the right way round, so that their
+        recalibration keeps some of their spread (slope s > 0). False with no model."""
+        return bool(self.models) and self.calibration[1] > 0
 
     def weighting(self, propensity: np.ndarray | None = None) -> np.ndarray:
-        """The propensities AIPW weights by: ``propensity`` (None: this fit's out-of-fold ones) when the model
-        helps, else the rated fraction for every row (:func:`chosen_propensity`)."""
+        """The propensities AIPW weights by: ``propensity`` (None: this fit's out-of-fold ones) recalibrated,
+        expit(a + s logit(propensity)); the rated fraction for every row when s = 0 (:func:`chosen_propensity`)."""
         p = self.propensity if propensity is None else np.asarray(propensity, dtype=np.float64)
-        return p if self.model_helps else np.full(p.shape, self.constant)
+        if not self.model_helps:
+            return np.full(p.shape, self.constant)
+        a, slope = self.calibration
+        return expit(a + slope * logit(p))
 
     def predict(self, X, folds: np.ndarray) -> np.ndarray:
         """P(rated | x) of the rows ``X`` (features in the fit's order), row i by the model of fold ``folds[i]``;
@@ -336,38 +345,67 @@ def crossfit_propensity_fit(
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         models = tuple(done.result() for done in [pool.submit(fit_fold, *split) for split in splits])  # raises
-    held_out_constant = np.empty(r.size)
-    for fold, (train, test) in enumerate(splits):
+    for fold, (_, test) in enumerate(splits):
         folds[test] = fold
-        held_out_constant[test] = r[train].mean()
-    model_loss, constant_loss = log_loss(r, out), log_loss(r, held_out_constant)
-    return PropensityFit(out, folds, models, counts, constant, model_loss, constant_loss)
+    return PropensityFit(out, folds, models, counts, constant, calibrate(out, r))
 
 
-def log_loss(rated: np.ndarray, propensity: np.ndarray) -> float:
-    """Mean log loss -mean(R log p + (1 - R) log(1 - p)) of propensities p against who was rated R (p kept in
-    [1e-15, 1 - 1e-15], as ``sklearn.metrics.log_loss`` does)."""
-    p = np.clip(np.asarray(propensity, dtype=np.float64), 1e-15, 1 - 1e-15)
-    r = np.asarray(rated, dtype=bool)
-    return float(-np.mean(np.where(r, np.log(p), np.log1p(-p))))
+def logit(p: np.ndarray) -> np.ndarray:
+    """log(p / (1 - p)), p kept in [1e-12, 1 - 1e-12] so that no propensity gives an infinite logit."""
+    p = np.clip(np.asarray(p, dtype=np.float64), 1e-12, 1 - 1e-12)
+    return np.log(p) - np.log1p(-p)
+
+
+def calibrate(propensity, rated, steps: int = 50) -> tuple[float, float]:
+    """(a, s) maximizing the likelihood of who was rated under P(rated) = expit(a + s logit(propensity)), s >= 0:
+    Platt's recalibration of out-of-fold propensities, by Newton's method on the two numbers.
+
+    s = 1, a = 0 is the model as it is; s = 0 is the rated fraction for every row (a its logit). A slope at or
+    below 0 (the out-of-fold ranking runs backwards or nowhere: the model found nothing but noise) gives s = 0, and
+    so does a slope whose likelihood-ratio test against the rated fraction does not reject "rated at random" at
+    the 5 % level (twice the log-likelihood gain at most ``CALIBRATION_PENALTY``, chi-square with one degree of
+    freedom under that hypothesis: the out-of-fold propensities are held out, only the slope is fit here)."""
+    x = logit(propensity)
+    r = np.asarray(rated, dtype=np.float64).reshape(-1)
+    rate = float(r.mean()) if r.size else 0.0
+    if not 0 < rate < 1 or np.ptp(x) == 0:
+        return (0.0, 0.0)
+    nothing = (math.log(rate / (1 - rate)), 0.0)
+    theta = np.array(nothing)
+    design = np.column_stack([np.ones_like(x), x])
+    for _ in range(steps):
+        p = expit(design @ theta)
+        hessian = (design * (p * (1 - p))[:, None]).T @ design
+        step = np.linalg.solve(hessian, design.T @ (r - p))
+        theta += step
+        if np.max(np.abs(step)) < 1e-10:
+            break
+    if not np.all(np.isfinite(theta)) or theta[1] <= 0:
+        return nothing
+    p = np.clip(expit(design @ theta), 1e-15, 1 - 1e-15)
+    gain = float(np.sum(r * np.log(p / rate) + (1 - r) * np.log((1 - p) / (1 - rate))))  # log-likelihood ratio
+    return (float(theta[0]), float(theta[1])) if 2 * gain > CALIBRATION_PENALTY else nothing
 
 
 def chosen_propensity(X, rated, k: int = 5, seed: int = 42, workers: int = 1) -> np.ndarray:
-    """The propensities AIPW weights by: the cross-fit model's (:func:`crossfit_propensity`) when it predicts who
-    is rated better than the arm's rated fraction out of fold, else the rated fraction for every session.
+    """The propensities AIPW weights by: the cross-fit model's out-of-fold propensities
+    (:func:`crossfit_propensity`) recalibrated toward the arm's rated fraction as far as who was rated says
+    (:func:`calibrate`), so that a model that finds nothing does no harm.
 
-    The rule, and why it is not tuned to anything. The two candidates are scored on the same held-out rows by
-    log loss, a proper scoring rule: its expectation is smallest at the true P(rated | x), so the candidate with
-    the lower out-of-fold loss is the one estimated closer to the truth (in Kullback-Leibler divergence), with no
-    constant to set. When ratings come at random the true propensity is the constant: a model fit to noise loses
-    to it out of fold, and its weights would only add variance (normalized weights widen the interval by about
-    sqrt(1 + CV(w)^2), Kish's design effect, where CV(w) is the weights' coefficient of variation) without
-    removing any bias. With the constant, AIPW is exactly the prediction-powered mean mean(Y) + lam (mean(f~) -
-    mean(f)) at lam = N / (n + N) (:func:`aipw_mean`), about as wide as cross-PPI. When who rates does follow the
-    features, the model's advantage in log loss grows in proportion to the sessions while its noise grows as their
-    square root, so it is chosen whenever the selection is large enough to matter; near the boundary the two are
-    about equally close to the truth and either choice costs little. The choice is made once per fit and kept with
-    it (``PropensityFit.weighting``)."""
+    The rule, and why it is not tuned to anything. Platt's recalibration fits two numbers, a and s in expit(a + s
+    logit(pi_hat)), by maximum likelihood on every session's out-of-fold propensity: the candidates run from the
+    rated fraction (s = 0) through the model as it is (s = 1), and the likelihood of who was actually rated picks
+    how much of the model's spread to keep; the slope is kept only when the likelihood-ratio test rejects "rated
+    at random" at the level of the intervals themselves (5 %), so nothing is tuned to data. When ratings come at
+    random the true propensity is the constant: a model fit to noise ranks held-out sessions no better than chance
+    (often backwards), and s is 0 in about 19 arms of 20, every weight equal. Weights that varied for nothing
+    would only add variance (normalized weights widen the interval by about sqrt(1 + CV(w)^2), Kish's design
+    effect) without removing any bias; with s = 0 AIPW is exactly the prediction-powered mean mean(Y) + lam
+    (mean(f~) - mean(f)) at lam = N / (n + N) (:func:`aipw_mean`), about as wide as cross-PPI. When who rates does
+    follow the features the out-of-fold ranking carries it and s stays above 0: a model whose ranking is right but
+    whose probabilities are too extreme (overfit to few rated sessions) or too flat (the L2 penalty) is rescaled,
+    not dropped. A session's own label moves the two numbers by O(1/n); the calibration is kept with the fit
+    (``PropensityFit.weighting``)."""
     return crossfit_propensity_fit(X, rated, k=k, seed=seed, workers=workers).weighting()
 
 
