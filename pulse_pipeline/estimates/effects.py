@@ -11,8 +11,10 @@ Methods (one row each, on the normalized label; stars = 4 x normalized for a dif
   (ddof 0) and a z interval: no gain, and none of λ̂'s noise either.
 - ``crossppi``: the cross-prediction form (λ = 1).
 - ``aipw``: the doubly robust mean, with the propensity of being rated estimated per arm by a cross-fit classifier
-  on the session features. Prefer it when who rates depends on the session (chattier users rate more); it assumes
-  rating depends only on what the features record.
+  on the session features, recalibrated toward the arm's rated fraction (``stats.aipw.chosen_propensity``: equal
+  weights when the classifier finds nothing, so AIPW is then about as wide as cross-PPI). Prefer it when who
+  rates depends on the session (chattier users rate more); it assumes rating depends only on what the features
+  record.
 - ``ppi_insample``: PPI with predictions from a model fit on all the labels, as the paper did. Never valid: shown
   only to compare with published numbers, and always flagged.
 
