@@ -17,6 +17,7 @@ from pulse_pipeline.defs.estimates.conclusions import conclusions as conclusions
 from pulse_pipeline.defs.resources import WarehouseResource
 from pulse_pipeline.estimates.conclusions import choose, conclusion_rows, lead
 from pulse_pipeline.estimates.methods import Method
+from pulse_pipeline.stats.aipw import PREDICTIONS_MISS, WEIGHTS_VARY
 from pulse_pipeline.warehouse import Warehouse
 
 SHIFT = "rated sessions are not representative (AUC 0.71)"
@@ -68,10 +69,11 @@ def test_each_comparison_gets_the_method_why_and_sentence_worked_out_by_hand():
     assert (t1.method, t1.direction, t1.p_holm_caveat, t1.mde) == ("ppi", "higher", 0.08, None)
     assert (t1.effect, t1.ci_low, t1.ci_high, t1.width_vs_naive) == (0.04, 0.015, 0.065, 0.625)
     assert t1.verdict == "t1 rated higher (not after Holm's correction)"
-    # 4 x 0.04 = +0.16, 4 x 0.015 = +0.06, 4 x 0.065 = +0.26
+    # 4 x 0.04 = +0.16, 4 x 0.015 = +0.06, 4 x 0.065 = +0.26; its width 0.625 of naive's, to 2 decimals 0.62
     assert t1.sentence == (
-        "t1 is rated higher than c1: +0.16 stars (95 % interval +0.06 to +0.26; +0.040 on the 0–1 scale), by PPI++;"
-        " after Holm's correction for the 3 comparisons of this report it is not significant (adjusted p = 0.080)."
+        "t1 is rated higher than c1: +0.16 stars (95 % interval +0.06 to +0.26; +0.040 on the 0–1 scale), by PPI++,"
+        " its interval 0.62× as wide as the naive one; after Holm's correction for the 3 comparisons of this report"
+        " it is not significant (adjusted p = 0.080)."
         " (PPI++ is valid and not flagged.)"
     )
 
@@ -82,7 +84,8 @@ def test_each_comparison_gets_the_method_why_and_sentence_worked_out_by_hand():
     # 4 x -0.0126 = -0.05, 4 x -0.07 = -0.28, 4 x 0.045 = +0.18; the naive MDE 0.1 = 0.40 stars
     assert t2.sentence == (
         "No detectable difference between t2 and c1: -0.05 stars (95 % interval -0.28 to +0.18; -0.013 on the 0–1"
-        " scale) by AIPW; the test could have detected 0.40 stars or more (0.100 on the 0–1 scale, 80 % power)."
+        " scale) by AIPW, its interval 0.96× as wide as the naive one; the test could have detected 0.40 stars or"
+        " more (0.100 on the 0–1 scale, 80 % power)."
         f" (PPI++ is flagged: {SHIFT}; AIPW corrects for who rates.)"
     )
 
@@ -96,6 +99,37 @@ def test_each_comparison_gets_the_method_why_and_sentence_worked_out_by_hand():
         "not compared",
         "single-arm experiment: every session is in only.",
     )
+
+
+def test_a_chosen_interval_wider_than_naive_says_so_and_why():
+    # PPI++ flagged, so AIPW is read (the rule is fixed before the data), and its interval came out 1.18x naive's:
+    # the sentence says so, and why from AIPW's note (the weights vary, the predictions miss)
+    note = f"treatment: {WEIGHTS_VARY}: 31 effective ratings of 48; {PREDICTIONS_MISS}"
+    rows = [
+        _row("e", "t", "c", "naive_welch", 0.02, -0.03, 0.07, p_holm=0.4, width_vs_naive=1.0),
+        _row("e", "t", "c", "ppi", 0.02, -0.02, 0.06, p_holm=0.4, width_vs_naive=0.8, flags=SHIFT),
+        _row("e", "t", "c", "aipw", 0.03, -0.029, 0.089, p_holm=0.4, width_vs_naive=1.18, note=note),
+    ]
+    (row,) = conclusion_rows(rows)
+    assert row.method == "aipw" and row.width_vs_naive == 1.18
+    # 4 x 0.03 = +0.12, 4 x -0.029 = -0.12, 4 x 0.089 = +0.36
+    assert row.sentence == (
+        "No detectable difference between t and c: +0.12 stars (95 % interval -0.12 to +0.36; +0.030 on the 0–1"
+        " scale) by AIPW, its interval 1.18× as wide as the naive one: wider than naive because the propensity"
+        " weights vary (fewer ratings count fully) and the model predicts the ratings worse than their mean does."
+        f" (PPI++ is flagged: {SHIFT}; AIPW corrects for who rates.)"
+    )
+    # PPI++ read and wider than naive: how weakly the predictions track the ratings
+    ppi = _row("e", "t", "c", "ppi", 0.02, -0.031, 0.071, p_holm=0.4, width_vs_naive=1.02, oof_rho=0.043)
+    (row,) = conclusion_rows([rows[0], ppi])
+    assert row.sentence.endswith(
+        "by PPI++, its interval 1.02× as wide as the naive one: wider than naive because the predictions track the"
+        " ratings weakly (out-of-fold r = 0.04) and lambda is estimated from few ratings. (PPI++ is valid and not"
+        " flagged.)"
+    )
+    # naive read: no width phrase (it is the yardstick)
+    (row,) = conclusion_rows([rows[0]])
+    assert "as wide as the naive one" not in row.sentence
 
 
 def test_the_choice_falls_back_to_aipw_then_naive():

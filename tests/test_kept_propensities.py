@@ -14,7 +14,7 @@ from sklearn.preprocessing import StandardScaler
 from pulse_pipeline.estimates.effects import Settings
 from pulse_pipeline.estimates.experiment_effects import experiment_effect_rows
 from pulse_pipeline.estimates.kept_propensities import PropensityStore
-from pulse_pipeline.stats.aipw import crossfit_propensity
+from pulse_pipeline.stats.aipw import crossfit_propensity, crossfit_propensity_fit
 
 T0 = datetime(2026, 3, 2, 9, tzinfo=UTC)
 SEED = 42
@@ -62,10 +62,10 @@ def _folds_of(ids_fit, rated_fit, ids_now):
 def test_a_first_fit_is_the_cross_fit_and_the_same_day_reuses_it(tmp_path):
     store, heard = _store(tmp_path)
     ids, X, rated = _arm(3000, 1)
-    first = store.propensities("e/t", ids, X, rated, COLUMNS, seed=SEED, now=T0)
+    first = store.propensities("e/t", ids, X, rated, COLUMNS, seed=SEED, now=T0)[0]
     assert np.array_equal(first, crossfit_propensity(X, rated, seed=SEED))
     assert "no kept fit" in heard[-1] and len(list((tmp_path / "kept").glob("*.joblib"))) == 1
-    again = store.propensities("e/t", ids, X, rated, COLUMNS, seed=SEED, now=T0 + timedelta(hours=3))
+    again = store.propensities("e/t", ids, X, rated, COLUMNS, seed=SEED, now=T0 + timedelta(hours=3))[0]
     assert "reused" in heard[-1]
     assert np.array_equal(again, first)  # the same models on the same rows
     # another arm never reads this arm's fit
@@ -83,7 +83,7 @@ def test_a_small_drop_keeps_each_sessions_fold_model_and_new_sessions_get_the_me
     rated_now[50:90] = ~rated_now[50:90]  # ... and 40 sessions' rated status
     ids_now = ids[1:] + new_ids  # one session is gone (history reads only sessions with a start day)
     X_now, rated_now = np.vstack([X_now[1:], new_X]), np.r_[rated_now[1:], new_rated]
-    got = store.propensities("e/t", ids_now, X_now, rated_now, COLUMNS, seed=SEED, now=T0 + timedelta(hours=1))
+    got = store.propensities("e/t", ids_now, X_now, rated_now, COLUMNS, seed=SEED, now=T0 + timedelta(hours=1))[0]
     assert "reused (140 sessions new or changed since)" in heard[-1]
     expected = _by_hand(X, rated, X_now, _folds_of(ids, rated, ids_now))
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-9)
@@ -106,7 +106,7 @@ def test_the_arm_is_fitted_again_when_the_rules_say(tmp_path, change):
     later = T0 + timedelta(days=1 if change == "next day" else 0, hours=1)
     ids_now, X_now, rated_now = ids + new_ids, np.vstack([X, new_X]), np.r_[rated, new_rated]
     columns = ("messages", "score", "share") if change == "renamed column" else COLUMNS
-    got = store.propensities("e/t", ids_now, X_now, rated_now, columns, seed=SEED, now=later)
+    got = store.propensities("e/t", ids_now, X_now, rated_now, columns, seed=SEED, now=later)[0]
     np.testing.assert_array_equal(got, crossfit_propensity(X_now, rated_now, seed=SEED))
     reason = {
         "next day": "the first run of a day fits again",
@@ -148,3 +148,23 @@ def test_effect_rows_with_kept_fits_are_todays_rows_on_the_first_run(tmp_path):
     assert kept == plain
     assert len(list((tmp_path / "kept").glob("*.joblib"))) == 2  # one per arm
     assert sorted(h.split(":")[0] for h in heard) == ["e/c", "e/t"]
+
+
+def test_a_kept_fit_keeps_its_choice_of_weights(tmp_path):
+    # chattier sessions rated more: the model's ranking is kept (recalibrated: expit(a + s logit p), s > 0)
+    store, heard = _store(tmp_path)
+    ids, X, rated = _arm(3000, 1)
+    model, weighting = store.propensities("e/t", ids, X, rated, COLUMNS, seed=SEED, now=T0)
+    logit = lambda p: np.log(p / (1 - p))  # noqa: E731
+    assert np.ptp(weighting) > 0 and np.corrcoef(logit(weighting), logit(model))[0, 1] > 1 - 1e-9
+    # an arm rated at random: the model loses to the rated fraction out of fold, every session weighs the same, and
+    # the reused fit (new sessions too) says the same
+    rated_at_random = np.random.default_rng(10).random(3000) < 0.06
+    assert not crossfit_propensity_fit(X, rated_at_random, seed=SEED).model_helps  # this draw: as the rule says
+    model, weighting = store.propensities("e/r", ids, X, rated_at_random, COLUMNS, seed=SEED, now=T0)
+    assert np.all(weighting == rated_at_random.mean()) and np.ptp(model) > 0
+    new_ids, new_X, _ = _arm(20, 3, start=3000)
+    later = T0 + timedelta(hours=1)
+    X_now, rated_now = np.vstack([X, new_X]), np.r_[rated_at_random, np.zeros(20, bool)]
+    _, weighting = store.propensities("e/r", ids + new_ids, X_now, rated_now, COLUMNS, seed=SEED, now=later)
+    assert "reused" in heard[-1] and np.all(weighting == rated_at_random.mean())

@@ -29,6 +29,7 @@ from pulse_pipeline.defs.resources import WarehouseResource
 from pulse_pipeline.estimates.conclusions import conclusion_rows
 from pulse_pipeline.publish import publish
 from pulse_pipeline.report.page import build_page
+from pulse_pipeline.stats.aipw import WEIGHTS_VARY
 from pulse_pipeline.warehouse import Warehouse
 
 BACKBONE = {"experiment": "llm-backbone", "treatment": "gpt-5", "control": "claude-4-sonnet"}
@@ -67,7 +68,8 @@ EFFECTS = [
     _effect(BACKBONE, "ppi_insample", 0.043, 0.03, 0.056, valid=False, flags="predictions may have seen the labels"),
     _effect(PLANNING, "naive_welch", 0.02, -0.04, 0.08, width_vs_naive=1.0),
     _effect(PLANNING, "ppi", 0.03, -0.02, 0.08, flags=FLAG_SHIFT, width_vs_naive=0.83, best_width_theory=0.9),
-    _effect(PLANNING, "aipw", -0.01234, -0.07, 0.046, width_vs_naive=0.97, best_width_theory=0.9, oof_rho=0.4),
+    _effect(PLANNING, "aipw", -0.01234, -0.07, 0.046, width_vs_naive=1.12, best_width_theory=0.9, oof_rho=0.4,
+            note=f"{WEIGHTS_VARY}: 30 effective ratings of 40"),
     *[
         {"experiment": "tiny", "treatment": "t2", "control": "c2", "method": m, "valid": False,
          "note": "arm t2 has fewer than 2 ratings"}
@@ -327,14 +329,15 @@ def test_conclusions_follow_the_chosen_estimate(page):
     # in stars: 4 x 0.0412 = +0.16, 4 x 0.012 = +0.05 (0.048), 4 x 0.068 = +0.27 (0.272)
     assert (
         "gpt-5 is rated higher than claude-4-sonnet: +0.16 stars (95 % interval +0.05 to +0.27; +0.041 on the 0–1"
-        " scale), by PPI++" in text
+        " scale), by PPI++, its interval 0.70× as wide as the naive one" in text
     )
     assert "PPI++ is valid and not flagged" in text and "after Holm" not in text
     # planning: PPI flagged -> AIPW, whose interval holds zero (4 x -0.01234 = -0.05, 4 x -0.07 = -0.28,
     # 4 x 0.046 = +0.18); the naive MDE 0.12 (0.48 stars) bounds what it saw
     assert (
         "No detectable difference between show-plan and no-plan: -0.05 stars (95 % interval -0.28 to +0.18; -0.012"
-        " on the 0–1 scale) by AIPW" in text
+        " on the 0–1 scale) by AIPW, its interval 1.12× as wide as the naive one: wider than naive because the"
+        " propensity weights vary (fewer ratings count fully); the test could" in text
     )
     assert "the test could have detected 0.48 stars or more (0.120 on the 0–1 scale, 80 % power)" in text
     assert f"PPI++ is flagged: {FLAG_SHIFT}; AIPW corrects for who rates" in text
@@ -483,10 +486,10 @@ def test_the_page_opens_with_the_answer(page):
         "llm-backbone: gpt-5 vs claude-4-sonnet": [
             "gpt-5 rated higher", "PPI++ PPI++ is valid and not flagged", "+0.16", "+0.05 to +0.27", "0.70"
         ],
-        # PPI++ flagged: AIPW, 4 x -0.01234 = -0.05, [4 x -0.07, 4 x 0.046] = [-0.28, +0.18], width 0.97
+        # PPI++ flagged: AIPW, 4 x -0.01234 = -0.05, [4 x -0.07, 4 x 0.046] = [-0.28, +0.18], width 1.12
         "planning: show-plan vs no-plan": [
             "no detectable difference", f"AIPW PPI++ is flagged: {FLAG_SHIFT}; AIPW corrects for who rates",
-            "-0.05", "-0.28 to +0.18", "0.97",
+            "-0.05", "-0.28 to +0.18", "1.12",
         ],
         "tiny: t2 vs c2": [
             "no conclusion", "– no method has a valid estimate (arm t2 has fewer than 2 ratings)", "–", "–", "–"
@@ -539,7 +542,7 @@ def test_the_width_line_is_what_ppi_can_reach(page):
     assert "best possible" not in text
     assert "best for PPI++ (ρ per arm)" in text and "from each arm's own ρ" in text
     # flagged as in section 1: planning's PPI++ (width 0.83) hollow, llm-backbone's (0.70) not
-    assert "planning: show-plan vs no-plan: best 0.90, PPI++ 0.83 flagged, AIPW 0.97" in page
+    assert "planning: show-plan vs no-plan: best 0.90, PPI++ 0.83 flagged, AIPW 1.12" in page
     assert "PPI++ 0.70," in page and "PPI++ 0.70 flagged" not in page
 
 

@@ -65,6 +65,8 @@ const b = document.querySelector('.banner');
 return b ? {synthetic: Number(b.dataset.synthetic), sessions: Number(b.dataset.sessions),
             top: b.getBoundingClientRect().top} : null;"""
 LABELS = {"ppi": "PPI++", "aipw": "AIPW", "naive_welch": "naive (Welch)"}
+CONCLUSIONS_JS = """
+return Array.from(document.querySelectorAll('#effects p.conclusion')).map(p => p.textContent);"""
 HEADLINES_JS = """
 return Array.from(document.querySelectorAll('[data-headline]')).map(e => ({
   column: e.dataset.headline, table: e.dataset.table, where: e.dataset.where, value: e.dataset.value,
@@ -136,6 +138,15 @@ def test_the_report_renders_in_chromium_with_the_warehouse_numbers(browser, tmp_
         (sessions,) = con.execute("SELECT count(*) FROM staging.sessions").fetchone()
     assert {(r["key"]["experiment"], r["key"]["treatment"]): r["fields"] for r in summary} == expected
     assert len(expected) == 3 and summary[0]["top"] < 900
+    # beside each conclusion of section 1, its interval's width against naive, as the summary shows it; and where
+    # the chosen model-assisted interval is wider than naive, the sentence says so and why
+    sentences = browser.execute_script(CONCLUSIONS_JS)
+    for (_, treatment), fields in expected.items():
+        if fields["method"] in ("PPI++", "AIPW"):
+            (sentence,) = [t for t in sentences if f"{treatment} " in t]
+            assert f"its interval {fields['width_vs_naive']}× as wide as the naive one" in sentence, sentence
+            assert ("wider than naive because" in sentence) == (float(fields["width_vs_naive"]) > 1), sentence
+    assert any("wider than naive because the propensity weights vary" in t for t in sentences)
     banner = browser.execute_script(BANNER_JS)
     assert banner["synthetic"] == synthetic == banner["sessions"] == sessions > 0 and banner["top"] < 900
 

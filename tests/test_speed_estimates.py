@@ -28,22 +28,24 @@ def test_propensity_auc_equals_scikit_learns():
 
 
 def test_an_arm_is_cross_fit_once_per_process(monkeypatch):
-    real = effects.crossfit_propensity
+    real = effects.crossfit_propensity_fit
     calls = []
 
     def counted(X, rated, seed, workers):
         calls.append(seed)
         return real(X, rated, seed=seed, workers=workers)
 
-    monkeypatch.setattr(effects, "crossfit_propensity", counted)
+    monkeypatch.setattr(effects, "crossfit_propensity_fit", counted)
     monkeypatch.setattr(effects, "_FITTED", OrderedDict())
     rng = np.random.default_rng(1)
     X, rated = rng.normal(size=(300, 3)), rng.random(300) < 0.3
     first = effects._crossfit_once(X, rated, 42)
-    first[:] = -1  # a caller changing its copy changes nothing kept
+    first[0][:] = -1  # a caller changing its copy changes nothing kept
+    first[1][:] = -1
     again = effects._crossfit_once(X.copy(), rated.copy(), 42)
     assert calls == [42]
-    assert np.array_equal(again, real(X, rated, seed=42))
+    fit = real(X, rated, seed=42)
+    assert np.array_equal(again[0], fit.propensity) and np.array_equal(again[1], fit.weighting())
     effects._crossfit_once(X, ~rated, 42)  # other labels, or another seed: fit again
     effects._crossfit_once(X, rated, 43)
     assert calls == [42, 42, 43]

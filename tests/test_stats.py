@@ -353,7 +353,8 @@ def test_propensities_are_each_folds_penalized_maximum_likelihood_fit():
 def test_aipw_clipping_and_degenerate():
     y_all = np.array([1.0, 5.0, 3.0, 4.0])
     rated = np.array([True, True, False, False])
-    r = aipw_mean(y_all[rated], np.full(4, 3.0), rated, np.array([0.001, 0.5, 0.2, 0.0]))
+    # a clip asked for (the default clips nothing: tests/test_aipw_no_wider.py)
+    r = aipw_mean(y_all[rated], np.full(4, 3.0), rated, np.array([0.001, 0.5, 0.2, 0.0]), clip=(0.01, 1.0))
     assert r.n_clipped == 1 and "clipped" in r.note and math.isfinite(r.estimate)
     # weights 1/0.01 = 100 and 1/0.5 = 2 on residuals -2 and +2: weighted mean residual (-200 + 4) / 102
     assert r.estimate == pytest.approx(3.0 + (-200 + 4) / 102)

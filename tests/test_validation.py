@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -121,3 +122,21 @@ def test_pulse_validate_writes_the_table_and_reports_unmet_targets(pulse_home, c
         picked = con.execute("SELECT DISTINCT scenario, replications FROM estimates.coverage_validation").fetchall()
     assert picked == [("peeking", 2)]
     assert main(["validate", "--scenarios", "nope"]) == 2
+
+
+def test_self_selected_arms_keep_their_propensity_model() -> None:
+    """AIPW corrects for who rates only if it still weighs by the propensity model where rating follows the
+    features: in ``self_selected`` (rating follows the user-message count) every arm's recalibrated model must keep
+    a slope (``stats.aipw.chosen_propensity``), as it did in each of the 500 replications of
+    ``pulse validate`` (coverage in ``studies/coverage.py``'s docstring)."""
+    from pulse_pipeline.stats.aipw import crossfit_propensity_fit
+    from pulse_pipeline.studies.scenario import EXPERIMENT, PARAMS
+    from pulse_pipeline.synth.model import feature_matrix, simulate_sessions
+
+    for seed in range(3):
+        table = simulate_sessions(6 * 3000, seed=seed, scenario="self_selected", rated_fraction=0.05, params=PARAMS)
+        in_experiment = np.asarray(table.experiment) == EXPERIMENT
+        for variant in set(np.asarray(table.variant)[in_experiment]):
+            arm = in_experiment & (np.asarray(table.variant) == variant)
+            fit = crossfit_propensity_fit(feature_matrix(table, arm), np.asarray(table.rated, dtype=bool)[arm])
+            assert fit.model_helps, (seed, variant, fit.calibration)

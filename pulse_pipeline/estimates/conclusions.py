@@ -14,6 +14,13 @@ of 0.05 or more is a caveat: the difference does not survive the correction. Whe
 minimum detectable effect of the chosen kind of estimate (``estimates.power``: PPI's for PPI and cross-PPI, the
 naive one otherwise) says how large a difference the test could have seen.
 
+Beside the conclusion, its width (``width``): a model-assisted interval's width as a multiple of the naive
+Welch interval's (``experiment_effects.width_vs_naive``). The rule above is fixed before the data, so the chosen
+interval may come out wider than naive; the sentence then says so and why (``why_wider``: the propensity weights
+vary, or the predictions miss the ratings by more than the ratings vary, as AIPW's note records them
+(``stats.aipw.WEIGHTS_VARY``, ``PREDICTIONS_MISS``); for PPI++ and cross-PPI, how weakly the predictions track the
+ratings out of fold).
+
 Numbers in the sentence are written as the report writes them (``number``, ``in_stars``): effects in stars are
 4 x the 0-1 difference (``stars.label_difference_in_stars``), 2 decimals.
 """
@@ -25,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ..stars import label_difference_in_stars
+from ..stats.aipw import PREDICTIONS_MISS, WEIGHTS_VARY
 from .methods import Method, method_label
 
 HIGHER, LOWER = "higher", "lower"
@@ -140,6 +148,47 @@ def detectable(method: str, power: Mapping | None) -> float | None:
     return None if missing(mde) else mde
 
 
+# ---------------------------------------------------------------- the width against naive
+
+
+MODEL_ASSISTED = (Method.PPI, Method.CROSSPPI, Method.AIPW)
+"""The methods whose interval uses the predictions: the ones whose width against naive the sentence states."""
+
+
+def why_wider(chosen: Mapping) -> str:
+    """Why the chosen model-assisted interval (an ``estimates.experiment_effects`` row) is wider than naive's.
+
+    AIPW: what its note records (``stats.aipw.aipw_mean``): the propensity weights vary (fewer ratings count
+    fully), the predictions miss the ratings by more than the ratings vary (the correction adds more variance than
+    the predictions remove). PPI++ and cross-PPI: the predictions track the ratings weakly (out-of-fold r), and
+    PPI++'s lambda is estimated from the same ratings, or cross-PPI's is 1 whatever the model is worth."""
+    note = chosen.get("note") or ""
+    method = chosen["method"]
+    reasons = []
+    if method == Method.AIPW:
+        if WEIGHTS_VARY in note:
+            reasons.append(f"{WEIGHTS_VARY} (fewer ratings count fully)")
+        if PREDICTIONS_MISS in note:
+            reasons.append("the model predicts the ratings worse than their mean does")
+    rho = chosen.get("oof_rho")
+    tracks = "" if missing(rho) else f" (out-of-fold r = {number(rho, 2)})"
+    if method == Method.PPI:
+        reasons.append(f"the predictions track the ratings weakly{tracks} and lambda is estimated from few ratings")
+    elif method == Method.CROSSPPI:
+        reasons.append(f"lambda is 1 and the predictions track the ratings weakly{tracks}")
+    return " and ".join(reasons) or "the predictions add more variance than they remove"
+
+
+def width_phrase(chosen: Mapping) -> str:
+    """The words after the method: the chosen interval's width against naive's, and, when wider, why
+    (``why_wider``); empty for a naive estimate or an unknown width."""
+    width = chosen.get("width_vs_naive")
+    if chosen["method"] not in MODEL_ASSISTED or missing(width):
+        return ""
+    text = f", its interval {number(width, 2)}× as wide as the naive one"
+    return text + f": wider than naive because {why_wider(chosen)}" if width > 1 else text
+
+
 # ---------------------------------------------------------------- the sentence
 
 
@@ -154,10 +203,11 @@ def lead(row: ConclusionRow | Mapping) -> str | None:
     return "No detectable difference"
 
 
-def sentence(row: ConclusionRow, n_comparisons: int) -> str:
+def sentence(row: ConclusionRow, n_comparisons: int, width: str = "") -> str:
     """The plain sentence of ``row`` (its ``sentence`` column): the lead, the effect in stars with its interval
-    and on the 0-1 scale, the method; the Holm caveat or what the test could have detected; why, in parentheses.
-    With no method: "No conclusion: " and why."""
+    and on the 0-1 scale, the method and ``width`` (``width_phrase``: its width against naive, and why when
+    wider); the Holm caveat or what the test could have detected; why, in parentheses. With no method: "No
+    conclusion: " and why."""
     if row.method is None:
         return f"No conclusion: {row.why}."
     span = (
@@ -166,14 +216,14 @@ def sentence(row: ConclusionRow, n_comparisons: int) -> str:
     )
     name = method_label(row.method)
     if row.direction is not None:
-        text = f"{lead(row)}: {span}, by {name}"
+        text = f"{lead(row)}: {span}, by {name}{width}"
         if row.p_holm_caveat is not None:
             text += (
                 f"; after Holm's correction for the {n_comparisons} comparisons of this report it is not significant"
                 f" (adjusted p = {row.p_holm_caveat:.3f})"
             )
     else:
-        text = f"{lead(row)} between {row.treatment} and {row.control}: {span} by {name}"
+        text = f"{lead(row)} between {row.treatment} and {row.control}: {span} by {name}{width}"
         if row.mde is not None:
             text += (
                 f"; the test could have detected {in_stars(row.mde, False)} stars or more"
@@ -238,7 +288,7 @@ def conclusion_row(rows: Sequence[Mapping], power: Mapping | None, n_comparisons
             verdict=found.short,
             sentence="",
         )
-    return replace(row, sentence=sentence(row, n_comparisons))
+    return replace(row, sentence=sentence(row, n_comparisons, "" if chosen is None else width_phrase(chosen)))
 
 
 def conclusion_rows(effects: Sequence[Mapping], power: Sequence[Mapping] = ()) -> list[ConclusionRow]:

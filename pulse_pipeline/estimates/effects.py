@@ -11,8 +11,10 @@ Methods (one row each, on the normalized label; stars = 4 x normalized for a dif
   (ddof 0) and a z interval: no gain, and none of λ̂'s noise either.
 - ``crossppi``: the cross-prediction form (λ = 1).
 - ``aipw``: the doubly robust mean, with the propensity of being rated estimated per arm by a cross-fit classifier
-  on the session features. Prefer it when who rates depends on the session (chattier users rate more); it assumes
-  rating depends only on what the features record.
+  on the session features, recalibrated toward the arm's rated fraction (``stats.aipw.chosen_propensity``: equal
+  weights when the classifier finds nothing, so AIPW is then about as wide as cross-PPI). Prefer it when who
+  rates depends on the session (chattier users rate more); it assumes rating depends only on what the features
+  record.
 - ``ppi_insample``: PPI with predictions from a model fit on all the labels, as the paper did. Never valid: shown
   only to compare with published numbers, and always flagged.
 
@@ -48,7 +50,7 @@ from scipy.stats import norm
 
 from ..modeling.threads import native_threads
 from ..settings import usable_cores
-from ..stats.aipw import aipw_mean, crossfit_propensity, propensity_auc
+from ..stats.aipw import aipw_mean, crossfit_propensity_fit, propensity_auc
 from ..stats.asking import known_ask_propensity
 from ..stats.cluster import (
     cluster_bootstrap_difference,
@@ -253,40 +255,47 @@ class MethodEstimate:
     note: str | None
 
 
-_FITTED: OrderedDict[bytes, np.ndarray] = OrderedDict()
+_FITTED: OrderedDict[bytes, tuple[np.ndarray, np.ndarray]] = OrderedDict()
 """Propensities already cross-fit in this process, by a digest of what they were fit on (the newest last)."""
 FITTED_KEPT = 32
 
 
-def _crossfit_once(X: np.ndarray, rated: np.ndarray, seed: int) -> np.ndarray:
-    """``stats.aipw.crossfit_propensity(X, rated, seed=seed)``, fit once per process for the same inputs.
+def _crossfit_once(X: np.ndarray, rated: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The model's out-of-fold propensities and those AIPW weights by (``stats.aipw.crossfit_propensity_fit(X,
+    rated, seed=seed)``: ``propensity``, ``weighting()``), fit once per process for the same inputs.
 
     Why: the same arm is fit again and again with the same features, labels and seed: a control arm once per
     comparison it is in, and every arm again by ``effect_history`` (which reads the same sessions as
     ``experiment_effects`` when they all have a start day), in the same process when the pipeline runs in one
     (``pulse ingest``, ``pulse materialize``). The fit is deterministic, so a digest of its inputs names its
-    result; the ``FITTED_KEPT`` latest results are kept (one float per session each)."""
+    result; the ``FITTED_KEPT`` latest results are kept (two floats per session each)."""
     h = hashlib.blake2b(digest_size=20)
     for part in (np.ascontiguousarray(X, dtype=np.float64), np.ascontiguousarray(rated, dtype=bool)):
         h.update(repr(part.shape).encode())
         h.update(part.tobytes())
     key = h.digest() + seed.to_bytes(8, "little", signed=True)
     if key not in _FITTED:
-        _FITTED[key] = crossfit_propensity(X, rated, seed=seed, workers=usable_cores())
+        fit = crossfit_propensity_fit(X, rated, seed=seed, workers=usable_cores())
+        _FITTED[key] = (fit.propensity, fit.weighting())
         while len(_FITTED) > FITTED_KEPT:
             _FITTED.popitem(last=False)
     _FITTED.move_to_end(key)
-    return _FITTED[key].copy()
+    model, weighting = _FITTED[key]
+    return model.copy(), weighting.copy()
 
 
 def _selection(arm: ArmData, s: Settings, with_auc: bool = True) -> tuple[np.ndarray, np.ndarray, float]:
-    """The arm's rated mask (rated sessions first), cross-fit propensities, and their out-of-fold AUC (NaN
-    unless ``with_auc``).
+    """The arm's rated mask (rated sessions first), the propensities AIPW weights by, and the out-of-fold AUC of
+    the propensity model (NaN unless ``with_auc``).
+
+    The AUC is the model's, whatever AIPW weights by: when the model predicts who is rated no better than the
+    rated fraction (``stats.aipw.chosen_propensity``) AIPW weighs every rated session the same, but whether rated
+    sessions look like the rest is still the model's ranking to tell.
 
     With known asking (``ArmData.known_asking``) the propensity is the logged ask probability times the cross-fit
     probability of answering an ask (``stats.asking.known_ask_propensity``); otherwise P(rated | x) is estimated
-    whole (``stats.aipw.crossfit_propensity``), or taken from the arm's kept fit (``Settings.kept``, when the arm
-    has a ``kept_as`` name: ``kept_propensities``)."""
+    whole (``stats.aipw.crossfit_propensity_fit``), or taken from the arm's kept fit (``Settings.kept``, when the
+    arm has a ``kept_as`` name: ``kept_propensities``)."""
     rated = np.r_[np.ones(len(arm.y), bool), np.zeros(len(arm.f_unlabeled), bool)]
     if arm.propensity_labeled is not None and arm.propensity_unlabeled is not None:
         propensity = np.r_[arm.propensity_labeled, arm.propensity_unlabeled]
@@ -295,22 +304,23 @@ def _selection(arm: ArmData, s: Settings, with_auc: bool = True) -> tuple[np.nda
     # the logistic fits run in OpenBLAS, whose threads spin like OpenMP's: capped as model fits are
     with native_threads(s.threads):
         if s.kept is not None and s.kept.refit_share > 0 and arm.kept_as is not None and arm.session_ids is not None:
-            estimated = s.kept.propensities(
+            estimated, weighting = s.kept.propensities(
                 arm.kept_as, arm.session_ids, X, rated, arm.feature_names, seed=s.seed + 42, workers=usable_cores()
             )
         else:
-            estimated = _crossfit_once(X, rated, seed=s.seed + 42)
+            estimated, weighting = _crossfit_once(X, rated, seed=s.seed + 42)
         # the AUC says whether rated sessions look like the rest (PPI's assumption), however they came to be rated
         auc = propensity_auc(rated, estimated) if with_auc else float("nan")
         if arm.known_asking:  # NaN for sessions never asked: AIPW reads only the rated sessions' propensities
             q = np.r_[arm.q_labeled, arm.q_unlabeled]
             return rated, known_ask_propensity(X, q, np.isfinite(q), rated, seed=s.seed + 42), auc
-    return rated, estimated, auc
+    return rated, weighting, auc
 
 
 def propensities(arm: ArmData, s: Settings) -> np.ndarray:
-    """The arm's P(rated | x) as ``compare`` makes it (rated sessions first, then unrated): known asking's or a
-    whole cross-fit estimate. ``history`` makes it once for the whole period and passes it to every look."""
+    """The arm's P(rated | x) as ``compare``'s AIPW weights by (rated sessions first, then unrated): known
+    asking's, or a whole cross-fit estimate (the rated fraction when the model does not beat it). ``history``
+    makes it once for the whole period and passes it to every look."""
     return _selection(arm, s)[1]
 
 

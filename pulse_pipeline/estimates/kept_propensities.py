@@ -135,11 +135,12 @@ class PropensityStore:
         k: int = 5,
         workers: int = 1,
         now: datetime | None = None,
-    ) -> np.ndarray:
-        """The arm's out-of-fold P(rated | x), one per row of ``X`` (session ``session_ids[i]``, rated
-        ``rated[i]``, features named ``columns``): from the kept fit when the module docstring's rules allow, else
-        from a new cross-fit (``aipw.crossfit_propensity_fit``), which is kept for the next run when
-        ``refit_share`` > 0.
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The arm's out-of-fold P(rated | x) by the model, and the propensities AIPW weights by (the model's, or
+        the rated fraction when the model does not beat it out of fold: ``aipw.PropensityFit.weighting``), one per
+        row of ``X`` (session ``session_ids[i]``, rated ``rated[i]``, features named ``columns``): from the kept
+        fit when the module docstring's rules allow (its choice kept with it), else from a new cross-fit
+        (``aipw.crossfit_propensity_fit``), which is kept for the next run when ``refit_share`` > 0.
 
         ``arm``: the arm's name (experiment/variant: a fit is never applied to another arm's sessions); ``now``:
         the time that decides the day rule (None: the clock, UTC)."""
@@ -156,9 +157,10 @@ class PropensityStore:
         reason = refit_reason(kept, key, changed, self.refit_share, now)
         if reason is None and kept is not None and folds is not None:
             self.say(f"{arm}: kept propensity fit reused ({changed} sessions new or changed since)")
-            return kept.fit.predict(X, folds)
+            model = kept.fit.predict(X, folds)
+            return model, kept.fit.weighting(model)
         fit = crossfit_propensity_fit(X, rated, k=k, seed=seed, workers=workers, counts=counts)
         if self.refit_share > 0:
             self.say(f"{arm}: propensity model fitted again ({reason})")
             self.save(arm, KeptPropensity(key, now, ids, rated.copy(), fit))
-        return fit.propensity
+        return fit.propensity, fit.weighting()

@@ -13,9 +13,25 @@ estimate.
 
 What AIPW assumes. (1) Rating depends only on what the features record ("missing at random" given X): no hidden
 reason to rate that also moves satisfaction. (2) Every session had some chance to be rated (overlap:
-propensities bounded away from 0; the clip guards the arithmetic, ``n_clipped`` says how often it was needed).
-(3) Either the propensity model or the prediction model f is right (hence "doubly robust"). Propensities must be
-estimated out of fold (:func:`crossfit_propensity`), just as f must be cross-fit.
+propensities bounded away from 0). (3) Either the propensity model or the prediction model f is right (hence
+"doubly robust"). Propensities must be estimated out of fold (:func:`crossfit_propensity`), just as f must be
+cross-fit.
+
+No wider than it must be. The estimand is always the arm's mean over all its sessions: no session is trimmed and
+no overlap weight changes what is estimated. Two things keep the interval from widening for nothing:
+
+- the weights are normalized (the Hajek form, :func:`aipw_mean`), and propensities are used as estimated: no hard
+  clip at an absolute floor (the clip at 0.01 it replaces bit hardest where the rated share is small, and on real
+  data with ratings at random moved the rated sessions' overfit propensities to the floor, which only widened
+  the interval);
+- the propensity model does no harm when it finds nothing: :func:`chosen_propensity` recalibrates its
+  out-of-fold propensities toward the arm's rated fraction by maximum likelihood (Platt's slope, at least 0), so a
+  model that ranks who is rated no better than chance gives every session (nearly) the same weight, and AIPW is
+  then the prediction-powered mean at lam = N / (n + N), about as wide as cross-PPI.
+
+When the weights still cost width (Kish's effective number of ratings below n / ``WEIGHTS_WIDEN``^2) or the
+predictions miss the ratings by more than the ratings vary, the arm's note says so (``WEIGHTS_VARY``,
+``PREDICTIONS_MISS``): the conclusions repeat it where AIPW's interval is wider than naive.
 """
 
 from __future__ import annotations
@@ -25,6 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import expit
 from scipy.stats import rankdata
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold
@@ -36,6 +53,16 @@ from pulse_pipeline.stats.cluster import clustered_variance
 from pulse_pipeline.stats.naive import join_notes
 from pulse_pipeline.stats.ppi import ArmMean, as_vector, normal_quantile
 
+WEIGHTS_WIDEN = 1.05
+"""The width the weights may cost before the note says so: normalized weights multiply the residual term's standard
+error by about sqrt(n / n_eff) (Kish), and 1.05 is the widest a prediction-powered interval should be against
+naive (issue 37's target)."""
+CALIBRATION_PENALTY = 3.841458820694124
+"""The 95 % quantile of chi-square with one degree of freedom (z_0.975^2): the calibration's slope is kept only when
+the likelihood-ratio test rejects "rated at random" at the level of the pipeline's 95 % intervals
+(:func:`calibrate`)."""
+WEIGHTS_VARY = "the propensity weights vary"
+PREDICTIONS_MISS = "the predictions miss the ratings by more than the ratings vary"
 PROPENSITY_C = 0.1  # inverse L2 strength of the propensity model (features standardized)
 PROPENSITY_TOL = 1e-8
 """Stopping tolerance of the propensity model's Newton solver: converged, not stopped on the way (see
@@ -47,14 +74,15 @@ def aipw_mean(
     f_all,
     rated_mask,
     propensity,
-    clip: tuple[float, float] = (0.01, 1.0),
+    clip: tuple[float, float] | None = None,
     alpha: float = 0.05,
     clusters=None,
 ) -> ArmMean:
     """Augmented inverse-propensity-weighted (doubly robust) mean of one arm over all its sessions.
 
     With N_total sessions i, R_i = 1 if session i is rated, Y_i its rating, f_i its (cross-fit) prediction and
-    pi_i = P(R_i = 1 | X_i) its (cross-fit) propensity clipped to [clip_low, clip_high], w_i = 1 / pi_i::
+    pi_i = P(R_i = 1 | X_i) its (cross-fit) propensity (clipped to [clip_low, clip_high] only when ``clip`` is
+    given), w_i = 1 / pi_i::
 
         r      = sum_rated w_i (Y_i - f_i) / sum_rated w_i       the propensity-weighted mean residual
         mu     = mean_i f_i + r
@@ -71,15 +99,24 @@ def aipw_mean(
     Horvitz-Thompson form): estimated propensities are noisy, and E[1 / pi_hat] > 1 / pi inflates the
     unnormalized residual term, which moves each arm's mean toward its own residual and biases a difference of
     arms; normalizing removes that. With everyone rated and pi = 1, psi_i = Y_i and mu is the plain mean of the
-    ratings; with a constant propensity mu is the cross-prediction mean (mean f + mean rated residual).
+    ratings. With a constant propensity mu is the cross-prediction mean over every session, mean f + mean rated
+    residual, which is exactly the prediction-powered mean mean(Y) + lam (mean(f~) - mean(f)) at lam = N / N_total
+    (N unrated sessions, f~ their predictions): mean f = (n mean(f) + N mean(f~)) / N_total. Its se^2 is PPI's at
+    that lam, Var(lam f~) / N + Var(Y - lam f) / n, up to ddof and the between-group term of Var(psi)
+    (``tests/test_stats.py`` checks both).
+
+    The note says what widened the interval (``WEIGHTS_VARY``: Kish's effective number of ratings, n_eff = (sum
+    w)^2 / sum w^2, below n / WEIGHTS_WIDEN^2; ``PREDICTIONS_MISS``: Var(Y - f) > Var(Y) over the rated sessions
+    when some sessions are unrated, so the correction adds more variance than the predictions remove).
 
     Args:
         y_labeled: ratings of the rated sessions, shape (n,), in the order they appear in ``rated_mask``.
         f_all: predictions for all N_total sessions of the arm, shape (N_total,) (out of fold for rated ones).
         rated_mask: boolean, shape (N_total,), True for the n rated sessions.
         propensity: P(rated | X) for all sessions, shape (N_total,) (only the rated sessions' values enter mu).
-        clip: (clip_low, clip_high); propensities are clipped to this range before use, 0 < clip_low <= clip_high
-            <= 1. Clipping bounds the weights (at most 1 / clip_low) at the price of some bias.
+        clip: None (the default: propensities used as estimated; every rated session's must be in (0, 1]), or
+            (clip_low, clip_high), 0 < clip_low <= clip_high <= 1: propensities clipped to this range before use,
+            which bounds the weights (at most 1 / clip_low) at the price of some bias.
         alpha: error level; the interval targets coverage 1 - alpha. Must be in (0, 1).
         clusters: None (independent sessions) or each session's cluster code, shape (N_total,): the
             cluster-robust se above.
@@ -91,8 +128,8 @@ def aipw_mean(
         interval with a note.
     """
     z = normal_quantile(alpha)
-    lo, hi = clip
-    if not 0.0 < lo <= hi <= 1.0:
+    lo, hi = (0.0, 1.0) if clip is None else clip
+    if clip is not None and not 0.0 < lo <= hi <= 1.0:
         raise ValueError(f"clip must satisfy 0 < low <= high <= 1, got {clip}")
     y = as_vector(y_labeled, "y_labeled")
     f = as_vector(f_all, "f_all")
@@ -109,15 +146,22 @@ def aipw_mean(
     pi_r = pi[rated]
     if np.isnan(pi_r).any():
         raise ValueError("propensity is NaN for a rated session")
+    if clip is None and not ((pi_r > 0) & (pi_r <= 1)).all():
+        raise ValueError("a rated session's propensity is outside (0, 1]: pass clip to bound it")
     nan = float("nan")
     if total == 0 or n == 0:
         return ArmMean(nan, nan, nan, nan, 1.0, n, total - n, "aipw", note="no rated sessions: the mean is undefined")
-    n_clipped = int(np.count_nonzero((pi_r < lo) | (pi_r > hi)))
-    w = 1.0 / np.clip(pi_r, lo, hi)
+    n_clipped = 0 if clip is None else int(np.count_nonzero((pi_r < lo) | (pi_r > hi)))
+    w = 1.0 / (pi_r if clip is None else np.clip(pi_r, lo, hi))
     resid = y - f[rated]
     r = float(np.dot(w, resid) / w.sum())
     est = float(f.mean()) + r
     note = f"{n_clipped} rated session(s) had propensity clipped to [{lo}, {hi}]" if n_clipped else None
+    n_effective = float(w.sum() ** 2 / np.dot(w, w))
+    if n > 1 and n_effective * WEIGHTS_WIDEN**2 < n:
+        note = join_notes(note, f"{WEIGHTS_VARY}: {n_effective:.0f} effective ratings of {n}")
+    if n > 1 and total > n and float(resid.var()) > float(y.var()):  # everyone rated: mu is mean(Y), f drops out
+        note = join_notes(note, PREDICTIONS_MISS)
     if total < 2:
         inf = float("inf")
         note = join_notes(note, "a single session: no variance estimate, interval unbounded")
@@ -186,13 +230,34 @@ class PropensityFit:
 
     ``propensity[i]`` is row i's out-of-fold P(rated | x), made by ``models[folds[i]]``, which never saw row i.
     With fewer than 2 rated (or unrated) rows there is no model: ``folds`` is all -1 and every propensity is
-    ``constant``, the rated fraction."""
+    ``constant``, the rated fraction.
+
+    ``calibration`` = (a, s): the out-of-fold propensities' recalibration, P(rated) = expit(a + s
+    logit(propensity)), fit by maximum likelihood on every row's out-of-fold propensity (:func:`calibrate`); s = 0
+    when the model found nothing (every row then gets the rated fraction). :meth:`weighting` gives the
+    propensities AIPW weights by (:func:`chosen_propensity`)."""
 
     propensity: np.ndarray
     folds: np.ndarray  # each row's fold; -1: no model
     models: tuple  # fold k's fitted pipeline (scaler and logistic regression)
     counts: np.ndarray  # the count-like columns the design was made with (``propensity_design``)
     constant: float  # the rated fraction: the propensity when there is no model
+    calibration: tuple[float, float] = (0.0, 0.0)  # (a, s) of :func:`calibrate`; s = 0: the rated fraction
+
+    @property
+    def model_helps(self) -> bool:
+        """True when the out-of-fold propensities rank who is rated the right way round, so that their
+        recalibration keeps some of their spread (slope s > 0). False with no model."""
+        return bool(self.models) and self.calibration[1] > 0
+
+    def weighting(self, propensity: np.ndarray | None = None) -> np.ndarray:
+        """The propensities AIPW weights by: ``propensity`` (None: this fit's out-of-fold ones) recalibrated,
+        expit(a + s logit(propensity)); the rated fraction for every row when s = 0 (:func:`chosen_propensity`)."""
+        p = self.propensity if propensity is None else np.asarray(propensity, dtype=np.float64)
+        if not self.model_helps:
+            return np.full(p.shape, self.constant)
+        a, slope = self.calibration
+        return expit(a + slope * logit(p))
 
     def predict(self, X, folds: np.ndarray) -> np.ndarray:
         """P(rated | x) of the rows ``X`` (features in the fit's order), row i by the model of fold ``folds[i]``;
@@ -282,7 +347,66 @@ def crossfit_propensity_fit(
         models = tuple(done.result() for done in [pool.submit(fit_fold, *split) for split in splits])  # raises
     for fold, (_, test) in enumerate(splits):
         folds[test] = fold
-    return PropensityFit(out, folds, models, counts, constant)
+    return PropensityFit(out, folds, models, counts, constant, calibrate(out, r))
+
+
+def logit(p: np.ndarray) -> np.ndarray:
+    """log(p / (1 - p)), p kept in [1e-12, 1 - 1e-12] so that no propensity gives an infinite logit."""
+    p = np.clip(np.asarray(p, dtype=np.float64), 1e-12, 1 - 1e-12)
+    return np.log(p) - np.log1p(-p)
+
+
+def calibrate(propensity, rated, steps: int = 50) -> tuple[float, float]:
+    """(a, s) maximizing the likelihood of who was rated under P(rated) = expit(a + s logit(propensity)), s >= 0:
+    Platt's recalibration of out-of-fold propensities, by Newton's method on the two numbers.
+
+    s = 1, a = 0 is the model as it is; s = 0 is the rated fraction for every row (a its logit). A slope at or
+    below 0 (the out-of-fold ranking runs backwards or nowhere: the model found nothing but noise) gives s = 0, and
+    so does a slope whose likelihood-ratio test against the rated fraction does not reject "rated at random" at
+    the 5 % level (twice the log-likelihood gain at most ``CALIBRATION_PENALTY``, chi-square with one degree of
+    freedom under that hypothesis: the out-of-fold propensities are held out, only the slope is fit here)."""
+    x = logit(propensity)
+    r = np.asarray(rated, dtype=np.float64).reshape(-1)
+    rate = float(r.mean()) if r.size else 0.0
+    if not 0 < rate < 1 or np.ptp(x) == 0:
+        return (0.0, 0.0)
+    nothing = (math.log(rate / (1 - rate)), 0.0)
+    theta = np.array(nothing)
+    design = np.column_stack([np.ones_like(x), x])
+    for _ in range(steps):
+        p = expit(design @ theta)
+        hessian = (design * (p * (1 - p))[:, None]).T @ design
+        step = np.linalg.solve(hessian, design.T @ (r - p))
+        theta += step
+        if np.max(np.abs(step)) < 1e-10:
+            break
+    if not np.all(np.isfinite(theta)) or theta[1] <= 0:
+        return nothing
+    p = np.clip(expit(design @ theta), 1e-15, 1 - 1e-15)
+    gain = float(np.sum(r * np.log(p / rate) + (1 - r) * np.log((1 - p) / (1 - rate))))  # log-likelihood ratio
+    return (float(theta[0]), float(theta[1])) if 2 * gain > CALIBRATION_PENALTY else nothing
+
+
+def chosen_propensity(X, rated, k: int = 5, seed: int = 42, workers: int = 1) -> np.ndarray:
+    """The propensities AIPW weights by: the cross-fit model's out-of-fold propensities
+    (:func:`crossfit_propensity`) recalibrated toward the arm's rated fraction as far as who was rated says
+    (:func:`calibrate`), so that a model that finds nothing does no harm.
+
+    The rule, and why it is not tuned to anything. Platt's recalibration fits two numbers, a and s in expit(a + s
+    logit(pi_hat)), by maximum likelihood on every session's out-of-fold propensity: the candidates run from the
+    rated fraction (s = 0) through the model as it is (s = 1), and the likelihood of who was actually rated picks
+    how much of the model's spread to keep; the slope is kept only when the likelihood-ratio test rejects "rated
+    at random" at the level of the intervals themselves (5 %), so nothing is tuned to data. When ratings come at
+    random the true propensity is the constant: a model fit to noise ranks held-out sessions no better than chance
+    (often backwards), and s is 0 in about 19 arms of 20, every weight equal. Weights that varied for nothing
+    would only add variance (normalized weights widen the interval by about sqrt(1 + CV(w)^2), Kish's design
+    effect) without removing any bias; with s = 0 AIPW is exactly the prediction-powered mean mean(Y) + lam
+    (mean(f~) - mean(f)) at lam = N / (n + N) (:func:`aipw_mean`), about as wide as cross-PPI. When who rates does
+    follow the features the out-of-fold ranking carries it and s stays above 0: a model whose ranking is right but
+    whose probabilities are too extreme (overfit to few rated sessions) or too flat (the L2 penalty) is rescaled,
+    not dropped. A session's own label moves the two numbers by O(1/n); the calibration is kept with the fit
+    (``PropensityFit.weighting``)."""
+    return crossfit_propensity_fit(X, rated, k=k, seed=seed, workers=workers).weighting()
 
 
 def propensity_auc(rated, propensity) -> float:

@@ -32,7 +32,9 @@ Cost choices (validation only; the pipeline's own settings are unchanged):
 
 Targets (``check_targets`` returns the unmet ones), at 95 % nominal:
 
-- ``random``: ``naive_welch``, ``ppi`` and ``crossppi`` coverage within 93-97 %;
+- ``random``: ``naive_welch``, ``ppi``, ``crossppi`` and ``aipw`` coverage within 93-97 %, and ``aipw``'s mean
+  width at most ``AIPW_RANDOM_MAX_WIDTH`` (1.05) x naive's (with ratings at random the propensity model finds
+  nothing and AIPW must not pay for it: ``stats.aipw.chosen_propensity``);
 - ``self_selected``: ``aipw`` coverage >= 93 %; ``ppi`` and ``crossppi`` below 93 % (the shortfall shows) and
   flagged "not representative" in >= 80 % of replications;
 - ``ppi_insample`` (predictions that saw the labels are invalid): coverage below 93 % in ``random`` and flagged
@@ -48,13 +50,20 @@ Targets (``check_targets`` returns the unmet ones), at 95 % nominal:
   ``modeling.user_ratings``): the clustered ``naive_welch``, ``ppi``, ``crossppi`` and ``aipw`` within 93-97 %.
 
 Measured (``pulse validate`` with its defaults: every scenario, 500 replications each, seed 0; 7 min 17 s on 2
-cores): random naive_welch 95.6 %, ppi 95.8 %, crossppi 96.0 %, aipw 93.8 %, ppi_insample 90.4 % (flagged 100 %);
-self_selected naive_welch 86.4 %, ppi 87.6 %, crossppi 86.4 % (both flagged in 100 %), aipw 94.8 %, ppi_insample
-93.4 % (flagged 100 %); user_assigned clustered naive_welch 95.6 %, naive_bootstrap 95.0 %, ppi 94.8 %, crossppi
-94.8 %, aipw 95.2 %, the same as if sessions were independent 83.6-85.4 %; peeking and active in their modules'
-docstrings and docs/statistics.md. Every target met. ``user_features`` (300 replications, seed 0, issue 37):
-naive_welch 96.0 %, naive_bootstrap 95.3 %, ppi 95.0 %, crossppi 95.0 %, aipw 96.3 % (widths / naive 0.928,
-0.941, 0.973; user_assigned's in the same run 0.940, 0.953, 0.988).
+cores): random naive_welch 95.6 %, ppi 95.8 %, crossppi 96.0 %, aipw 96.0 % (mean width 0.092, 0.86 x naive's 0.107),
+ppi_insample 90.4 % (flagged 100 %); self_selected naive_welch 86.4 %, ppi 87.6 %, crossppi 86.4 % (both flagged in
+100 %), aipw 95.0 % (width 0.128), ppi_insample 93.4 % (flagged 100 %); user_assigned clustered naive_welch 95.6 %,
+naive_bootstrap 95.0 %, ppi 94.8 %, crossppi 94.8 %, aipw 95.0 %, the same as if sessions were independent
+83.6-85.4 %. AIPW's figures were measured again for issue 37 on 2026-12-04 (seed 0, every other method's figure
+unchanged): self_selected with the final rule (the propensity recalibrated toward the rated fraction,
+``stats.aipw.chosen_propensity``), 500 replications; random and user_assigned, 500 replications, with the rule's
+first form (the model or the rated fraction, by out-of-fold log loss), and random again with the final rule on its
+first 200 replications: aipw 95.5 % at width 0.091 (naive 0.107). Before issue 37 (the propensity always the
+model's, clipped at 0.01): random aipw 93.8 % at width 0.101, self_selected 94.8 % at 0.125, user_assigned
+95.2 %; peeking and active in their modules' docstrings and docs/statistics.md. Every target met.
+``user_features`` (300 replications, seed 0, issue 37): naive_welch 96.0 %, naive_bootstrap 95.3 %, ppi 95.0 %,
+crossppi 95.0 %, aipw 96.3 % (widths / naive 0.928, 0.941, 0.973; user_assigned's in the same run 0.940, 0.953,
+0.988).
 
 A row counts as ``flagged`` when its flags mention "not representative" or "seen the labels". Deterministic
 given ``seed``: replication i of scenario s uses a seed derived from (seed, s, i) only, whatever the workers.
@@ -115,6 +124,9 @@ PROGRESS_EVERY = 25
 # the targets check_targets tests (see the module docstring)
 RANDOM_COVERAGE = (0.93, 0.97)
 AIPW_MIN_COVERAGE = 0.93
+AIPW_RANDOM_MAX_WIDTH = 1.05
+"""random: AIPW's mean width at most this multiple of naive Welch's (issue 37: with ratings at random the
+propensity model finds nothing, and AIPW must then be about as wide as PPI, never much wider than naive)."""
 PPI_SELECTED_MAX_COVERAGE = 0.93
 INSAMPLE_MAX_COVERAGE = 0.93  # below the band every valid method reaches
 INSAMPLE_MIN_SHARE_FLAGGED = 0.90  # the diagnostic catches in-sample predictions where coverage alone may not
@@ -394,8 +406,13 @@ class _Targets:
 
 
 def _random_targets(t: _Targets) -> None:
-    for method in (Method.NAIVE_WELCH, Method.PPI, Method.CROSSPPI):
+    for method in (Method.NAIVE_WELCH, Method.PPI, Method.CROSSPPI, Method.AIPW):
         t.within("random", method, RANDOM_COVERAGE)
+    target = f"random aipw mean width <= {AIPW_RANDOM_MAX_WIDTH} x naive_welch's"
+    aipw = t.get("random", Method.AIPW, "mean_width", target)
+    naive = t.get("random", Method.NAIVE_WELCH, "mean_width", target)
+    if aipw is not None and naive is not None and aipw > AIPW_RANDOM_MAX_WIDTH * naive:
+        t.unmet.append(f"{target}: got {aipw / naive:.3f} x")
     t.below("random", Method.PPI_INSAMPLE, "coverage", INSAMPLE_MAX_COVERAGE)
 
 
