@@ -98,6 +98,7 @@ def cross_validate(
     seeds: Sequence[int] = (42, 43, 44, 45, 46),
     threads: int | None = None,
     text: TextFeature | None = None,
+    columns: dict[str, np.ndarray] | None = None,
 ) -> CVResult:
     """Repeated k-fold cross-validation of ``family`` on the labeled rows (see the module docstring for formulas).
 
@@ -113,7 +114,7 @@ def cross_validate(
     check_family(family)
     X, y = checked_xy(X, y)
     check_text(family, text)
-    run = cv.cross_validate_families(X, y, [family], k, seeds, threads, text, workers=1)  # in this process
+    run = cv.cross_validate_families(X, y, [family], k, seeds, threads, text, workers=1, columns=columns)
     return run.result(family, y)
 
 
@@ -146,6 +147,7 @@ def crossfit_predict(
     seed: int = 42,
     threads: int | None = None,
     text: TextFeature | None = None,
+    columns: dict[str, np.ndarray] | None = None,
 ) -> CrossFit:
     """Cross-fit predictions for every session: the only predictions valid for prediction-powered inference.
 
@@ -164,7 +166,9 @@ def crossfit_predict(
     k_used, note = effective_k(y.shape[0], k)
     folds = cv.outer_folds(y, k_used, seed, text)
     with native_threads(threads) as n:
-        fit = cv.fit_folds(X, y, Xu, family, folds, seed, n, inner=False, keep=True, forest_jobs=forest_threads(len(y)))
+        fit = cv.fit_folds(
+            X, y, Xu, family, folds, seed, n, False, True, forest_threads(len(y)), (columns or {}).get(family)
+        )
     return cv.crossfit_from_folds(fit, folds, y, Xu.shape[0], seed, note)
 
 
@@ -176,6 +180,7 @@ def insample_predict(
     seed: int = 42,
     threads: int | None = None,
     text: TextFeature | None = None,
+    columns: dict[str, np.ndarray] | None = None,
 ) -> CrossFit:
     """INVALID BY DESIGN, for the comparison the estimates stage shows: one model fit on all labels predicts
     every session, including the rated ones whose labels it was trained on.
@@ -201,7 +206,9 @@ def insample_predict(
             if text is not None:
                 X = np.column_stack([X, s_l])
                 Xu = np.column_stack([Xu, s_u]) if Xu.shape[0] else np.empty((0, X.shape[1]))
-            model = make_model(family, random_state=seed, threads=n_threads, forest_jobs=forest_threads(len(y)))
+            ignored = None if text is None or cv.reads_text_score(len(y)) else X.shape[1] - 1
+            reads = (columns or {}).get(family)
+            model = make_model(family, seed, n_threads, forest_threads(len(y)), ignore_column=ignored, columns=reads)
             model.fit(X, y)
             fitted, unlabeled, models = model.predict(X), cv.predict_unlabeled(model, Xu, None), (model,)
     n = y.shape[0]

@@ -30,6 +30,7 @@ from ..warehouse import Warehouse
 from .crossfit import insample_predict
 from .cv import TEXT_FAMILY, CrossFit
 from .data import ModelingData, load_modeling_data, unrated_chunks
+from .families import family_columns
 from .stack import STACK
 from .text import TextFeature, fit_text_regression
 from .threads import native_threads
@@ -66,7 +67,7 @@ def insample_frame(
     lab = data.labeled
     y = data.y[lab]
     text = data.text_feature()
-    fit = insample_predict(data.X[lab], y, None, family, text=text)
+    fit = insample_predict(data.X[lab], y, None, family, text=text, columns=family_columns(data.feature_names))
     with native_threads(None):  # the thread cap insample_predict fits under, so the ridge is the same numbers
         # insample_predict keeps no text ridge: the same deterministic fit is made again (rated rows only)
         ridge = None if text is None else fit_text_regression(text.labeled, y, text.alpha)

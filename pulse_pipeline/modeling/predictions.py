@@ -35,6 +35,7 @@ from ..stars import stars_to_label
 from ..warehouse import Warehouse
 from .crossfit import TEXT_FAMILY, TEXT_SCORE, CrossFit, crossfit_predict, oof_violations, pearson
 from .data import ModelingData
+from .families import SENTIMENT, family_columns
 from .importance import permutation_importance_oof
 from .stack import STACK, SeedFits, crossfit_from_fits, stack_crossfit_predict
 from .text import TextFeature, top_terms
@@ -79,7 +80,9 @@ def crossfit_tables(
     say(f"cross-fitting {family}: {int(rated.sum())} rated, {int((~rated).sum())} unrated sessions")
     X, y = data.X[rated], data.y[rated]
     text = data.text_feature()
+    columns = family_columns(data.feature_names)
     base = [f for f in families if f != STACK and (f != TEXT_FAMILY or text is not None)]
+    base = [f for f in base if f != SENTIMENT or f in columns]
     if kept is not None and kept.seed != CROSSFIT_SEED:
         raise ValueError(f"the cross-fit uses seed {CROSSFIT_SEED}; cross-validation kept seed {kept.seed}")
     if kept is not None and unrated is not None:
@@ -96,9 +99,11 @@ def crossfit_tables(
     elif kept is not None:
         fit = crossfit_from_fits(kept, X, y, data.X[~rated], family, families=base, text=text)
     elif family == STACK:
-        fit, _ = stack_crossfit_predict(X, y, data.X[~rated], base, k=folds, seed=CROSSFIT_SEED, text=text)
+        fit, _ = stack_crossfit_predict(
+            X, y, data.X[~rated], base, k=folds, seed=CROSSFIT_SEED, text=text, columns=columns
+        )
     else:
-        fit = crossfit_predict(X, y, data.X[~rated], family, k=folds, seed=CROSSFIT_SEED, text=text)
+        fit = crossfit_predict(X, y, data.X[~rated], family, k=folds, seed=CROSSFIT_SEED, text=text, columns=columns)
     rated_ids = data.session_ids[rated]
 
     rated_rows = pl.DataFrame(

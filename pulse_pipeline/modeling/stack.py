@@ -52,11 +52,13 @@ fits. They are also exactly the cross-fit's of the same seed, so ``cross_validat
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.optimize import nnls
+from sklearn.model_selection import KFold
 
 from . import cv
 from .cv import (
@@ -73,7 +75,7 @@ from .cv import (
     longest_first,
     outer_folds,
 )
-from .families import FAMILIES
+from .families import FAMILIES, SENTIMENT
 from .text import TextFeature
 from .threads import native_threads
 from .workers import forest_threads, map_jobs, workers_for
@@ -89,11 +91,80 @@ def nnls_weights(P: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
     """(b, w): the least-squares fit y ~ b + P w with w >= 0 and b free (see the module docstring).
 
     ``P`` has a column per family (its predictions), a row per labeled row."""
+    return shrunk_weights(P, y, 0.0)
+
+
+SHRINKAGE = (0.0, 0.01, 0.03, 0.1, 0.3, 1.0, math.inf)
+"""The strengths s the blend's inner folds choose among (``blend_weights``): 0 is plain NNLS, inf the equal blend."""
+
+BLEND_FOLDS = 5
+"""Inner folds over T_k's level-one rows that choose the shrinkage (``blend_weights``): no model is refitted, only
+the blend's few weights, so they cost a few small NNLS solves."""
+
+
+def shrunk_weights(
+    P: np.ndarray, y: np.ndarray, strength: float, members: Sequence[int] | None = None
+) -> tuple[float, np.ndarray]:
+    """(b, w): the blend y ~ b + P w, w >= 0, b free, with the weights shrunk toward equal weights:
+
+        min_w |y_c - P_c w|^2 + s * t * |D w|^2,   D = I - 11'/M,   t = trace(P_c' P_c) / M,
+
+    y_c, P_c centred (the intercept is not penalized: b = mean(y) - mean(P) w). D w is w minus its mean, so the
+    penalty pulls the weights toward each other, not toward zero: their common level c (the equal blend
+    b + c * mean_f f) stays free. t is a column's mean sum of squares, so s is free of the predictions' scale and
+    of n. s = 0: plain NNLS; s = inf: the equal blend, c = max(0, least squares of y_c on mean_f P_c). With
+    ``members`` (s = inf only): the equal blend of those columns alone, the others' weights 0."""
     P = np.asarray(P, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     p_mean = P.mean(axis=0)
-    w, _ = nnls(P - p_mean, y - y.mean())
+    Pc, yc = P - p_mean, y - y.mean()
+    M = P.shape[1]
+    if math.isinf(strength):
+        chosen = np.arange(M) if members is None else np.asarray(members, dtype=np.int64)
+        m = Pc[:, chosen].mean(axis=1)
+        c = max(0.0, float(m @ yc) / float(m @ m)) if float(m @ m) > 0 else 0.0
+        w = np.zeros(M)
+        w[chosen] = c / chosen.size
+    elif strength > 0.0:
+        t = float(np.sum(Pc**2)) / M
+        D = np.eye(M) - np.full((M, M), 1.0 / M)
+        w, _ = nnls(np.vstack([Pc, math.sqrt(strength * t) * D]), np.concatenate([yc, np.zeros(M)]))
+    else:
+        w, _ = nnls(Pc, yc)
     return float(y.mean() - p_mean @ w), w
+
+
+def blend_weights(
+    P: np.ndarray, y: np.ndarray, seed: int = 0, baseline: Sequence[int] = ()
+) -> tuple[float, np.ndarray, str]:
+    """(b, w, how): the blend of ``P`` fitted with the shrinkage s of ``SHRINKAGE`` whose blends, fitted on
+    ``BLEND_FOLDS`` - 1 inner folds of these rows and applied to the last, have the least squared error (ties go to
+    the stronger shrinkage: the simpler blend); then fitted on every row with that s. ``baseline`` (the columns of
+    the text and sentiment families): one more candidate, their equal blend alone (the issue's obvious baseline, a
+    plain average of a word ridge and a VADER ridge), chosen the same way (it wins ties). ``how`` says which:
+    ``nnls``, ``shrunk <s>``, ``equal`` or ``baseline``.
+
+    Why: with ~200 labels NNLS's weights follow noise (per-fold weights of one family 0 to 0.6 on real ratings),
+    and the blend then falls below its best member; the equal blend is the classic robust combination of
+    forecasts. The inner folds choose between them (and in between) on the rows of T_k alone, so fold k's blend
+    still sees no label of F_k: ``P`` holds level-one predictions, no model is refitted."""
+    P = np.asarray(P, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    n = y.shape[0]
+    if n < 2 * BLEND_FOLDS:
+        b, w = nnls_weights(P, y)
+        return b, w, "nnls"
+    candidates = [(s, None) for s in SHRINKAGE] + ([(math.inf, list(baseline))] if len(baseline) else [])
+    errors = np.zeros(len(candidates))
+    for train, test in KFold(n_splits=BLEND_FOLDS, shuffle=True, random_state=seed).split(P):
+        for i, (strength, members) in enumerate(candidates):
+            b, w = shrunk_weights(P[train], y[train], strength, members)
+            errors[i] += float(np.sum((y[test] - b - P[test] @ w) ** 2))
+    best = max(i for i in range(len(candidates)) if errors[i] <= errors.min() * (1 + 1e-12))
+    strength, members = candidates[best]
+    b, w = shrunk_weights(P, y, strength, members)
+    how = "baseline" if members else "equal" if math.isinf(strength) else f"shrunk {strength:g}" if strength else "nnls"
+    return b, w, how
 
 
 @dataclass(frozen=True, eq=False)
@@ -111,6 +182,7 @@ class StackFit:
     weights: np.ndarray
     weight_train_index: tuple[np.ndarray, ...]
     train_index_by_fold: tuple[np.ndarray, ...]
+    shrinkage: tuple[str, ...] = ()  # how fold k's blend was chosen (``blend_weights``)
 
 
 @dataclass(frozen=True, eq=False)
@@ -139,18 +211,24 @@ def blend(fits: Sequence[FoldPredictions], y: np.ndarray, folds: Sequence[Fold])
     fold_of = np.empty(n, dtype=np.int64)
     oof = np.empty(n)
     intercepts, weights, weight_rows, train_rows = np.empty(K), np.empty((K, len(fits))), [], []
+    shrinkage = []
+    names = [f.family for f in fits]
+    baseline = [names.index(f) for f in (TEXT_FAMILY, SENTIMENT)] if {TEXT_FAMILY, SENTIMENT} <= set(names) else []
     for k, fold in enumerate(folds):
         fold_of[fold.test] = k
         rows = fold.train
         P = np.column_stack([f.inner[k, rows] for f in fits])
-        intercepts[k], weights[k] = nnls_weights(P, y[rows])
+        intercepts[k], weights[k], how = blend_weights(P, y[rows], baseline=baseline)
+        shrinkage.append(how)
         oof[fold.test] = intercepts[k] + np.column_stack([f.oof[fold.test] for f in fits]) @ weights[k]
         weight_rows.append(rows)
         # the base models of fold k (outer and inner) all train on rows of T_k; the text scores list their own
         used = [rows, fold.train] + ([fold.text.labels_used] if fold.text is not None else [])
         train_rows.append(np.unique(np.concatenate(used)))
     families = tuple(f.family for f in fits)
-    return StackFit(families, oof, fold_of, intercepts, weights, tuple(weight_rows), tuple(train_rows))
+    return StackFit(
+        families, oof, fold_of, intercepts, weights, tuple(weight_rows), tuple(train_rows), tuple(shrinkage)
+    )
 
 
 def _check_families(families: Sequence[str], text: TextFeature | None) -> None:
@@ -170,6 +248,7 @@ def cross_validate_all(
     stack: bool = True,
     threads: int | None = None,
     text: TextFeature | None = None,
+    columns: dict[str, np.ndarray] | None = None,
 ) -> list[CVResult]:
     """``crossfit.cross_validate`` of every family (same numbers), then of the stack of them (``stack``) and of the
     constant (the training folds' mean), from one set of outer fits per seed.
@@ -178,7 +257,7 @@ def cross_validate_all(
     is always there. Results come in the order families, stack, constant. ``text``: as in ``cross_validate``.
     The text scores of each seed, then each (family, seed)'s fits, run in worker processes (``workers.py``).
     """
-    return cross_validate_keeping(X, y, families, k, seeds, stack, threads, text)[0]
+    return cross_validate_keeping(X, y, families, k, seeds, stack, threads, text, columns=columns)[0]
 
 
 def cross_validate_keeping(
@@ -191,6 +270,7 @@ def cross_validate_keeping(
     threads: int | None = None,
     text: TextFeature | None = None,
     keep_seed: int | None = None,
+    columns: dict[str, np.ndarray] | None = None,
 ) -> tuple[list[CVResult], SeedFits | None]:
     """``cross_validate_all``, and the fits of seed ``keep_seed`` (when it is one of ``seeds``) as ``SeedFits``
     for ``crossfit_from_fits``: the cross-fit of that seed then costs no fit at all. ``text`` may hold the
@@ -198,7 +278,9 @@ def cross_validate_keeping(
     X, y = checked_xy(X, y)
     _check_families(families, text)
     with_stack = stack and len(families) >= 2
-    run = cv.cross_validate_families(X, y, families, k, seeds, threads, text, level_one=with_stack, keep_seed=keep_seed)
+    run = cv.cross_validate_families(
+        X, y, families, k, seeds, threads, text, level_one=with_stack, keep_seed=keep_seed, columns=columns
+    )
     results = [run.result(f, y) for f in families]
     constant: list[SeedMetrics] = []
     stacked: list[SeedMetrics] = []
@@ -226,6 +308,7 @@ def stack_crossfit_predict(
     seed: int = 42,
     threads: int | None = None,
     text: TextFeature | None = None,
+    columns: dict[str, np.ndarray] | None = None,
 ) -> tuple[CrossFit, StackFit]:
     """The stack's cross-fit predictions for every session (what ``crossfit.crossfit_predict`` gives a family):
     the rated rows' out-of-fold stack and the unrated rows' mean over the K outer stacks,
@@ -244,7 +327,8 @@ def stack_crossfit_predict(
     workers = workers_for(len(families), y.shape[0])
     with native_threads(threads) as n_threads:
         order = longest_first(families)
-        jobs = [(X, y, Xu, f, folds, seed, n_threads, True, True, forest_threads(y.shape[0], workers)) for f in order]
+        forest_jobs = forest_threads(y.shape[0], workers)
+        jobs = [(X, y, Xu, f, folds, seed, n_threads, True, True, forest_jobs, (columns or {}).get(f)) for f in order]
         by_family = dict(zip(order, map_jobs(cv.fit_folds, jobs, workers), strict=True))
         fits = [by_family[f] for f in families]
     return stack_crossfit(fits, y, folds, Xu.shape[0], seed, note)
