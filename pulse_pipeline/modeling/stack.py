@@ -5,7 +5,12 @@ err differently, and a blend of their predictions can beat every one of them. Th
 
     stack(x) = b + sum_f w_f f(x),   w_f >= 0,
 
-with (b, w) fitted by non-negative least squares on predictions that did not see the labels they are fitted to.
+with (b, w) fitted by non-negative least squares on predictions that did not see the labels they are fitted to,
+the weights shrunk toward equal weights by a strength that inner folds choose (``blend_weights``: from none, plain
+NNLS, to the equal blend b + c mean_f f; with the text and sentiment families, their plain average is one more
+candidate). Why: with ~200 ratings NNLS's weights follow noise (a family's weight 0 to 0.59 from fold to fold on
+real ratings, the stack then far below its best member); the equal blend is the classic robust combination of
+forecasts, and the inner folds choose between the two on T_k's rows alone (``SHRINKAGE``).
 Why an intercept and free non-negative weights rather than weights summing to one: the families' predictions are
 shrunk towards the mean by different amounts (a forest's averages, the ordinal logit's expected rating), so a
 convex combination cannot undo that shrinkage and cannot shrink a weak predictor further towards the mean; with an

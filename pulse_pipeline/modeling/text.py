@@ -17,6 +17,11 @@ The design matrix Z is the column-wise concatenation of three row-L2-normalized 
   typos and inflections; ``CHAR_FEATURES``);
 - ``last``: word 1-2 grams of the last user message, times ``LAST_WEIGHT``.
 
+Shapes (``SHAPES``): the model is the ridge on every block (``all``) or on the word block alone (``words``: the
+plain TF-IDF word ridge, the obvious baseline); each outer fold of ``nested_text_scores`` chooses by its own inner
+folds (the squared error of both shapes' inner scores over its training rows), because with a few hundred labels
+the char and last-message blocks added noise faster than signal on real ratings, and with thousands they may not.
+
 The vocabulary and the idf use no label, so they are fitted once on the sessions' text, rated or not (an
 unsupervised transform, like a scaler fitted on all rows: it cannot carry a rating into a prediction): on every
 rated session and evenly spaced unrated ones up to ``VOCAB_SESSIONS`` (``vocabulary_rows``; building a vocabulary
