@@ -23,11 +23,19 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler, normalize
 
 from pulse_pipeline.modeling.comparison import compare_models
-from pulse_pipeline.modeling.crossfit import cross_validate, oof_violations
+from pulse_pipeline.modeling.crossfit import choose_family, cross_validate, oof_violations
 from pulse_pipeline.modeling.cv import FoldPredictions, outer_folds
 from pulse_pipeline.modeling.data import ModelingData
 from pulse_pipeline.modeling.families import SENTIMENT, SENTIMENT_COLUMNS, family_columns
-from pulse_pipeline.modeling.stack import STACK, blend, nnls_weights, stack_crossfit_predict
+from pulse_pipeline.modeling.stack import (
+    BASELINE,
+    STACK,
+    blend,
+    cross_validate_keeping,
+    crossfit_from_fits,
+    nnls_weights,
+    stack_crossfit_predict,
+)
 from pulse_pipeline.modeling.text import TextFeature, nested_text_scores, text_score_violations
 
 NO_JUDGE = pl.DataFrame(schema={"model": pl.String, "n": pl.Int64, "mse": float, "mae": float, "pearson": float})
@@ -209,3 +217,44 @@ def test_the_stack_with_the_baselines_stays_exact():
     for k, fold in enumerate(outer_folds(data.y[:200], 5, 42, text)):
         A = np.column_stack([X[:200][fold.test], fold.text.held_out_scores])
         assert np.allclose(fit.models[k].predict(A), fit.oof[fold.test])
+
+
+def test_the_baseline_is_the_plain_average_of_the_text_and_sentiment_families_and_stays_exact():
+    """Where the words and the VADER columns each carry half of the signal, their plain average is a candidate of
+    its own: its out-of-fold predictions are the two families' averaged (by hand), the chosen model is not below
+    it, and its cross-fit (from the kept fits, or fitted anew) passes the out-of-fold audit."""
+    rng = np.random.default_rng(10)
+    n_all, n_rated = 400, 230
+    data, _ = sentiment_data(n_all, n_rated, seed=10)
+    y = data.y.copy()
+    words = (rng.random((n_all, 40)) < 0.1).astype(np.float32)
+    stars = np.nan_to_num(y, nan=3.0)
+    words[:, 0] = (stars >= 4) & (rng.random(n_all) < 0.5)
+    words[:, 1] = (stars <= 2) & (rng.random(n_all) < 0.5)
+    Z = sp.csr_matrix(words)
+    rated = ~np.isnan(y)
+    text = TextFeature(Z[rated], Z[~rated])
+    columns = family_columns(data.feature_names)
+    X = data.X
+    results, kept = cross_validate_keeping(
+        X[rated],
+        y[rated],
+        ["random_forest", "text", SENTIMENT],
+        seeds=(42, 43),
+        text=text,
+        columns=columns,
+        keep_seed=42,
+        baseline=True,
+    )
+    by = {r.family: r for r in results}
+    assert list(by) == ["random_forest", "text", SENTIMENT, STACK, BASELINE, "constant"]
+    assert np.allclose(by[BASELINE].oof, (by["text"].oof + by[SENTIMENT].oof) / 2)
+    chosen = choose_family([r for r in results if r.family != "constant"])
+    assert chosen.metric("pearson").mean >= by[BASELINE].metric("pearson").mean
+    kept_fit = crossfit_from_fits(kept, X[rated], y[rated], X[~rated], BASELINE, text=text)
+    fresh, _ = stack_crossfit_predict(X[rated], y[rated], X[~rated], [], text=text, columns=columns, family=BASELINE)
+    for fit in (kept_fit, fresh):
+        assert fit.family == BASELINE
+        assert oof_violations(fit.fold, fit.train_index_by_fold) == 0
+        assert np.allclose(fit.oof, by[BASELINE].oof)
+    assert np.allclose(kept_fit.unlabeled, fresh.unlabeled)

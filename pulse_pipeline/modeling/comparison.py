@@ -33,7 +33,7 @@ from ..warehouse import Warehouse
 from .crossfit import TEXT_FAMILY, CVResult, choose_family
 from .data import ModelingData
 from .families import SENTIMENT, family_columns
-from .stack import CONSTANT, STACK, SeedFits, cross_validate_keeping
+from .stack import BASELINE, CONSTANT, STACK, SeedFits, cross_validate_keeping
 from .text import TextFeature
 
 MIN_RATED_SESSIONS = 10
@@ -179,7 +179,7 @@ def compare_models(
     text = data.text_feature()  # None when no session has user text
     if text is not None:  # cross-validation scores the rated rows only; the workers need not get the rest
         text = TextFeature(text.labeled, text.unlabeled[:0], word_columns=text.word_columns)
-    base = [f for f in families if f != STACK]
+    base = [f for f in families if f not in (STACK, BASELINE)]
     if TEXT_FAMILY in base and text is None:
         say("skipping the text family: no session has user text")
         base.remove(TEXT_FAMILY)
@@ -190,7 +190,16 @@ def compare_models(
     stacked = " and their stack" if STACK in families and len(base) >= 2 else ""
     say(f"cross-validating {', '.join(base)}{stacked} on {n_rated} rated sessions ({len(seeds)} seeds)")
     results, kept = cross_validate_keeping(
-        X, y, base, k=folds, seeds=seeds, stack=STACK in families, text=text, keep_seed=keep_seed, columns=columns
+        X,
+        y,
+        base,
+        k=folds,
+        seeds=seeds,
+        stack=STACK in families,
+        text=text,
+        keep_seed=keep_seed,
+        columns=columns,
+        baseline=BASELINE in families,
     )
     chosen = choose_family([r for r in results if r.family != CONSTANT], by=choose_by)
     rows = [

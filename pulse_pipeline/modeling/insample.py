@@ -31,7 +31,7 @@ from .crossfit import insample_predict
 from .cv import TEXT_FAMILY, CrossFit
 from .data import ModelingData, load_modeling_data, unrated_chunks
 from .families import family_columns
-from .stack import STACK
+from .stack import BASELINE, STACK
 from .text import TextFeature, fit_text_regression
 from .threads import native_threads
 
@@ -100,9 +100,9 @@ def _predict_unrated(fit: CrossFit, ridge: Ridge | None, Xu: np.ndarray, text: T
 
 def insample_table(wh: Warehouse, family: str | None, data: ModelingData | None = None) -> pl.DataFrame:
     """The rows of ``modeling.insample_predictions`` for the chosen ``family``: empty when none was chosen or it is
-    the stack. ``data``: the modeling data loaded with ``text_of="rated"`` (None: loaded here); the unrated
-    sessions' text is read a chunk at a time."""
-    if family is None or family == STACK:
+    a blend (the stack, the baseline). ``data``: the modeling data loaded with ``text_of="rated"`` (None: loaded
+    here); the unrated sessions' text is read a chunk at a time."""
+    if family is None or family in (STACK, BASELINE):
         return pl.DataFrame(schema=SCHEMA)
     data = load_modeling_data(wh, text_of="rated") if data is None else data
     return insample_frame(data, family, unrated_chunks(wh, data))

@@ -37,7 +37,7 @@ from .crossfit import TEXT_FAMILY, TEXT_SCORE, CrossFit, crossfit_predict, oof_v
 from .data import ModelingData
 from .families import SENTIMENT, family_columns
 from .importance import permutation_importance_oof
-from .stack import STACK, SeedFits, crossfit_from_fits, stack_crossfit_predict
+from .stack import BASELINE, STACK, SeedFits, crossfit_from_fits, stack_crossfit_predict
 from .text import TextFeature, top_terms
 from .workers import release_workers
 
@@ -81,7 +81,7 @@ def crossfit_tables(
     X, y = data.X[rated], data.y[rated]
     text = data.text_feature()
     columns = family_columns(data.feature_names)
-    base = [f for f in families if f != STACK and (f != TEXT_FAMILY or text is not None)]
+    base = [f for f in families if f not in (STACK, BASELINE) and (f != TEXT_FAMILY or text is not None)]
     base = [f for f in base if f != SENTIMENT or f in columns]
     if kept is not None and kept.seed != CROSSFIT_SEED:
         raise ValueError(f"the cross-fit uses seed {CROSSFIT_SEED}; cross-validation kept seed {kept.seed}")
@@ -98,9 +98,9 @@ def crossfit_tables(
         release_workers()  # they hold what the chunks left (text, fold models): ~1 GB at 10x the paper's scale
     elif kept is not None:
         fit = crossfit_from_fits(kept, X, y, data.X[~rated], family, families=base, text=text)
-    elif family == STACK:
+    elif family in (STACK, BASELINE):
         fit, _ = stack_crossfit_predict(
-            X, y, data.X[~rated], base, k=folds, seed=CROSSFIT_SEED, text=text, columns=columns
+            X, y, data.X[~rated], base, k=folds, seed=CROSSFIT_SEED, text=text, columns=columns, family=family
         )
     else:
         fit = crossfit_predict(X, y, data.X[~rated], family, k=folds, seed=CROSSFIT_SEED, text=text, columns=columns)

@@ -88,6 +88,15 @@ from .workers import forest_threads, map_jobs, workers_for
 STACK = "stack"
 """The stack's family name (in ``settings.MODEL_FAMILIES``, last: a tie goes to a single family)."""
 
+BASELINE = "baseline"
+"""The plain average of the text and sentiment families, (f_text + f_sentiment) / 2 (in ``settings.MODEL_FAMILIES``):
+the obvious baseline on real rated conversations (a TF-IDF word ridge and a VADER ridge, averaged), a candidate of
+the choice of its own so that the chosen model is never below it by more than selection noise. No weight is fitted;
+it is cross-fitted as the stack is (``FoldBlend`` with weights 1/2, 1/2 and no intercept)."""
+
+BASELINE_MEMBERS = (TEXT_FAMILY, SENTIMENT)
+"""The families ``BASELINE`` averages, in order."""
+
 CONSTANT = "constant"
 """The honest floor's name in Table 2: predict the training folds' mean rating."""
 
@@ -209,9 +218,12 @@ class FoldBlend:
         return out
 
 
-def blend(fits: Sequence[FoldPredictions], y: np.ndarray, folds: Sequence[Fold]) -> StackFit:
+def blend(
+    fits: Sequence[FoldPredictions], y: np.ndarray, folds: Sequence[Fold], fixed: np.ndarray | None = None
+) -> StackFit:
     """Fit each outer fold's weights on the level-one predictions of T_k and apply them to the outer predictions
-    of F_k (the module docstring's formula); record every label each fold's stack used."""
+    of F_k (the module docstring's formula); record every label each fold's stack used. ``fixed``: weights given
+    (no intercept, nothing fitted: ``BASELINE``'s average)."""
     n, K = y.shape[0], len(folds)
     fold_of = np.empty(n, dtype=np.int64)
     oof = np.empty(n)
@@ -223,7 +235,10 @@ def blend(fits: Sequence[FoldPredictions], y: np.ndarray, folds: Sequence[Fold])
         fold_of[fold.test] = k
         rows = fold.train
         P = np.column_stack([f.inner[k, rows] for f in fits])
-        intercepts[k], weights[k], how = blend_weights(P, y[rows], baseline=baseline)
+        if fixed is not None:
+            intercepts[k], weights[k], how = 0.0, fixed, "fixed"
+        else:
+            intercepts[k], weights[k], how = blend_weights(P, y[rows], baseline=baseline)
         shrinkage.append(how)
         oof[fold.test] = intercepts[k] + np.column_stack([f.oof[fold.test] for f in fits]) @ weights[k]
         weight_rows.append(rows)
@@ -238,7 +253,7 @@ def blend(fits: Sequence[FoldPredictions], y: np.ndarray, folds: Sequence[Fold])
 
 def _check_families(families: Sequence[str], text: TextFeature | None) -> None:
     for family in families:
-        if family == STACK or family not in FAMILIES:
+        if family in (STACK, BASELINE) or family not in FAMILIES:
             raise ValueError(f"cannot stack {family!r}; families to stack: {', '.join(FAMILIES[:-1])}")
         if family == TEXT_FAMILY and text is None:
             raise ValueError(f"the {TEXT_FAMILY!r} family needs the sessions' text: pass text=TextFeature(...)")
@@ -276,10 +291,12 @@ def cross_validate_keeping(
     text: TextFeature | None = None,
     keep_seed: int | None = None,
     columns: dict[str, np.ndarray] | None = None,
+    baseline: bool = False,
 ) -> tuple[list[CVResult], SeedFits | None]:
     """``cross_validate_all``, and the fits of seed ``keep_seed`` (when it is one of ``seeds``) as ``SeedFits``
     for ``crossfit_from_fits``: the cross-fit of that seed then costs no fit at all. ``text`` may hold the
-    labeled rows alone (cross-validation scores no unlabeled row; ``crossfit_from_fits`` scores them later)."""
+    labeled rows alone (cross-validation scores no unlabeled row; ``crossfit_from_fits`` scores them later).
+    ``baseline``: also ``BASELINE``'s row (when both its members are among ``families``), after the stack's."""
     X, y = checked_xy(X, y)
     _check_families(families, text)
     with_stack = stack and len(families) >= 2
@@ -289,17 +306,23 @@ def cross_validate_keeping(
     results = [run.result(f, y) for f in families]
     constant: list[SeedMetrics] = []
     stacked: list[SeedMetrics] = []
+    averaged: list[SeedMetrics] = []
+    with_baseline = baseline and set(BASELINE_MEMBERS) <= set(families)
     first: dict[str, np.ndarray] = {}
     for seed in run.seeds:
         folds = run.folds[seed]
         named = [(CONSTANT, constant, cv.constant_oof(y, folds))]
         if with_stack:
             named.append((STACK, stacked, blend([run.fits[f, seed] for f in families], y, folds).oof))
+        if with_baseline:
+            named.append((BASELINE, averaged, np.mean([run.fits[f, seed].oof for f in BASELINE_MEMBERS], axis=0)))
         for name, per_seed, oof in named:
             per_seed.append(cv.seed_metrics(seed, y, oof))
             first.setdefault(name, oof)
     if with_stack:
         results.append(cv.cv_result(STACK, y, stacked, first[STACK], run.k, run.note))
+    if with_baseline:
+        results.append(cv.cv_result(BASELINE, y, averaged, first[BASELINE], run.k, run.note))
     results.append(cv.cv_result(CONSTANT, y, constant, first[CONSTANT], run.k, run.note))
     return results, run.kept()
 
@@ -314,12 +337,15 @@ def stack_crossfit_predict(
     threads: int | None = None,
     text: TextFeature | None = None,
     columns: dict[str, np.ndarray] | None = None,
+    family: str = STACK,
 ) -> tuple[CrossFit, StackFit]:
     """The stack's cross-fit predictions for every session (what ``crossfit.crossfit_predict`` gives a family):
     the rated rows' out-of-fold stack and the unrated rows' mean over the K outer stacks,
     (1/K) sum_k (b_k + sum_f w_{k,f} M_{k,f}(x)). The ``CrossFit``'s ``train_index_by_fold`` is the stack's
     recorded training rows; its ``models`` are the folds' ``FoldBlend``s (each several models, some fed text
-    scores), and with the text its ``text_score`` is each rated row's held-out text score."""
+    scores), and with the text its ``text_score`` is each rated row's held-out text score. ``family``
+    ``BASELINE``: its members' average instead (``families`` is then ``BASELINE_MEMBERS``)."""
+    families = list(BASELINE_MEMBERS) if family == BASELINE else families
     X, y = checked_xy(X_labeled, y)
     Xu = checked_unlabeled(X_unlabeled, X.shape[1])
     _check_families(families, text)
@@ -336,17 +362,23 @@ def stack_crossfit_predict(
         jobs = [(X, y, Xu, f, folds, seed, n_threads, True, True, forest_jobs, (columns or {}).get(f)) for f in order]
         by_family = dict(zip(order, map_jobs(cv.fit_folds, jobs, workers), strict=True))
         fits = [by_family[f] for f in families]
-    return stack_crossfit(fits, y, folds, Xu.shape[0], seed, note)
+    return stack_crossfit(fits, y, folds, Xu.shape[0], seed, note, family)
 
 
 def stack_crossfit(
-    fits: Sequence[FoldPredictions], y: np.ndarray, folds: Sequence[Fold], n_unlabeled: int, seed: int, note
+    fits: Sequence[FoldPredictions],
+    y: np.ndarray,
+    folds: Sequence[Fold],
+    n_unlabeled: int,
+    seed: int,
+    note,
+    family: str = STACK,
 ) -> tuple[CrossFit, StackFit]:
     """``stack_crossfit_predict``'s result from the families' fold loops (``cv.fit_folds`` with their unlabeled
     predictions, ``fits``) on ``folds``: the blend of each fold, its rated rows' predictions and the unrated rows'
-    mean over the folds' blends."""
+    mean over the folds' blends. ``family`` ``BASELINE``: ``fits`` are its members', averaged (weights 1/2)."""
     k_used = len(folds)
-    stack = blend(fits, y, folds)
+    stack = blend(fits, y, folds, np.full(len(fits), 1.0 / len(fits)) if family == BASELINE else None)
     unlabeled = np.zeros(n_unlabeled)
     for k in range(k_used):
         unlabeled += stack.intercepts[k] + np.column_stack([f.unlabeled[k] for f in fits]) @ stack.weights[k]
@@ -360,7 +392,7 @@ def stack_crossfit(
         )
         for k in range(k_used)
     )
-    fit = CrossFit(STACK, k_used, seed, stack.oof, stack.fold, unlabeled / k_used, stack.train_index_by_fold, models)
+    fit = CrossFit(family, k_used, seed, stack.oof, stack.fold, unlabeled / k_used, stack.train_index_by_fold, models)
     return replace(fit, note=note, text_folds=text_folds, text_score=cv.held_out_text_scores(folds, y.shape[0])), stack
 
 
@@ -382,7 +414,7 @@ def crossfit_from_fits(
     and ``text.labeled`` must be the rows cross-validation saw, in the same order (their number is checked)."""
     X, y = checked_xy(X_labeled, y)
     Xu = checked_unlabeled(X_unlabeled, X.shape[1])
-    members = list(families) if family == STACK else [family]
+    members = list(families) if family == STACK else list(BASELINE_MEMBERS) if family == BASELINE else [family]
     missing = [f for f in members if f not in kept.fits]
     if missing:
         raise ValueError(f"cross-validation kept no fits of {', '.join(missing)} (seed {kept.seed})")
@@ -406,6 +438,6 @@ def crossfit_from_fits(
         for f in longest_first(members)
     }
     fits = [replace(kept.fits[f], unlabeled=unlabeled[f]) for f in members]
-    if family == STACK:
-        return stack_crossfit(fits, y, folds, Xu.shape[0], kept.seed, kept.note)[0]
+    if family in (STACK, BASELINE):
+        return stack_crossfit(fits, y, folds, Xu.shape[0], kept.seed, kept.note, family)[0]
     return cv.crossfit_from_folds(fits[0], folds, y, Xu.shape[0], kept.seed, kept.note)
