@@ -1,6 +1,6 @@
 """Small samples that hold up (issue 37, item 1): the shapes the models choose with a few hundred ratings.
 
-- the text model's shape (word block alone or every block), chosen per outer fold by its inner folds;
+- the text model's shape: the word block alone below ``text.WORDS_ALONE_BELOW`` ratings, every block from there;
 - the text score as a tabular column: ignored below ``cv.TEXT_COLUMN_MIN_LABELS`` ratings;
 - the stack's weights, shrunk toward an equal blend by a strength its inner folds choose;
 - the obvious baselines reachable by the choice: the VADER ridge (family ``sentiment``) and the plain average of it
@@ -22,6 +22,7 @@ from sklearn.model_selection import KFold, cross_val_predict
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler, normalize
 
+from pulse_pipeline.modeling import text as text_model
 from pulse_pipeline.modeling.comparison import compare_models
 from pulse_pipeline.modeling.crossfit import choose_family, cross_validate, oof_violations
 from pulse_pipeline.modeling.cv import FoldPredictions, outer_folds
@@ -66,9 +67,6 @@ def test_the_text_model_keeps_the_word_block_alone_when_the_other_blocks_are_noi
         inner_folds = KFold(5, shuffle=True, random_state=42)
         inner = cross_val_predict(Ridge(alpha=1.0), Zw[train], y[train], cv=inner_folds)
         assert np.allclose(fold.train_scores, inner)
-        # chosen because its inner scores' squared error is the smaller
-        every_block = cross_val_predict(Ridge(alpha=1.0), Z[train], y[train], cv=inner_folds)
-        assert np.mean((y[train] - inner) ** 2) < np.mean((y[train] - every_block) ** 2)
         # the kept ridge predicts a full row (every block) as the word block alone
         assert np.allclose(fold.outer_ridge.predict(Z[test]), fold.held_out_scores)
     assert text_score_violations(folds) == 0
@@ -76,16 +74,13 @@ def test_the_text_model_keeps_the_word_block_alone_when_the_other_blocks_are_noi
     assert {f.shape for f in nested_text_scores(Z, y, Z[:0], k=5, seed=42)} == {"all"}
 
 
-def test_the_text_model_keeps_every_block_when_the_others_carry_the_signal():
-    rng = np.random.default_rng(2)
-    n = 200
-    y = rng.integers(1, 6, n).astype(float)
-    words = (rng.random((n, 40)) < 0.1).astype(float)  # the word block: noise
-    other = (rng.random((n, 30)) < 0.1).astype(float)
-    other[:, 0] = (y >= 4) & (rng.random(n) < 0.7)  # the other blocks: the signal
-    Z = sp.csr_matrix(np.hstack([words, other]))
-    folds = nested_text_scores(Z, y, Z[:0], k=5, seed=42, word_columns=np.arange(40))
-    assert [f.shape for f in folds] == ["all"] * 5
+def test_the_text_model_reads_every_block_from_words_alone_below_labels_on(monkeypatch):
+    Z, y, words = word_and_noise_blocks(200, seed=1)
+    monkeypatch.setattr(text_model, "WORDS_ALONE_BELOW", 100)  # as if 200 labels were many
+    folds = nested_text_scores(Z, y, Z[:0], k=5, seed=42, word_columns=words)
+    assert {f.shape for f in folds} == {"all"}
+    for fold, (train, test) in zip(folds, KFold(5, shuffle=True, random_state=42).split(Z), strict=True):
+        assert np.allclose(fold.held_out_scores, Ridge(alpha=1.0).fit(Z[train], y[train]).predict(Z[test]))
 
 
 def test_a_text_column_of_pure_noise_is_ignored_by_the_tabular_families_with_few_labels():

@@ -17,10 +17,8 @@ The design matrix Z is the column-wise concatenation of three row-L2-normalized 
   typos and inflections; ``CHAR_FEATURES``);
 - ``last``: word 1-2 grams of the last user message, times ``LAST_WEIGHT``.
 
-Shapes (``SHAPES``): the model is the ridge on every block (``all``) or on the word block alone (``words``: the
-plain TF-IDF word ridge, the obvious baseline); each outer fold of ``nested_text_scores`` chooses by its own inner
-folds (the squared error of both shapes' inner scores over its training rows), because with a few hundred labels
-the char and last-message blocks added noise faster than signal on real ratings, and with thousands they may not.
+Shapes (``SHAPES``, ``text_shape``): below ``WORDS_ALONE_BELOW`` ratings the ridge reads the word block alone (the
+plain TF-IDF word ridge, the obvious baseline), from there on every block.
 
 The vocabulary and the idf use no label, so they are fitted once on the sessions' text, rated or not (an
 unsupervised transform, like a scaler fitted on all rows: it cannot carry a rating into a prediction): on every
@@ -78,9 +76,25 @@ INNER_FOLDS = 5
 TOP_TERMS = 50
 """Terms per direction (positive, negative) stored in ``modeling.text_terms``."""
 SHAPES = ("words", "all")
-"""The text model's shapes, which each outer fold chooses between (``nested_text_scores``): ``words``, the word
-block alone (the plain TF-IDF word ridge, the obvious baseline), and ``all``, the three blocks. Ties go to
-``words``, the simpler."""
+"""The text model's shapes (``text_shape``): ``words``, the word block alone (the plain TF-IDF word ridge, the
+obvious baseline), and ``all``, the three blocks."""
+WORDS_ALONE_BELOW = 1_000
+"""Below this many labels the text model is the word block alone (``text_shape``)."""
+
+
+def text_shape(n_labeled: int, word_columns: np.ndarray | None) -> str:
+    """``words`` below ``WORDS_ALONE_BELOW`` labels (when the matrix has a word block and others), else ``all``.
+
+    Why a rule and not a choice by inner folds: the char block has up to 30 000 columns and the last-message
+    block repeats words the word block already holds; a ridge of fixed alpha spreads a few hundred labels over all
+    of them, so the extra blocks add variance faster than signal until there are many labels. A per-fold choice by
+    the inner folds' squared error was tried and was worse than either fixed shape on every corpus measured (its
+    choice is noisy with a few hundred labels, and folds of different shapes pool into one r): on ConvAI2 at 230
+    ratings (three samples) words alone 0.324 / 0.364 / 0.451, every block 0.317 / 0.360 / 0.443, the per-fold
+    choice 0.306 / 0.351 / 0.433; on the demo corpus at 230 and 601 ratings words alone 0.391 / 0.380, every block
+    0.389 / 0.359, the choice 0.368 / 0.380; on real ratings (issue 37) words alone 0.146 / 0.173 against every
+    block's 0.106 / 0.130."""
+    return "words" if word_columns is not None and n_labeled < WORDS_ALONE_BELOW else "all"
 
 
 @dataclass(frozen=True)
@@ -337,7 +351,7 @@ class FoldTextScores:
     inner_fold: np.ndarray
     inner_train: tuple[np.ndarray, ...]
     outer_ridge: Ridge | None = None
-    shape: str = "all"  # the shape of ``SHAPES`` this fold's ridges have (``nested_text_scores``)
+    shape: str = "all"  # the shape of ``SHAPES`` this fold's ridges have (``text_shape``)
 
     @property
     def labels_used(self) -> np.ndarray:
@@ -392,42 +406,32 @@ def nested_text_scores(
     of a model trained on these scores, depends on the row's own label, and a held-out row's depends only on labels
     outside its outer fold.
 
-    With ``word_columns`` (the word block's columns of Z) each outer fold chooses its shape (``SHAPES``) by the
-    same inner folds: both shapes' inner scores of T_k are computed, and the shape whose scores have the smaller
-    mean squared error against T_k's labels is kept (ties: ``words``), its inner scores for T_k and its ridge on
-    all of T_k for the held-out and unlabeled rows. Why: with a few hundred labels the char and last-message
-    blocks add noise faster than signal (on real ratings the word block alone was 0.02-0.04 better in r), with
-    thousands they may add signal; the choice uses T_k's labels only, so the held-out rows' scores still depend
-    only on labels outside their fold (a training row's own label takes part in choosing its fold's shape, as in
-    the stack's weights: never in its own score's ridge).
+    With ``word_columns`` (the word block's columns of Z) the ridges have the shape ``text_shape`` gives for these
+    labels: below ``WORDS_ALONE_BELOW`` the word block alone (fitted on ``word_only(Z)``, predicting any full Z).
     """
     y = np.asarray(y, dtype=np.float64)
-    shapes = [("all", Z, None)]
-    if word_columns is not None:
-        shapes.insert(0, ("words", word_only(Z, word_columns), np.asarray(word_columns, dtype=np.int64)))
+    shape = text_shape(y.shape[0], word_columns)
+    cols = np.asarray(word_columns, dtype=np.int64) if shape == "words" else None
+    Z_fit = word_only(Z, cols) if cols is not None else Z
     folds = []
     for train, test in KFold(n_splits=k, shuffle=True, random_state=seed).split(np.zeros(y.shape[0])):
+        outer = fit_shaped(Z_fit[train], y[train], alpha, cols)
+        unlabeled = outer.predict(Z_unlabeled) if Z_unlabeled.shape[0] else np.empty(0)
+        inner_scores = np.empty(train.shape[0])
         inner_fold = np.empty(train.shape[0], dtype=np.int64)
         inner_train = []
         splitter = KFold(n_splits=max(2, min(inner_k, train.shape[0] // 2)), shuffle=True, random_state=seed)
-        scored = [np.empty(train.shape[0]) for _ in shapes]
         for g, (fit_pos, score_pos) in enumerate(splitter.split(train)):
-            for (_, Zs, cols), inner_scores in zip(shapes, scored, strict=True):
-                inner = fit_shaped(Zs[train[fit_pos]], y[train[fit_pos]], alpha, cols)
-                inner_scores[score_pos] = inner.predict(Zs[train[score_pos]])
+            inner = fit_shaped(Z_fit[train[fit_pos]], y[train[fit_pos]], alpha, cols)
+            inner_scores[score_pos] = inner.predict(Z_fit[train[score_pos]])
             inner_fold[score_pos] = g
             inner_train.append(train[fit_pos])
-        errors = [float(np.mean((y[train] - s) ** 2)) for s in scored]
-        best = min(range(len(shapes)), key=lambda i: (errors[i], i))
-        shape, Zs, cols = shapes[best]
-        outer = fit_shaped(Zs[train], y[train], alpha, cols)
-        unlabeled = outer.predict(Z_unlabeled) if Z_unlabeled.shape[0] else np.empty(0)
         folds.append(
             FoldTextScores(
                 train,
                 test,
-                scored[best],
-                outer.predict(Zs[test]),
+                inner_scores,
+                outer.predict(Z_fit[test]),
                 unlabeled,
                 train,
                 inner_fold,
@@ -459,14 +463,14 @@ class TextFeature:
     ``scores(y, k, seed)`` computes ``nested_text_scores`` once per (labels, k, seed) and then returns the same
     folds: every family cross-validated with seed s shares one set of text scores. ``labeled`` rows follow the
     labeled rows given to ``crossfit``; ``unlabeled`` rows the unlabeled ones. ``word_columns`` (``word_columns``
-    of the matrix): each outer fold chooses the text's shape; None: the one shape ``all``.
+    of the matrix): the text's shape follows ``text_shape``; None: the one shape ``all``.
     """
 
     labeled: sp.csr_matrix
     unlabeled: sp.csr_matrix
     inner_k: int = INNER_FOLDS
     alpha: float = RIDGE_ALPHA
-    word_columns: np.ndarray | None = None  # with them each outer fold chooses its shape (``nested_text_scores``)
+    word_columns: np.ndarray | None = None  # with them the text's shape follows ``text_shape``
     _cache: dict[tuple[bytes, int, int], tuple[FoldTextScores, ...]] = field(default_factory=dict, repr=False)
 
     def scores(self, y: np.ndarray, k: int, seed: int) -> tuple[FoldTextScores, ...]:
