@@ -23,7 +23,7 @@ an optional mapping in place of ``os.environ`` so tests can pass settings withou
 | PULSE_HUMAN_LABELS | none | human annotations to measure annotator agreement against |
 | PULSE_SCORE_FIELDS | none | JSON paths of numeric scores in session metadata, each a ``score_*`` column |
 | PULSE_LLM_* | see ``LLMSettings`` | the LLM annotator and judge |
-| PULSE_MODEL_FAMILIES | all six | comma-separated model families to compare (four tabular, ``text``, ``stack``) |
+| PULSE_MODEL_FAMILIES | all eight | families to compare (4 tabular, ``text``, ``sentiment``, ``baseline``, ``stack``) |
 | PULSE_MODEL_CHOICE | pearson | how the family is chosen: pearson, mse or mae |
 | PULSE_CV_SEEDS | 5 | cross-validation repetitions (seeds 42, 43, ...) |
 | PULSE_CV_SEED_ROWS | 10000 | fewer seeds (>= 2) when seeds x rated sessions passes it; 0: always PULSE_CV_SEEDS |
@@ -55,7 +55,7 @@ V = TypeVar("V")
 
 ANNOTATORS = ("heuristic", "llm")
 # built by modeling/families.py; "text" is the ridge on the users' words alone (modeling/text.py)
-MODEL_FAMILIES = ("ordinal_logit", "random_forest", "hist_gbm", "lightgbm", "text", "stack")
+MODEL_FAMILIES = ("ordinal_logit", "random_forest", "hist_gbm", "lightgbm", "text", "sentiment", "baseline", "stack")
 MODEL_CHOICES = ("pearson", "mse", "mae")
 
 

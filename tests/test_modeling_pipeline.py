@@ -59,7 +59,8 @@ def test_modeling_stage_on_a_synthetic_corpus(pulse_home, tmp_path, monkeypatch)
         metrics = con.execute("SELECT model, metric, n_labeled, n_seeds, chosen FROM modeling.cv_metrics").fetchall()
         assert {(m, k) for m, k, *_ in metrics} == {
             (m, k)
-            for m in ("ordinal_logit", "random_forest", "hist_gbm", "lightgbm", "text", "stack", "constant")
+            for m in ("ordinal_logit", "random_forest", "hist_gbm", "lightgbm", "text", "sentiment", "baseline")
+            + ("stack", "constant")
             for k in ("mse", "mae", "pearson")
         }
         assert {(n, s) for _, _, n, s, _ in metrics} == {(n_rated, 2)}

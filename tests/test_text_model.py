@@ -20,6 +20,7 @@ from sklearn.model_selection import KFold, cross_val_predict
 
 from pulse_pipeline.features.redact import redact
 from pulse_pipeline.features.user_text import build_user_text, load_user_messages
+from pulse_pipeline.modeling import cv
 from pulse_pipeline.modeling.crossfit import cross_validate, crossfit_predict, insample_predict, oof_violations
 from pulse_pipeline.modeling.data import ModelingData
 from pulse_pipeline.modeling.predictions import audit_out_of_fold, crossfit_tables
@@ -122,6 +123,13 @@ def test_text_family_out_of_fold_r_matches_sklearn_by_hand(texts):
     assert r > 0.8  # the words carry the label
     noise_only = cross_validate(X[rated], y[rated], "ordinal_logit", seeds=(42,))
     with_text = cross_validate(X[rated], y[rated], "ordinal_logit", seeds=(42,), text=feature)
+    # with few labels the tabular families ignore the text score (``cv.reads_text_score``) ...
+    assert rated.sum() < cv.TEXT_COLUMN_MIN_LABELS
+    assert np.allclose(with_text.oof, noise_only.oof, rtol=1e-12, atol=1e-12)
+    # ... and read it from TEXT_COLUMN_MIN_LABELS labels on
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(cv, "TEXT_COLUMN_MIN_LABELS", 10)
+        with_text = cross_validate(X[rated], y[rated], "ordinal_logit", seeds=(42,), text=feature)
     assert abs(noise_only.metric("pearson").mean) < 0.3 < 0.7 < with_text.metric("pearson").mean
 
 

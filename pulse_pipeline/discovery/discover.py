@@ -52,7 +52,7 @@ from ..features.wide import SCORE_COLUMNS, option_column
 from ..modeling.comparison import load_chosen_family
 from ..modeling.crossfit import cross_validate
 from ..modeling.data import ModelingData, load_modeling_data
-from ..modeling.text import TextFeature
+from ..modeling.text import TextFeature, word_columns
 from ..settings import LLMSettings
 from ..warehouse import Warehouse
 
@@ -235,7 +235,7 @@ def text_rows(data: ModelingData, rows: np.ndarray) -> TextFeature | None:
         return None
     position = {int(r): i for i, r in enumerate(data.text.rows)}
     Z = data.text.Z[[position[int(r)] for r in np.flatnonzero(rows)]]
-    return TextFeature(Z, Z[:0])
+    return TextFeature(Z, Z[:0], word_columns=word_columns(data.text.terms))
 
 
 def discover(

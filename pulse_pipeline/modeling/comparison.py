@@ -32,7 +32,8 @@ from ..contract import nan_to_null, to_frame
 from ..warehouse import Warehouse
 from .crossfit import TEXT_FAMILY, CVResult, choose_family
 from .data import ModelingData
-from .stack import CONSTANT, STACK, SeedFits, cross_validate_keeping
+from .families import SENTIMENT, family_columns
+from .stack import BASELINE, CONSTANT, STACK, SeedFits, cross_validate_keeping
 from .text import TextFeature
 from .user_ratings import USER_COLUMNS
 
@@ -178,19 +179,33 @@ def compare_models(
     seeds = seeds_for(n_rated, seeds, seed_rows)
     text = data.text_feature()  # None when no session has user text
     if text is not None:  # cross-validation scores the rated rows only; the workers need not get the rest
-        text = TextFeature(text.labeled, text.unlabeled[:0])
+        text = TextFeature(text.labeled, text.unlabeled[:0], word_columns=text.word_columns)
     users = data.user_feature()  # None when no user has two rated sessions: no user column
     if users is not None:  # cross-validation gives the rated rows alone their user columns
         users = replace(users, unlabeled=users.unlabeled[:0])
         say(f"user columns ({', '.join(USER_COLUMNS)}): {len(users.user_ids)} users")
-    base = [f for f in families if f != STACK]
+    base = [f for f in families if f not in (STACK, BASELINE)]
     if TEXT_FAMILY in base and text is None:
         say("skipping the text family: no session has user text")
         base.remove(TEXT_FAMILY)
+    columns = family_columns(data.feature_names)
+    if SENTIMENT in base and SENTIMENT not in columns:
+        say("skipping the sentiment family: the features have no sentiment column")
+        base.remove(SENTIMENT)
     stacked = " and their stack" if STACK in families and len(base) >= 2 else ""
     say(f"cross-validating {', '.join(base)}{stacked} on {n_rated} rated sessions ({len(seeds)} seeds)")
     results, kept = cross_validate_keeping(
-        X, y, base, k=folds, seeds=seeds, stack=STACK in families, text=text, keep_seed=keep_seed, users=users
+        X,
+        y,
+        base,
+        k=folds,
+        seeds=seeds,
+        stack=STACK in families,
+        text=text,
+        keep_seed=keep_seed,
+        columns=columns,
+        baseline=BASELINE in families,
+        users=users,
     )
     chosen = choose_family([r for r in results if r.family != CONSTANT], by=choose_by)
     rows = [

@@ -100,6 +100,7 @@ def cross_validate(
     threads: int | None = None,
     text: TextFeature | None = None,
     users: UserRatings | None = None,
+    columns: dict[str, np.ndarray] | None = None,
 ) -> CVResult:
     """Repeated k-fold cross-validation of ``family`` on the labeled rows (see the module docstring for formulas).
 
@@ -115,7 +116,9 @@ def cross_validate(
     check_family(family)
     X, y = checked_xy(X, y)
     check_text(family, text)
-    run = cv.cross_validate_families(X, y, [family], k, seeds, threads, text, workers=1, users=users)  # here
+    run = cv.cross_validate_families(
+        X, y, [family], k, seeds, threads, text, workers=1, users=users, columns=columns
+    )  # in this process
     return run.result(family, y)
 
 
@@ -149,6 +152,7 @@ def crossfit_predict(
     threads: int | None = None,
     text: TextFeature | None = None,
     users: UserRatings | None = None,
+    columns: dict[str, np.ndarray] | None = None,
 ) -> CrossFit:
     """Cross-fit predictions for every session: the only predictions valid for prediction-powered inference.
 
@@ -172,7 +176,9 @@ def crossfit_predict(
         raise ValueError(f"the users have {users.unlabeled.shape[0]} unlabeled rows but X_unlabeled has {Xu.shape[0]}")
     folds = cv.outer_folds(y, k_used, seed, text, users)
     with native_threads(threads) as n:
-        fit = cv.fit_folds(X, y, Xu, family, folds, seed, n, inner=False, keep=True, forest_jobs=forest_threads(len(y)))
+        fit = cv.fit_folds(
+            X, y, Xu, family, folds, seed, n, False, True, forest_threads(len(y)), (columns or {}).get(family)
+        )
     return cv.crossfit_from_folds(fit, folds, y, Xu.shape[0], seed, note)
 
 
@@ -184,6 +190,7 @@ def insample_predict(
     seed: int = 42,
     threads: int | None = None,
     text: TextFeature | None = None,
+    columns: dict[str, np.ndarray] | None = None,
 ) -> CrossFit:
     """INVALID BY DESIGN, for the comparison the estimates stage shows: one model fit on all labels predicts
     every session, including the rated ones whose labels it was trained on.
@@ -209,7 +216,9 @@ def insample_predict(
             if text is not None:
                 X = np.column_stack([X, s_l])
                 Xu = np.column_stack([Xu, s_u]) if Xu.shape[0] else np.empty((0, X.shape[1]))
-            model = make_model(family, random_state=seed, threads=n_threads, forest_jobs=forest_threads(len(y)))
+            ignored = None if text is None or cv.reads_text_score(len(y)) else X.shape[1] - 1
+            reads = (columns or {}).get(family)
+            model = make_model(family, seed, n_threads, forest_threads(len(y)), ignore_column=ignored, columns=reads)
             model.fit(X, y)
             fitted, unlabeled, models = model.predict(X), cv.predict_unlabeled(model, Xu, None), (model,)
     n = y.shape[0]

@@ -10,8 +10,9 @@ seed 42 is exactly cross-validation's seed-42 fits (``crossfit_from_folds``).
   k drops to max(2, n // 2) (``effective_k``).
 - Fold f's model is ``make_model(family, random_state=s)`` fitted on the training rows T_f and predicting the
   held-out rows F_f (its out-of-fold predictions) and, when asked, the unlabeled rows. With the text the tabular
-  model reads one more column, the text score: a training row's inner cross-fit score, a held-out or unlabeled
-  row's outer score; the family "text" is the ridge's score alone. With who rated (``user_ratings.UserRatings``)
+  model is given one more column, the text score: a training row's inner cross-fit score, a held-out or unlabeled
+  row's outer score; the family "text" is the ridge's score alone. Below ``TEXT_COLUMN_MIN_LABELS`` labeled rows
+  the tabular models ignore that column (``reads_text_score`` says why). With who rated (``user_ratings.UserRatings``)
   it reads two more columns before the text score, ``user_ratings.USER_COLUMNS``: a held-out or unlabeled row's
   from T_f's ratings, a training row's from T_f's other inner folds (``Fold.users``); ``labels_used`` lists every
   label a fold's prediction read, theirs included.
@@ -55,6 +56,25 @@ TEXT_SCORE = "text_score"
 
 MIN_LABELED = 4
 """Fewest labeled rows cross-fitting accepts: two folds of two rows each."""
+
+TEXT_COLUMN_MIN_LABELS = 1_000
+"""Fewest labeled rows from which the tabular families read the text score as a column (``reads_text_score``)."""
+
+
+def reads_text_score(n_labeled: int) -> bool:
+    """Whether the tabular families read the text score as a column: from ``TEXT_COLUMN_MIN_LABELS`` labeled rows.
+    Below, they are given it (every caller passes the same rows) and ignore it (``families.make_model``'s
+    ``ignore_column``); the text then reaches the prediction through its own family and the stack's blend.
+
+    Why: a model trains on the training rows' text scores, which come from inner ridges fitted on
+    (K-1)/K x (J-1)/J = 64 % of the labels, and predicts from held-out scores, made by a ridge fitted on 80 %. A
+    ridge's scores spread more the more rows it saw, so the column the model predicts from is scaled unlike the one
+    it learned, and the gap closes only as both ridges approach their limit (many labels). With a few hundred
+    labels the column also costs each family a column's worth of fitting noise, while the stack adds the same
+    score linearly for one weight. On real ratings (~230) the ordinal logit reached r 0.258 without the column and
+    0.208 with it; on the synthetic corpora the column's gain at ~200-600 labels is within noise (docs/models.md)."""
+    return n_labeled >= TEXT_COLUMN_MIN_LABELS
+
 
 INNER_FOLDS = 2
 """Inner folds within T_k for the level-one predictions of the families that have none for free (not bagged, not
@@ -310,12 +330,22 @@ def out_of_bag(model: Pipeline, X_train: np.ndarray) -> np.ndarray | None:
     return np.where(count > 0, oob, np.nanmean(oob))
 
 
-def inner_crossfit(A: np.ndarray, y: np.ndarray, family: str, seed: int, threads: int) -> np.ndarray:
+def inner_crossfit(
+    A: np.ndarray,
+    y: np.ndarray,
+    family: str,
+    seed: int,
+    threads: int,
+    ignore_column: int | None = None,
+    columns: np.ndarray | None = None,
+) -> np.ndarray:
     """Level-one predictions for the rows of T_k (features ``A``, labels ``y``): an ``INNER_FOLDS``-fold cross-fit
-    (``KFold(INNER_FOLDS, shuffle=True, random_state=seed)``, models ``make_model(family, random_state=seed)``)."""
+    (``KFold(INNER_FOLDS, shuffle=True, random_state=seed)``, models ``make_model(family, random_state=seed)``,
+    not reading ``ignore_column``; ``columns``: as ``families.make_model``'s)."""
     inner = np.empty(y.shape[0])
     for train, test in KFold(n_splits=INNER_FOLDS, shuffle=True, random_state=seed).split(A):
-        inner[test] = make_model(family, random_state=seed, threads=threads).fit(A[train], y[train]).predict(A[test])
+        model = make_model(family, random_state=seed, threads=threads, ignore_column=ignore_column, columns=columns)
+        inner[test] = model.fit(A[train], y[train]).predict(A[test])
     return inner
 
 
@@ -341,12 +371,13 @@ def fit_folds(
     inner: bool,
     keep: bool,
     forest_jobs: int | None = None,
+    columns: np.ndarray | None = None,
 ) -> FoldPredictions:
     """THE fold loop: ``family``'s K outer fits on ``folds`` (model seed ``seed``), their out-of-fold predictions
     and, with ``keep``, the fold models and their predictions of the unlabeled rows ``Xu``; with ``inner``, the
     level-one predictions inside each T_k (the module docstring says which). ``threads``: native threads per fit
-    (call it inside ``native_threads(threads)``); ``forest_jobs``: the random forest's threads
-    (``families.make_model``)."""
+    (call it inside ``native_threads(threads)``); ``forest_jobs``: the random forest's threads, ``columns``: the
+    columns of X the family reads (``families.make_model``)."""
     n, K = y.shape[0], len(folds)
     oof = np.empty(n)
     level_one = np.full((K, n), np.nan)
@@ -359,11 +390,13 @@ def fit_folds(
             unlabeled.append(text.unlabeled_scores)
             continue
         A_train, A_test = training_design(X, fold), X[test]
+        ignored = None
         if fold.users is not None:  # the user columns before the text score, which stays last
             A_test = with_user_columns(A_test, fold.users.held_out_features)
         if text is not None:
             A_test = np.column_stack([A_test, text.held_out_scores])
-        model = make_model(family, random_state=seed, threads=threads, forest_jobs=forest_jobs)
+            ignored = None if reads_text_score(n) else A_train.shape[1] - 1  # the text score's column
+        model = make_model(family, seed, threads, forest_jobs, ignore_column=ignored, columns=columns)
         model.fit(A_train, y[train])
         oof[test] = model.predict(A_test)
         if keep and Xu.shape[0]:
@@ -373,7 +406,9 @@ def fit_folds(
             unlabeled.append(np.empty(0))
         if inner:
             oob = out_of_bag(model, A_train)
-            level_one[k, train] = oob if oob is not None else inner_crossfit(A_train, y[train], family, seed, threads)
+            if oob is None:
+                oob = inner_crossfit(A_train, y[train], family, seed, threads, ignored, columns)
+            level_one[k, train] = oob
         if keep:
             models.append(model)
     return FoldPredictions(family, oof, level_one, tuple(unlabeled), tuple(models))
@@ -519,12 +554,14 @@ def cross_validate_families(
     keep_seed: int | None = None,
     workers: int | None = None,
     users: UserRatings | None = None,
+    columns: dict[str, np.ndarray] | None = None,
 ) -> CVRun:
     """Repeated k-fold cross-validation of each of ``families`` on the labeled rows ``X``, ``y`` (checked by the
     caller): each seed's folds (``outer_folds``), then each (family, seed)'s ``fit_folds``, with the level-one
     predictions (``level_one``) and, for ``keep_seed``, the fold models. ``text``: the labeled rows' text (rows in
     the order of ``X``); each seed's text scores are computed once and shared by every family. ``workers``: worker
-    processes (None: ``workers.workers_for`` the fits); one runs everything here, in order."""
+    processes (None: ``workers.workers_for`` the fits); one runs everything here, in order. ``columns``: the columns
+    of X each family that reads only some reads (``families.family_columns``)."""
     seeds = tuple(int(s) for s in seeds)
     if not seeds:
         raise ValueError("cross-validation needs at least one seed")
@@ -536,6 +573,7 @@ def cross_validate_families(
         folds_of = dict(zip(seeds, map_jobs(outer_folds, fold_jobs, workers), strict=True))
         jobs = [
             (X, y, no_rows, f, folds_of[s], s, n_threads, level_one, s == keep_seed, forest_threads(len(y), workers))
+            + ((columns or {}).get(f),)
             for f in longest_first(families)
             for s in seeds
         ]

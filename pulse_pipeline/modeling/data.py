@@ -11,7 +11,7 @@ from .. import tables
 from ..connections import release_duckdb_memory
 from ..features.user_text import load_user_messages
 from ..warehouse import Warehouse
-from .text import TextFeature, TextMatrix, transform_messages, vectorize, vocabulary_rows
+from .text import TextFeature, TextMatrix, transform_messages, vectorize, vocabulary_rows, word_columns
 from .user_ratings import UserRatings, user_ratings
 
 NOT_FEATURES = ("session_id", "annotation_status")
@@ -47,7 +47,7 @@ class ModelingData:
         position = {int(r): i for i, r in enumerate(self.text.rows)}
         labeled = [position[int(r)] for r in np.flatnonzero(self.labeled)]
         unlabeled = [position[int(r)] for r in np.flatnonzero(~self.labeled) if int(r) in position]
-        return TextFeature(self.text.Z[labeled], self.text.Z[unlabeled])
+        return TextFeature(self.text.Z[labeled], self.text.Z[unlabeled], word_columns=word_columns(self.text.terms))
 
     def user_feature(self) -> UserRatings | None:
         """Who rated what (``user_ratings.user_ratings``: labeled rows in the order of ``X[labeled]``, unlabeled in
@@ -120,4 +120,4 @@ def unrated_chunks(
         messages = load_user_messages(wh, ids)
         release_duckdb_memory(wh.con)  # what reading the chunk's text left in DuckDB's allocator
         Z = transform_messages(data.text.vectorizers, ids, messages)
-        yield data.X[rows], TextFeature(rated_text.labeled, Z)
+        yield data.X[rows], TextFeature(rated_text.labeled, Z, word_columns=rated_text.word_columns)

@@ -24,7 +24,12 @@ The paper's set-up ("ML Model set-up and parameters"), one scikit-learn ``Pipeli
   out-of-fold r from 0.41 to 0.42 (paper-scale synthetic warehouse) and 0.43 to 0.48 (demo), 3 seeds each,
   at 2.4x less CPU;
 - ``lightgbm``: LGBMRegressor(n_estimators=300, learning_rate=0.05, num_leaves=15, min_child_samples=20), not in
-  the paper: a second boosted-tree family, small and shallow because the labeled set is small (~1 750 rows).
+  the paper: a second boosted-tree family, small and shallow because the labeled set is small (~1 750 rows);
+- ``sentiment``: StandardScaler -> Ridge(alpha=1) on the VADER statistics of the user's messages alone
+  (``SENTIMENT_COLUMNS``, the ``user_`` columns of ``features.sentiment``), not in the paper: the obvious
+  baseline on real rated conversations (a ridge on a handful of VADER statistics reaches r ~0.25 there), so the
+  choice can never fall below it by more than selection noise; with ~8 columns it holds up with a few dozen labels.
+  It reads only those columns (``columns``, from ``family_columns``).
 
 Every pipeline starts with ``SimpleImputer(strategy="constant", fill_value=0)``. Why zero and not the mean: most
 columns are counts read off the event stream (commits, pushes, failed commands, test runs), and a count that is
@@ -52,17 +57,36 @@ predictions agree run to run to ~1e-15, not bit for bit.
 
 from __future__ import annotations
 
+import numpy as np
+from sklearn.compose import ColumnTransformer
 from sklearn.ensemble import HistGradientBoostingRegressor, RandomForestRegressor
 from sklearn.impute import SimpleImputer
+from sklearn.linear_model import Ridge
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 
+from ..features.sentiment import COLUMNS as SENTIMENT_FEATURES
 from ..settings import MODEL_FAMILIES, usable_cores
 from .threads import threads_or_setting
 
 FAMILIES: tuple[str, ...] = MODEL_FAMILIES
 """Every model family, in the order ties are broken (the earlier family wins); the names live with the settings that
 select among them (``PULSE_MODEL_FAMILIES``), so they are checked when settings are read."""
+
+
+SENTIMENT = "sentiment"
+"""The family that reads the VADER sentiment columns alone (a ridge)."""
+
+SENTIMENT_COLUMNS = tuple(c for c in SENTIMENT_FEATURES if c.startswith("user_"))
+"""The columns the family ``sentiment`` reads: the VADER statistics of ``features.sentiment`` (English share,
+mean, min, max, first, last, slope, negative share)."""
+
+
+def family_columns(feature_names) -> dict[str, np.ndarray]:
+    """The columns (indices into ``feature_names``) of each family that reads only some: ``sentiment``'s, when the
+    features have any of them (none: no such family to fit)."""
+    columns = np.flatnonzero([name in SENTIMENT_COLUMNS for name in feature_names])
+    return {SENTIMENT: columns} if columns.size else {}
 
 
 MAX_TREE_ROWS = 5_000
@@ -84,7 +108,12 @@ def _imputer() -> SimpleImputer:
 
 
 def make_model(
-    family: str, random_state: int = 0, threads: int | None = None, forest_jobs: int | None = None
+    family: str,
+    random_state: int = 0,
+    threads: int | None = None,
+    forest_jobs: int | None = None,
+    ignore_column: int | None = None,
+    columns: np.ndarray | None = None,
 ) -> Pipeline:
     """A fresh, unfitted pipeline ``impute -> [scale ->] model`` for ``family`` (one of ``FAMILIES``).
 
@@ -92,7 +121,19 @@ def make_model(
     deterministic. ``threads`` (None: the PULSE_MODEL_THREADS setting) is lightgbm's ``n_jobs``; hist_gbm and the
     ordinal logit take theirs from ``threads.native_threads``, and random_forest uses ``forest_jobs`` threads
     (None: every usable core; ``workers.py`` gives it 1 in a worker process, where the cores are shared out).
+    ``ignore_column``: a column the model is given but does not read (dropped first: ``cv.reads_text_score``), so
+    that every caller passes the same rows whichever columns the model reads. ``columns``: the columns the family
+    ``sentiment`` reads (``family_columns``; it needs them).
     """
+    if family == SENTIMENT:
+        if columns is None or not len(columns):
+            raise ValueError(f"the {SENTIMENT!r} family needs its columns: pass columns=family_columns(names)[...]")
+        select = ColumnTransformer([("sentiment", "passthrough", [int(c) for c in columns])], remainder="drop")
+        return Pipeline([("select", select), ("impute", _imputer()), ("scale", StandardScaler()), ("model", Ridge())])
+    if ignore_column is not None:
+        inner = make_model(family, random_state, threads, forest_jobs)
+        drop = ColumnTransformer([("ignored", "drop", [ignore_column])], remainder="passthrough")
+        return Pipeline([("ignore", drop), *inner.steps])
     if family == "ordinal_logit":
         from .ordinal import OrdinalLogitRegressor  # lazy: written in a separate module
 

@@ -30,7 +30,8 @@ from ..warehouse import Warehouse
 from .crossfit import insample_predict
 from .cv import TEXT_FAMILY, CrossFit
 from .data import ModelingData, load_modeling_data, unrated_chunks
-from .stack import STACK
+from .families import family_columns
+from .stack import BASELINE, STACK
 from .text import TextFeature, fit_text_regression
 from .threads import native_threads
 
@@ -66,7 +67,7 @@ def insample_frame(
     lab = data.labeled
     y = data.y[lab]
     text = data.text_feature()
-    fit = insample_predict(data.X[lab], y, None, family, text=text)
+    fit = insample_predict(data.X[lab], y, None, family, text=text, columns=family_columns(data.feature_names))
     with native_threads(None):  # the thread cap insample_predict fits under, so the ridge is the same numbers
         # insample_predict keeps no text ridge: the same deterministic fit is made again (rated rows only)
         ridge = None if text is None else fit_text_regression(text.labeled, y, text.alpha)
@@ -99,9 +100,9 @@ def _predict_unrated(fit: CrossFit, ridge: Ridge | None, Xu: np.ndarray, text: T
 
 def insample_table(wh: Warehouse, family: str | None, data: ModelingData | None = None) -> pl.DataFrame:
     """The rows of ``modeling.insample_predictions`` for the chosen ``family``: empty when none was chosen or it is
-    the stack. ``data``: the modeling data loaded with ``text_of="rated"`` (None: loaded here); the unrated
-    sessions' text is read a chunk at a time."""
-    if family is None or family == STACK:
+    a blend (the stack, the baseline). ``data``: the modeling data loaded with ``text_of="rated"`` (None: loaded
+    here); the unrated sessions' text is read a chunk at a time."""
+    if family is None or family in (STACK, BASELINE):
         return pl.DataFrame(schema=SCHEMA)
     data = load_modeling_data(wh, text_of="rated") if data is None else data
     return insample_frame(data, family, unrated_chunks(wh, data))

@@ -39,9 +39,10 @@ from ..warehouse import Warehouse
 from . import cv
 from .crossfit import TEXT_FAMILY, TEXT_SCORE, CrossFit, oof_violations, pearson
 from .data import ModelingData
+from .families import SENTIMENT, family_columns
 from .importance import permutation_importance_oof
 from .recalibration import Recalibration, level_one_by_fold, recalibrate
-from .stack import STACK, SeedFits, crossfit_from_fits
+from .stack import BASELINE, BASELINE_MEMBERS, STACK, SeedFits, crossfit_from_fits
 from .text import TextFeature, top_terms
 from .user_ratings import USER_COLUMNS, UserRatings
 from .workers import release_workers
@@ -90,11 +91,13 @@ def crossfit_tables(
     X, y = data.X[rated], data.y[rated]
     text = data.text_feature()
     users = data.user_feature()  # the user columns (user_ratings.py), None without
-    base = [f for f in families if f != STACK and (f != TEXT_FAMILY or text is not None)]
+    columns = family_columns(data.feature_names)
+    base = [f for f in families if f not in (STACK, BASELINE) and (f != TEXT_FAMILY or text is not None)]
+    base = [f for f in base if f != SENTIMENT or f in columns]
     if kept is not None and kept.seed != CROSSFIT_SEED:
         raise ValueError(f"the cross-fit uses seed {CROSSFIT_SEED}; cross-validation kept seed {kept.seed}")
     if kept is None:  # the very fits crossfit_predict / stack_crossfit_predict make, with their level-one predictions
-        kept = seed_fits(X, y, family, base, folds, text, users)
+        kept = seed_fits(X, y, family, base, folds, text, users, columns)
     if unrated is not None:
         # each chunk's cross-fit holds that chunk's text and scores: keep its predictions only (and the first
         # chunk's fit for the rest, which is the same in every chunk: the rated rows' fits)
@@ -119,7 +122,7 @@ def crossfit_tables(
         fit.unlabeled,
         fit.unlabeled_folds,
         kept.folds,
-        lambda: level_one_by_fold(kept.fits, family, base, kept.folds, X, y, CROSSFIT_SEED),
+        lambda: level_one_by_fold(kept.fits, family, base, kept.folds, X, y, CROSSFIT_SEED, columns=columns),
     )
     say(f"{family} for the lambda = 1 methods: {recalibration.decision.reason}")
     rated_ids = data.session_ids[rated]
@@ -199,14 +202,17 @@ def seed_fits(
     folds: int,
     text: TextFeature | None,
     users: UserRatings | None = None,
+    columns: dict[str, np.ndarray] | None = None,
 ) -> SeedFits:
     """The fits of seed ``CROSSFIT_SEED`` that cross-validation keeps (``cv.SeedFits``), made here when it kept
     none: ``family``'s (the stack: every family of ``base``, with their level-one predictions) fold loop, exactly
     ``crossfit.crossfit_predict``'s (``stack.stack_crossfit_predict``'s) fits."""
-    members = list(base) if family == STACK else [family]
+    members = list(base) if family == STACK else list(BASELINE_MEMBERS) if family == BASELINE else [family]
     if family == STACK and len(members) < 2:
         raise ValueError(f"the stack blends at least 2 families; got {', '.join(members) or 'none'}")
-    labeled_text = None if text is None else TextFeature(text.labeled, text.unlabeled[:0])
+    labeled_text = (
+        None if text is None else TextFeature(text.labeled, text.unlabeled[:0], word_columns=text.word_columns)
+    )
     labeled_users = None if users is None else replace(users, unlabeled=users.unlabeled[:0])
     run = cv.cross_validate_families(
         X,
@@ -219,6 +225,7 @@ def seed_fits(
         keep_seed=CROSSFIT_SEED,
         workers=1,
         users=labeled_users,
+        columns=columns,
     )
     return run.kept()
 

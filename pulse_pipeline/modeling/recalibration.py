@@ -60,7 +60,7 @@ from sklearn.model_selection import KFold
 
 from . import cv
 from .cv import TEXT_FAMILY, Fold, FoldPredictions
-from .stack import STACK, nnls_weights
+from .stack import BASELINE, BASELINE_MEMBERS, STACK, nnls_weights
 
 SLOPE_CHI2 = float(chi2.ppf(0.95, df=1))
 """The 5 % two-sided critical value of ((b - 1) / se(b))^2, 3.84: the calibration slope's test."""
@@ -168,7 +168,14 @@ def decide(y: np.ndarray, oof: np.ndarray, constant_oof: np.ndarray) -> Decision
 
 
 def family_level_one(
-    fit: FoldPredictions, k: int, fold: Fold, X: np.ndarray, y: np.ndarray, seed: int, threads: int | None = None
+    fit: FoldPredictions,
+    k: int,
+    fold: Fold,
+    X: np.ndarray,
+    y: np.ndarray,
+    seed: int,
+    threads: int | None = None,
+    columns: np.ndarray | None = None,
 ) -> np.ndarray:
     """Family ``fit.family``'s level-one predictions of the rows of fold ``k``'s training rows (``fold.train``,
     in that order): those the fold loop made (``cv.fit_folds`` with ``inner``), else made now the same way from
@@ -183,7 +190,8 @@ def family_level_one(
     oob = cv.out_of_bag(fit.models[k], A) if fit.models else None
     if oob is not None:
         return oob
-    return cv.inner_crossfit(A, y[rows], fit.family, seed, 1 if threads is None else threads)
+    ignored = None if fold.text is None or cv.reads_text_score(y.shape[0]) else A.shape[1] - 1  # as fit_folds
+    return cv.inner_crossfit(A, y[rows], fit.family, seed, 1 if threads is None else threads, ignored, columns)
 
 
 def stack_level_one(P: np.ndarray, y: np.ndarray, seed: int) -> np.ndarray:
@@ -208,16 +216,25 @@ def level_one_by_fold(
     y: np.ndarray,
     seed: int,
     threads: int | None = None,
+    columns: Mapping[str, np.ndarray] | None = None,
 ) -> list[np.ndarray]:
     """Per fold k, the chosen ``family``'s level-one predictions of its training rows (``folds[k].train`` order);
-    ``members``: the stack's families when ``family`` is the stack."""
+    ``members``: the stack's families when ``family`` is the stack; the baseline is its members' plain average.
+    ``columns``: the columns each family reads (``families.family_columns``), as its fold models did."""
+    columns = columns or {}
+
+    def one(name: str, k: int, fold: Fold) -> np.ndarray:
+        return family_level_one(fits[name], k, fold, X, y, seed, threads, columns.get(name))
+
     out = []
     for k, fold in enumerate(folds):
         if family == STACK:
-            P = np.column_stack([family_level_one(fits[m], k, fold, X, y, seed, threads) for m in members])
+            P = np.column_stack([one(m, k, fold) for m in members])
             out.append(stack_level_one(P, y[fold.train], seed))
+        elif family == BASELINE:  # a fixed blend: its members' level-one predictions, averaged
+            out.append(np.column_stack([one(m, k, fold) for m in BASELINE_MEMBERS]).mean(axis=1))
         else:
-            out.append(family_level_one(fits[family], k, fold, X, y, seed, threads))
+            out.append(one(family, k, fold))
     return out
 
 

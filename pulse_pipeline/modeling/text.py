@@ -17,6 +17,9 @@ The design matrix Z is the column-wise concatenation of three row-L2-normalized 
   typos and inflections; ``CHAR_FEATURES``);
 - ``last``: word 1-2 grams of the last user message, times ``LAST_WEIGHT``.
 
+Shapes (``SHAPES``, ``text_shape``): below ``WORDS_ALONE_BELOW`` ratings the ridge reads the word block alone (the
+plain TF-IDF word ridge, the obvious baseline), from there on every block.
+
 The vocabulary and the idf use no label, so they are fitted once on the sessions' text, rated or not (an
 unsupervised transform, like a scaler fitted on all rows: it cannot carry a rating into a prediction): on every
 rated session and evenly spaced unrated ones up to ``VOCAB_SESSIONS`` (``vocabulary_rows``; building a vocabulary
@@ -72,6 +75,26 @@ INNER_FOLDS = 5
 """Folds of the inner cross-fit that scores the training rows of each outer fold."""
 TOP_TERMS = 50
 """Terms per direction (positive, negative) stored in ``modeling.text_terms``."""
+SHAPES = ("words", "all")
+"""The text model's shapes (``text_shape``): ``words``, the word block alone (the plain TF-IDF word ridge, the
+obvious baseline), and ``all``, the three blocks."""
+WORDS_ALONE_BELOW = 1_000
+"""Below this many labels the text model is the word block alone (``text_shape``)."""
+
+
+def text_shape(n_labeled: int, word_columns: np.ndarray | None) -> str:
+    """``words`` below ``WORDS_ALONE_BELOW`` labels (when the matrix has a word block and others), else ``all``.
+
+    Why a rule and not a choice by inner folds: the char block has up to 30 000 columns and the last-message
+    block repeats words the word block already holds; a ridge of fixed alpha spreads a few hundred labels over all
+    of them, so the extra blocks add variance faster than signal until there are many labels. A per-fold choice by
+    the inner folds' squared error was tried and was worse than either fixed shape on every corpus measured (its
+    choice is noisy with a few hundred labels, and folds of different shapes pool into one r): on ConvAI2 at 230
+    ratings (three samples) words alone 0.324 / 0.364 / 0.451, every block 0.317 / 0.360 / 0.443, the per-fold
+    choice 0.306 / 0.351 / 0.433; on the demo corpus at 230 and 601 ratings words alone 0.391 / 0.380, every block
+    0.389 / 0.359, the choice 0.368 / 0.380; on real ratings (issue 37) words alone 0.146 / 0.173 against every
+    block's 0.106 / 0.130."""
+    return "words" if word_columns is not None and n_labeled < WORDS_ALONE_BELOW else "all"
 
 
 @dataclass(frozen=True)
@@ -328,6 +351,7 @@ class FoldTextScores:
     inner_fold: np.ndarray
     inner_train: tuple[np.ndarray, ...]
     outer_ridge: Ridge | None = None
+    shape: str = "all"  # the shape of ``SHAPES`` this fold's ridges have (``text_shape``)
 
     @property
     def labels_used(self) -> np.ndarray:
@@ -344,6 +368,25 @@ class FoldTextScores:
         return replace(self, unlabeled_scores=scores)
 
 
+def word_only(Z: sp.spmatrix, word_columns: np.ndarray) -> sp.csr_matrix:
+    """Z with every column but ``word_columns`` set to 0: a ridge fitted on it is the word block's ridge, and
+    (its other coefficients 0, ``fit_shaped``) predicts any full Z as the word block alone."""
+    keep = np.zeros(Z.shape[1], dtype=np.float32)
+    keep[np.asarray(word_columns, dtype=np.int64)] = 1.0
+    return sp.csr_matrix(Z @ sp.diags(keep, format="csr"), dtype=np.float32)
+
+
+def fit_shaped(Z: sp.spmatrix, y: np.ndarray, alpha: float, word_columns: np.ndarray | None) -> Ridge:
+    """``fit_text_regression`` on Z (already ``word_only`` when ``word_columns`` is given), with the coefficients
+    outside ``word_columns`` exactly 0, so that it predicts a full Z as the word block alone."""
+    ridge = fit_text_regression(Z, y, alpha)
+    if word_columns is not None:
+        coef = np.zeros_like(ridge.coef_)
+        coef[word_columns] = ridge.coef_[word_columns]
+        ridge.coef_ = coef
+    return ridge
+
+
 def nested_text_scores(
     Z: sp.spmatrix,
     y: np.ndarray,
@@ -352,6 +395,7 @@ def nested_text_scores(
     seed: int,
     inner_k: int = INNER_FOLDS,
     alpha: float = RIDGE_ALPHA,
+    word_columns: np.ndarray | None = None,
 ) -> tuple[FoldTextScores, ...]:
     """Exact nested cross-fit text scores, one ``FoldTextScores`` per outer fold of
     ``KFold(k, shuffle=True, random_state=seed)`` (the same folds as ``cv.outer_folds``).
@@ -361,19 +405,25 @@ def nested_text_scores(
     and the unlabeled rows get the score of the ridge fitted on all of T_k. So no score of a row, and no prediction
     of a model trained on these scores, depends on the row's own label, and a held-out row's depends only on labels
     outside its outer fold.
+
+    With ``word_columns`` (the word block's columns of Z) the ridges have the shape ``text_shape`` gives for these
+    labels: below ``WORDS_ALONE_BELOW`` the word block alone (fitted on ``word_only(Z)``, predicting any full Z).
     """
     y = np.asarray(y, dtype=np.float64)
+    shape = text_shape(y.shape[0], word_columns)
+    cols = np.asarray(word_columns, dtype=np.int64) if shape == "words" else None
+    Z_fit = word_only(Z, cols) if cols is not None else Z
     folds = []
     for train, test in KFold(n_splits=k, shuffle=True, random_state=seed).split(np.zeros(y.shape[0])):
-        outer = fit_text_regression(Z[train], y[train], alpha)
+        outer = fit_shaped(Z_fit[train], y[train], alpha, cols)
         unlabeled = outer.predict(Z_unlabeled) if Z_unlabeled.shape[0] else np.empty(0)
         inner_scores = np.empty(train.shape[0])
         inner_fold = np.empty(train.shape[0], dtype=np.int64)
         inner_train = []
         splitter = KFold(n_splits=max(2, min(inner_k, train.shape[0] // 2)), shuffle=True, random_state=seed)
         for g, (fit_pos, score_pos) in enumerate(splitter.split(train)):
-            inner = fit_text_regression(Z[train[fit_pos]], y[train[fit_pos]], alpha)
-            inner_scores[score_pos] = inner.predict(Z[train[score_pos]])
+            inner = fit_shaped(Z_fit[train[fit_pos]], y[train[fit_pos]], alpha, cols)
+            inner_scores[score_pos] = inner.predict(Z_fit[train[score_pos]])
             inner_fold[score_pos] = g
             inner_train.append(train[fit_pos])
         folds.append(
@@ -381,12 +431,13 @@ def nested_text_scores(
                 train,
                 test,
                 inner_scores,
-                outer.predict(Z[test]),
+                outer.predict(Z_fit[test]),
                 unlabeled,
                 train,
                 inner_fold,
                 tuple(inner_train),
                 outer,
+                shape,
             )
         )
     return tuple(folds)
@@ -411,13 +462,15 @@ class TextFeature:
 
     ``scores(y, k, seed)`` computes ``nested_text_scores`` once per (labels, k, seed) and then returns the same
     folds: every family cross-validated with seed s shares one set of text scores. ``labeled`` rows follow the
-    labeled rows given to ``crossfit``; ``unlabeled`` rows the unlabeled ones.
+    labeled rows given to ``crossfit``; ``unlabeled`` rows the unlabeled ones. ``word_columns`` (``word_columns``
+    of the matrix): the text's shape follows ``text_shape``; None: the one shape ``all``.
     """
 
     labeled: sp.csr_matrix
     unlabeled: sp.csr_matrix
     inner_k: int = INNER_FOLDS
     alpha: float = RIDGE_ALPHA
+    word_columns: np.ndarray | None = None  # with them the text's shape follows ``text_shape``
     _cache: dict[tuple[bytes, int, int], tuple[FoldTextScores, ...]] = field(default_factory=dict, repr=False)
 
     def scores(self, y: np.ndarray, k: int, seed: int) -> tuple[FoldTextScores, ...]:
@@ -427,9 +480,16 @@ class TextFeature:
         key = (y.tobytes(), k, seed)
         if key not in self._cache:
             self._cache[key] = nested_text_scores(
-                self.labeled, y, self.unlabeled, k, seed, inner_k=self.inner_k, alpha=self.alpha
+                self.labeled, y, self.unlabeled, k, seed, self.inner_k, self.alpha, self.word_columns
             )
         return self._cache[key]
+
+
+def word_columns(terms: Sequence[tuple[str, str]]) -> np.ndarray | None:
+    """The columns of the word block among ``terms`` (a ``TextMatrix``'s), or None when the word block is all
+    there is or is missing (one shape only: nothing to choose)."""
+    words = np.flatnonzero([block == "word" for block, _ in terms])
+    return words if 0 < words.size < len(terms) else None
 
 
 @dataclass(frozen=True)
