@@ -11,8 +11,8 @@ Methods (one row each, on the normalized label; stars = 4 x normalized for a dif
   (ddof 0) and a z interval: no gain, and none of λ̂'s noise either.
 - ``crossppi``: the cross-prediction form (Zrnic & Candès) on ``prediction_calibrated``, with its λ tuned per arm
   to the arm's own variance (``stats.ppi.crossppi_lambda``: Cov(Y, f)/(Var(f) + (n/N)·Var(f~)) on the arm's
-  out-of-fold f and fold-mean f~, clipped to [0, 1]; the clustered form minimizes the cluster-robust variance),
-  so never wider than the arm's rated mean alone; the row's note and ``lambda_treatment`` / ``lambda_control``
+  out-of-fold f and fold-mean f~, clipped to [0, 1]; clustered by user, the same λ, as PPI++'s), so never wider
+  than the arm's rated mean alone (sessions independent); the row's note and ``lambda_treatment`` / ``lambda_control``
   say the λ each arm used. λ = 1 (plain cross-PPI) is wider than naive wherever the model is useless in an arm,
   which a small arm's few ratings make likely even after recalibration (a map fitted on all arms together).
 - ``aipw``: the doubly robust mean, with the propensity of being rated estimated per arm by a cross-fit classifier

@@ -26,7 +26,7 @@ import numpy as np
 from scipy import stats
 
 from .naive import CHUNK_ENTRIES, Interval, as_finite_1d, block_permutation_pvalue, check_alpha, empty_arm_interval
-from .ppi import ArmMean, arm_mean, normal_quantile, ppi_mean
+from .ppi import ArmMean, arm_mean, crossppi_mean, normal_quantile, ppi_mean
 
 
 def cluster_codes(user_ids: Sequence[str | None]) -> np.ndarray:
@@ -214,46 +214,20 @@ def clustered_ppi_mean(
     )
 
 
-def clustered_crossppi_lambda(y, f_oof, g_labeled, f_unlabeled_fold_mean, g_unlabeled) -> float:
-    """Cross-PPI's power-tuning weight for a clustered arm: the lam in [0, 1] that minimizes
-    :func:`clustered_ppi_mean`'s se^2 (``stats.ppi.crossppi_lambda``'s rule, by user).
-
-    psi_u of :func:`clustered_ppi_mean` is linear in lam, psi_u = A_u + lam B_u with::
-
-        A_u = (1/n) sum_{i in u, rated} (Y_i - mean Y)
-        B_u = -(1/n) sum_{i in u, rated} (f_i - mean f) + (1/N) sum_{j in u, unrated} (f~_j - mean f~)
-
-    so se^2 = G/(G-1) sum_u (A_u + lam B_u)^2 is least at lam = -sum_u A_u B_u / sum_u B_u^2, clipped to [0, 1]
-    (0 when every B_u is 0: constant predictions). With every user a single session this is
-    ``crossppi_lambda``'s Cov(Y, f) / (Var(f) + (n/N) Var(f~)). Needs n >= 2 and N >= 1.
-    """
-    y = np.asarray(y, dtype=np.float64).reshape(-1)
-    f = np.asarray(f_oof, dtype=np.float64).reshape(-1)
-    fu = np.asarray(f_unlabeled_fold_mean, dtype=np.float64).reshape(-1)
-    n, N = y.size, fu.size
-    codes, G = _compact(
-        np.concatenate([np.asarray(g_labeled).reshape(-1), np.asarray(g_unlabeled).reshape(-1)]), n + N, "g"
-    )
-    a = np.bincount(codes[:n], weights=(y - y.mean()) / n, minlength=G)
-    b = np.bincount(codes[:n], weights=-(f - f.mean()) / n, minlength=G) + np.bincount(
-        codes[n:], weights=(fu - fu.mean()) / N, minlength=G
-    )
-    bb = float(np.dot(b, b))
-    if bb <= 1e-14 * (1.0 + float(np.dot(f, f)) / n) / min(n, N) ** 2:
-        return 0.0
-    return float(np.clip(-float(np.dot(a, b)) / bb, 0.0, 1.0))
-
-
 def clustered_crossppi_mean(
     y, f_oof, g_labeled, f_unlabeled_fold_mean, g_unlabeled, alpha: float = 0.05, lam: float | None = None
 ) -> ArmMean:
-    """Cross-PPI mean (fold-mean predictions) with the cluster-robust se of :func:`clustered_ppi_mean`, its lam
-    tuned per arm by :func:`clustered_crossppi_lambda` (``lam`` None, the default) or as given (1: Zrnic &
-    Candes' cross-PPI)."""
+    """Cross-PPI mean (fold-mean predictions) with the cluster-robust se of :func:`clustered_ppi_mean`.
+
+    ``lam`` None (the default) takes ``stats.ppi.crossppi_lambda``'s per-arm lam, Cov(Y, f) / (Var(f) + (n/N)
+    Var(f~)) clipped to [0, 1], as :func:`clustered_ppi_mean` takes ``ppi_mean``'s: the estimate is then the
+    same number whatever the unit, only its uncertainty changes (a lam tuned to the clustered variance would
+    move the estimate with the unit, and a user's sessions would weigh in it by their cross products). A number
+    is used as given (1: Zrnic & Candes' cross-PPI).
+    """
     y_ = np.asarray(y, dtype=np.float64).reshape(-1)
     fu = np.asarray(f_unlabeled_fold_mean, dtype=np.float64).reshape(-1)
     if lam is None:
-        enough = y_.size >= 2 and fu.size > 0
-        lam = clustered_crossppi_lambda(y_, f_oof, g_labeled, fu, g_unlabeled) if enough else 1.0
+        lam = crossppi_mean(y_, f_oof, fu).lam
     result = clustered_ppi_mean(y_, f_oof, g_labeled, fu, g_unlabeled, lam=lam, alpha=alpha)
     return replace(result, method="crossppi") if result.method == "ppi" else result
