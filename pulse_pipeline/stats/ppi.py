@@ -38,7 +38,7 @@ class ArmMean:
         estimate: the point estimate mu.
         se: its standard error.
         ci_low, ci_high: the (1 - alpha) Wald interval estimate -/+ z_{1-alpha/2} * se.
-        lam: the power-tuning weight actually used (0 = classical mean of the labels, 1 = plain PPI / cross-PPI).
+        lam: the power-tuning weight actually used (0 = classical mean of the labels, 1 = plain PPI / plain cross-PPI).
         n: number of rated (labeled) sessions.
         N: number of unrated (unlabeled) sessions.
         method: "ppi", "crossppi", "classical" (fallback, see note) or "aipw".
