@@ -5,8 +5,9 @@ width over the naive width with the predictions as they are and with ``predictio
 Ratings at random (scenario ``random``), one arm (every session of a draw), the cross-fit of seed 42 exactly as
 the modeling step makes it (``predictions.crossfit_tables``, features only: the generator has no text). Widths
 are per-arm standard errors over the naive mean's (ddof 0, as ``stats.ppi``): cross-PPI from
-``stats.ppi.crossppi_mean``, AIPW from ``stats.aipw.aipw_mean`` with the true rating probability (random rating:
-the rated share), so the figure isolates the outcome model.
+``stats.ppi.crossppi_mean`` at lambda = 1 (plain cross-PPI, as AIPW's outcome model takes f; the pipeline's
+cross-PPI also tunes its lambda per arm, which can only narrow it further), AIPW from ``stats.aipw.aipw_mean``
+with the true rating probability (random rating: the rated share), so the figure isolates the outcome model.
 
     .venv/bin/python bench/recalibration.py                    # 4 000 sessions, 6 / 10 / 30 % rated, 5 draws
     .venv/bin/python bench/recalibration.py --sessions 2000 --draws 2 --families ordinal_logit
@@ -37,7 +38,7 @@ def widths(predictions: pl.DataFrame, share: float) -> dict[str, float]:
     out = {}
     for column, tag in (("prediction", "raw"), ("prediction_calibrated", "cal")):
         f, fu = rated[column].to_numpy(), unrated[column].to_numpy()
-        out[f"crossppi_{tag}"] = crossppi_mean(y, f, fu).se / naive
+        out[f"crossppi_{tag}"] = crossppi_mean(y, f, fu, lam=1.0).se / naive  # plain cross-PPI: what the map is for
         propensity = np.full(labeled.size, share)
         out[f"aipw_{tag}"] = aipw_mean(y, np.r_[f, fu], labeled, propensity).se / naive
     return out

@@ -18,7 +18,7 @@ from pulse_pipeline.stats.cluster import (
     clustered_welch_difference,
 )
 from pulse_pipeline.stats.naive import bootstrap_difference, permutation_pvalue, welch_difference
-from pulse_pipeline.stats.ppi import ppi_mean
+from pulse_pipeline.stats.ppi import crossppi_mean, ppi_mean
 
 
 def _clustered_arm(rng, users: int, user_sd: float = 1.0, rated: float = 0.3):
@@ -70,8 +70,25 @@ def test_singleton_clustered_ppi_is_ppi_py_times_the_small_sample_factor():
     c = clustered_ppi_mean(y, f, np.arange(60), fu, np.arange(60, G))
     assert c.estimate == pytest.approx(plain.estimate) and c.lam == plain.lam
     assert c.se**2 == pytest.approx(ref_se**2 * G / (G - 1), rel=1e-9)
-    x = clustered_crossppi_mean(y, f, np.arange(60), fu, np.arange(60, G))
+    x = clustered_crossppi_mean(y, f, np.arange(60), fu, np.arange(60, G), lam=1.0)
     assert x.method == "crossppi" and x.lam == 1.0
+    # tuned (the default), singleton users give the session lambda Cov(Y, f) / (Var(f) + (n/N) Var(f~))
+    tuned, session = clustered_crossppi_mean(y, f, np.arange(60), fu, np.arange(60, G)), crossppi_mean(y, f, fu)
+    by_hand = np.cov(y, f, ddof=0)[0, 1] / (f.var() + 60 / 400 * fu.var())
+    assert tuned.lam == pytest.approx(session.lam) and tuned.lam == pytest.approx(min(1.0, by_hand))
+    assert tuned.se**2 == pytest.approx(session.se**2 * G / (G - 1), rel=1e-9)
+
+
+def test_clustered_crossppi_takes_the_session_lambda_so_its_estimate_does_not_move_with_the_unit():
+    rng = np.random.default_rng(6)
+    y, f, g, r = _clustered_arm(rng, 150)
+    f = 0.3 * f + rng.normal(size=f.size)  # a weak model: lambda well inside (0, 1)
+    tuned = clustered_crossppi_mean(y[r], f[r], g[r], f[~r], g[~r])
+    session = crossppi_mean(y[r], f[r], f[~r])
+    assert 0.0 < tuned.lam < 1.0 and tuned.method == "crossppi"
+    assert tuned.lam == session.lam and tuned.estimate == pytest.approx(session.estimate, abs=1e-12)
+    at = clustered_ppi_mean(y[r], f[r], g[r], f[~r], g[~r], lam=session.lam)
+    assert tuned.se == pytest.approx(at.se, rel=1e-12) and tuned.se > session.se  # the users' sessions correlate
 
 
 def test_singleton_clustered_aipw_equals_the_session_formula():

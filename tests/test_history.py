@@ -124,7 +124,10 @@ def test_crossppi_row_uses_only_sessions_started_by_the_look(history):
             & (pl.col("day") <= day)
         )  # fmt: skip
         rated, unrated = s.filter(pl.col("labeled")), s.filter(~pl.col("labeled"))
-        return unrated["prediction"].mean() + (rated["label"] - rated["prediction"]).mean()
+        y, f, fu = rated["label"].to_numpy(), rated["prediction"].to_numpy(), unrated["prediction"].to_numpy()
+        # lambda tuned per arm: Cov(Y, f) / (Var(f) + (n/N) Var(f~)), ddof 0, clipped to [0, 1]
+        lam = np.clip(np.cov(y, f, ddof=0)[0, 1] / (f.var() + y.size / fu.size * fu.var()), 0, 1)
+        return y.mean() + lam * (fu.mean() - f.mean())
 
     for day in (D1, D2, D3):
         expected = crossppi("b", day) - crossppi("a", day)

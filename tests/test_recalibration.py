@@ -75,8 +75,9 @@ def fixed_model_crossfit(seed: int, scale: float, offset: float):
 
 
 def width_vs_naive(y: np.ndarray, f: np.ndarray, f_unlabeled: np.ndarray) -> float:
-    """Cross-PPI's standard error over the naive mean's (both ddof 0, as ``stats.ppi``)."""
-    return crossppi_mean(y, f, f_unlabeled).se / (y.std() / math.sqrt(y.size))
+    """Plain cross-PPI's (lambda = 1, what the recalibration is for) standard error over the naive mean's (both
+    ddof 0, as ``stats.ppi``)."""
+    return crossppi_mean(y, f, f_unlabeled, lam=1.0).se / (y.std() / math.sqrt(y.size))
 
 
 def test_a_badly_scaled_model_is_recalibrated_and_crossppi_is_then_no_wider_than_naive():
@@ -106,7 +107,7 @@ def test_recalibrated_crossppi_covers_the_mean_of_every_session():
     for seed in range(1000, 1400):
         y, f, fold, unlabeled, folds, level_one, f_unlabeled, truth = fixed_model_crossfit(seed, scale=3.0, offset=3.5)
         result = recalibrate(y, f, fold, f_unlabeled, unlabeled, folds, lambda lo=level_one: lo)
-        estimate = crossppi_mean(y, result.oof, result.unlabeled)
+        estimate = crossppi_mean(y, result.oof, result.unlabeled, lam=1.0)
         covered.append(estimate.ci_low <= truth <= estimate.ci_high)
     assert 0.925 <= np.mean(covered) <= 0.975
 
@@ -272,10 +273,10 @@ def test_crossppi_and_aipw_read_the_recalibrated_predictions_and_ppi_the_raw_one
     t, c = (crossppi_mean(a.y, a.fc_labeled, a.fc_unlabeled) for a in (treat, control))
     assert cross.effect == pytest.approx(t.estimate - c.estimate)
     assert cross.width_vs_naive <= 1.0
-    raw_t = crossppi_mean(treat.y, treat.f_labeled, treat.f_unlabeled)
-    assert cross.effect != pytest.approx(
-        raw_t.estimate - crossppi_mean(control.y, control.f_labeled, control.f_unlabeled).estimate, abs=1e-9
-    )
+    # its lambda is tuned on the calibrated predictions (s, lambda near 1), not on the raw 3 s (lambda near 1/3)
+    assert (cross.lambda_treatment, cross.lambda_control) == pytest.approx((t.lam, c.lam))
+    assert cross.lambda_treatment > 0.6
+    assert crossppi_mean(treat.y, treat.f_labeled, treat.f_unlabeled).lam < 0.45
     # PPI++ keeps the raw predictions: its lambda-hat is Cov(Y, f) / ((1 + n/N) Var(f)) of f, not of the calibrated
     ppi = by_method[Method.PPI]
     f_all = np.r_[treat.f_labeled, treat.f_unlabeled]
@@ -284,3 +285,38 @@ def test_crossppi_and_aipw_read_the_recalibrated_predictions_and_ppi_the_raw_one
     # AIPW's outcome model: with the calibrated f, the estimate is mean(f~all) + weighted residuals of the
     # calibrated f, so it sits near cross-PPI's and its interval is no wider than naive
     assert by_method[Method.AIPW].width_vs_naive <= 1.05
+
+
+def useless_in_one_arm(rng: np.random.Generator, shift: float, useful: bool) -> ArmData:
+    """An arm of 1 000 sessions, 40 of them rated at random (normalized labels, sd ~0.2). The prediction is already
+    well scaled overall (recalibration leaves it), but in a useless arm it is noise of the labels' own spread:
+    plain cross-PPI (lambda = 1) then pays Var(Y - f) = Var(Y) + Var(f), twice the naive variance, in that arm."""
+    s = rng.normal(scale=0.15, size=1000)
+    y = 0.6 + shift + s + rng.normal(scale=0.12, size=1000)
+    f = 0.6 + (s if useful else rng.normal(scale=0.2, size=1000))
+    rated = rng.permutation(1000) < 40
+    X = rng.normal(size=(1000, 2))
+    order = np.r_[np.flatnonzero(rated), np.flatnonzero(~rated)]
+    y, f, X = y[order], f[order], X[order]
+    return ArmData("arm", y[:40], f[:40], f[40:], X[:40], X[40:], fc_labeled=f[:40], fc_unlabeled=f[40:])
+
+
+def test_crossppi_is_no_wider_than_naive_when_the_model_is_useless_in_one_arm():
+    """Issue 37: under random rating every unflagged prediction-powered interval is at most 1.05x the naive width.
+    Over 60 draws of a model useful in the treatment arm and useless in the control arm, cross-PPI's width is at
+    most 1.05x naive in every draw (its lambda, tuned per arm, drops toward 0 in the useless arm; with lambda = 1
+    the control arm's variance doubles: about sqrt((0.5 + 2) / 2) = 1.12x naive on average), it still gains from
+    the useful arm, and its note says the lambdas used."""
+    widths, lambdas = [], []
+    for seed in range(60):
+        rng = np.random.default_rng(seed)
+        treat, control = useless_in_one_arm(rng, 0.05, useful=True), useless_in_one_arm(rng, 0.0, useful=False)
+        rows, _ = compare(treat, control, Settings(), resampling=False, diagnostics=False)
+        cross = {r.method: r for r in rows}[Method.CROSSPPI]
+        widths.append(cross.width_vs_naive)
+        lambdas.append((cross.lambda_treatment, cross.lambda_control))
+        assert f"treatment {cross.lambda_treatment:.2f}, control {cross.lambda_control:.2f}" in cross.note
+    assert max(widths) <= 1.05, max(widths)
+    assert np.mean(widths) < 0.95  # the useful arm still narrows it
+    lam_t, lam_c = np.mean(lambdas, axis=0)
+    assert lam_t > 0.6 and lam_c < 0.3

@@ -93,7 +93,7 @@ def test_crossppi_mean_matches_ppi_py(case):
     rng = np.random.default_rng(8)
     folds = fu[:, None] + 0.05 * rng.normal(size=(N, 5))  # K = 5 fold models' predictions
     fold_mean = folds.mean(axis=1)
-    ours = crossppi_mean(y, f, fold_mean, alpha=0.05)
+    ours = crossppi_mean(y, f, fold_mean, lam=1.0, alpha=0.05)  # ppi_py's cross-PPI fixes lambda at 1
     lo_k, hi_k = crossppi_mean_ci(y, f, folds, alpha=0.05)
     lo_1, hi_1 = crossppi_mean_ci(y, f, fold_mean[:, None], alpha=0.05)
     assert ours.method == "crossppi" and ours.lam == 1.0 and ours.note is None
@@ -104,7 +104,35 @@ def test_crossppi_mean_matches_ppi_py(case):
     )
     assert (ours.ci_low, ours.ci_high) == pytest.approx((float(np.ravel(lo_k)[0]), float(np.ravel(hi_k)[0])), abs=TOL)
     # the (N, K) matrix is accepted too
-    assert crossppi_mean(y, f, folds).estimate == pytest.approx(ours.estimate, abs=TOL)
+    assert crossppi_mean(y, f, folds, lam=1.0).estimate == pytest.approx(ours.estimate, abs=TOL)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_crossppi_lambda_is_the_minimizer_of_its_own_variance(case):
+    """Tuned (the default), cross-PPI's lambda is Cov(Y, f) / (Var(f) + (n/N) Var(f~)) by hand (ddof 0, clipped),
+    its interval is ppi_py's PPI interval at that lambda, and its se is the least over a grid of lambdas in [0, 1]
+    (so at most the classical mean's and plain cross-PPI's)."""
+    n, N, rho, discrete = case
+    y, f, fu = _arm_data(n, N, rho, discrete, seed=9)
+    folds = fu[:, None] + 0.2 * np.random.default_rng(10).normal(size=(N, 5))  # the fold models disagree
+    fold_mean = folds.mean(axis=1)
+    by_hand = np.cov(y, f, ddof=0)[0, 1] / (f.var() + n / N * fold_mean.var())
+    ours = crossppi_mean(y, f, folds)
+    assert ours.method == "crossppi" and ours.note is None
+    assert ours.lam == pytest.approx(float(np.clip(by_hand, 0, 1)), abs=TOL)
+    lo, hi = ppi_mean_ci(y, f, fold_mean, alpha=0.05, lam=ours.lam)
+    assert (ours.ci_low, ours.ci_high) == pytest.approx((float(lo[0]), float(hi[0])), abs=TOL)
+    grid = [crossppi_mean(y, f, fold_mean, lam=lam).se for lam in np.linspace(0, 1, 101)]
+    assert ours.se <= min(grid) + TOL
+    assert ours.se <= y.std() / math.sqrt(n) + TOL  # never wider than the rated mean alone (lambda = 0)
+
+
+def test_crossppi_lambda_of_a_useless_or_negative_model_is_zero():
+    rng = np.random.default_rng(4)
+    y, fu = rng.normal(size=50), rng.normal(size=500)
+    assert crossppi_mean(y, -y + 0.1 * rng.normal(size=50), fu).lam == 0.0  # negative covariance: clipped at 0
+    r = crossppi_mean(y, np.full(50, 2.0), np.full(500, 2.0))  # constant predictions: nothing to weigh
+    assert r.lam == 0.0 and r.estimate == pytest.approx(y.mean()) and r.se == pytest.approx(y.std() / math.sqrt(50))
 
 
 def test_difference_adds_variances():

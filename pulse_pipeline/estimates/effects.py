@@ -9,7 +9,12 @@ Methods (one row each, on the normalized label; stars = 4 x normalized for a dif
   MSE above the training folds' mean rating's, with few labels: ``modeling.comparison.floor_reason``), λ = 0 in
   both arms, so the row is the naive estimate mean(Y_t) − mean(Y_c) with se² = Var(Y_t)/n_t + Var(Y_c)/n_c
   (ddof 0) and a z interval: no gain, and none of λ̂'s noise either.
-- ``crossppi``: the cross-prediction form (λ = 1).
+- ``crossppi``: the cross-prediction form (Zrnic & Candès) on ``prediction_calibrated``, with its λ tuned per arm
+  to the arm's own variance (``stats.ppi.crossppi_lambda``: Cov(Y, f)/(Var(f) + (n/N)·Var(f~)) on the arm's
+  out-of-fold f and fold-mean f~, clipped to [0, 1]; clustered by user, the same λ, as PPI++'s), so never wider
+  than the arm's rated mean alone (sessions independent); the row's note and ``lambda_treatment`` / ``lambda_control``
+  say the λ each arm used. λ = 1 (plain cross-PPI) is wider than naive wherever the model is useless in an arm,
+  which a small arm's few ratings make likely even after recalibration (a map fitted on all arms together).
 - ``aipw``: the doubly robust mean, with the propensity of being rated estimated per arm by a cross-fit classifier
   on the session features, recalibrated toward the arm's rated fraction (``stats.aipw.chosen_propensity``: equal
   weights when the classifier finds nothing, so AIPW is then about as wide as cross-PPI). Prefer it when who
@@ -335,7 +340,8 @@ def _aipw_arm(arm: ArmData, rated: np.ndarray, propensity: np.ndarray, s: Settin
 
 
 def _ppi_arm(arm: ArmData, lam: float | None, s: Settings, clustered: bool, cross: bool = False) -> ArmMean:
-    """One arm's PPI++ (``cross``: cross-PPI, lam = 1) mean, cluster-robust by user when ``clustered``."""
+    """One arm's PPI++ (``cross``: cross-PPI on the recalibrated predictions, its lam tuned per arm to its own
+    variance) mean, cluster-robust by user when ``clustered``."""
     if clustered:
         if cross:
             fc, fcu = arm.calibrated
@@ -344,6 +350,14 @@ def _ppi_arm(arm: ArmData, lam: float | None, s: Settings, clustered: bool, cros
     if cross:
         return crossppi_mean(arm.y, *arm.calibrated, alpha=s.alpha)
     return ppi_mean(arm.y, arm.f_labeled, arm.f_unlabeled, lam=lam, alpha=s.alpha)
+
+
+def crossppi_lambda_note(lam_treatment: float, lam_control: float) -> str:
+    """What cross-PPI's row says of its weights: the lam each arm used (``stats.ppi.crossppi_lambda``)."""
+    return (
+        f"lambda tuned per arm to its own variance: treatment {lam_treatment:.2f}, control {lam_control:.2f}"
+        " (1 = plain cross-PPI, 0 = the rated mean alone)"
+    )
 
 
 def compare(
@@ -441,7 +455,15 @@ def compare(
         )
     )
     ct, cc = (_ppi_arm(a, None, s, clustered, cross=True) for a in (treat, control))
-    rows.append(row(Method.CROSSPPI, difference(ct, cc, alpha=s.alpha), 1.0, 1.0))
+    rows.append(
+        row(
+            Method.CROSSPPI,
+            difference(ct, cc, alpha=s.alpha),
+            ct.lam,
+            cc.lam,
+            notes=[crossppi_lambda_note(ct.lam, cc.lam)],
+        )
+    )
     at, ac = _aipw_arm(treat, *sel_t[:2], s), _aipw_arm(control, *sel_c[:2], s)
     rows.append(
         row(

@@ -25,7 +25,7 @@ class Method(enum.StrEnum):
     NAIVE_WELCH = "naive_welch"  # difference of the rated means, Welch interval
     NAIVE_BOOTSTRAP = "naive_bootstrap"  # the same difference, percentile bootstrap interval
     PPI = "ppi"  # PPI++ over the cross-fit predictions (lambda estimated, clipped to [0, 1])
-    CROSSPPI = "crossppi"  # cross-prediction PPI (lambda = 1, fold-mean predictions)
+    CROSSPPI = "crossppi"  # cross-prediction PPI (lambda tuned per arm, fold-mean predictions)
     AIPW = "aipw"  # doubly robust: corrects for who rates with a cross-fit propensity
     PPI_INSAMPLE = "ppi_insample"  # PPI with a model fit on every label (the paper's way): never valid
 

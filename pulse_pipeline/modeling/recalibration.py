@@ -17,7 +17,10 @@ maps g = a + b f, least squares (b = Cov(Y, f) / Var(f)) minimizes Var(Y - g) = 
     V(g) = Var(Y) / n * (1 - rho^2 (1 - n / N)),
 
 never above naive while n <= N, whatever the scale of f: cross-PPI with g is PPI with lambda = b, fitted out of
-fold. So a prediction fed to a lambda = 1 method is recalibrated by a cross-fitted linear map.
+fold. So a prediction fed to a lambda = 1 method is recalibrated by a cross-fitted linear map. One map serves
+every arm, though, and in an arm where the model is useless (a small arm's few ratings) Var(Y - g) is still about
+Var(Y) + Var(g): cross-PPI therefore also tunes its lambda per arm (``stats.ppi.crossppi_lambda``, which makes it
+never wider than the arm's rated mean); AIPW's outcome model keeps lambda = 1 and relies on this map alone.
 
 The map of fold k (``fit_map``): least squares of the label on the chosen model's *level-one* predictions of the
 rows of T_k (the training folds of F_k): predictions that saw no label of F_k (a forest's out-of-bag prediction,

@@ -26,7 +26,7 @@ import numpy as np
 from scipy import stats
 
 from .naive import CHUNK_ENTRIES, Interval, as_finite_1d, block_permutation_pvalue, check_alpha, empty_arm_interval
-from .ppi import ArmMean, arm_mean, normal_quantile, ppi_mean
+from .ppi import ArmMean, arm_mean, crossppi_mean, normal_quantile, ppi_mean
 
 
 def cluster_codes(user_ids: Sequence[str | None]) -> np.ndarray:
@@ -214,7 +214,20 @@ def clustered_ppi_mean(
     )
 
 
-def clustered_crossppi_mean(y, f_oof, g_labeled, f_unlabeled_fold_mean, g_unlabeled, alpha: float = 0.05) -> ArmMean:
-    """Cross-PPI mean (lam = 1, fold-mean predictions) with the cluster-robust se of :func:`clustered_ppi_mean`."""
-    result = clustered_ppi_mean(y, f_oof, g_labeled, f_unlabeled_fold_mean, g_unlabeled, lam=1.0, alpha=alpha)
+def clustered_crossppi_mean(
+    y, f_oof, g_labeled, f_unlabeled_fold_mean, g_unlabeled, alpha: float = 0.05, lam: float | None = None
+) -> ArmMean:
+    """Cross-PPI mean (fold-mean predictions) with the cluster-robust se of :func:`clustered_ppi_mean`.
+
+    ``lam`` None (the default) takes ``stats.ppi.crossppi_lambda``'s per-arm lam, Cov(Y, f) / (Var(f) + (n/N)
+    Var(f~)) clipped to [0, 1], as :func:`clustered_ppi_mean` takes ``ppi_mean``'s: the estimate is then the
+    same number whatever the unit, only its uncertainty changes (a lam tuned to the clustered variance would
+    move the estimate with the unit, and a user's sessions would weigh in it by their cross products). A number
+    is used as given (1: Zrnic & Candes' cross-PPI).
+    """
+    y_ = np.asarray(y, dtype=np.float64).reshape(-1)
+    fu = np.asarray(f_unlabeled_fold_mean, dtype=np.float64).reshape(-1)
+    if lam is None:
+        lam = crossppi_mean(y_, f_oof, fu).lam
+    result = clustered_ppi_mean(y_, f_oof, g_labeled, fu, g_unlabeled, lam=lam, alpha=alpha)
     return replace(result, method="crossppi") if result.method == "ppi" else result

@@ -38,7 +38,7 @@ class ArmMean:
         estimate: the point estimate mu.
         se: its standard error.
         ci_low, ci_high: the (1 - alpha) Wald interval estimate -/+ z_{1-alpha/2} * se.
-        lam: the power-tuning weight actually used (0 = classical mean of the labels, 1 = plain PPI / cross-PPI).
+        lam: the power-tuning weight actually used (0 = classical mean of the labels, 1 = plain PPI / plain cross-PPI).
         n: number of rated (labeled) sessions.
         N: number of unrated (unlabeled) sessions.
         method: "ppi", "crossppi", "classical" (fallback, see note) or "aipw".
@@ -199,36 +199,73 @@ def ppi_mean(y, f_labeled, f_unlabeled, lam: float | None = None, alpha: float =
     return arm_mean(est, math.sqrt(se2), z, lam, n, N, "ppi", None)
 
 
-def crossppi_mean(y, f_oof, f_unlabeled_fold_mean, alpha: float = 0.05) -> ArmMean:
-    """Cross-prediction-powered mean of one arm (Zrnic & Candes 2023), as ``ppi_py.crossppi_mean_ci`` computes it.
+def crossppi_lambda(y: np.ndarray, f_oof: np.ndarray, f_unlabeled_fold_mean: np.ndarray) -> float:
+    """The power-tuning weight of cross-PPI: the lam in [0, 1] that minimizes :func:`crossppi_mean`'s own se^2.
+
+    se^2(lam) = Var(Y - lam f)/n + lam^2 Var(f~)/N is a parabola in lam, least at::
+
+        lam_hat = Cov(Y, f) / (Var(f) + (n/N) Var(f~)),   clipped to [0, 1]
+
+    (all ddof 0, as in se^2). It is PPI++'s Cov(Y, f) / ((1 + n/N) Var(f)) with the two variances kept apart:
+    the out-of-fold f of a rated session comes from one fold model, the fold-mean f~ of an unrated one averages K,
+    so Var(f~) is below Var(f) by the fold models' disagreement, and PPI++'s pooled variance would put lam too
+    high for the rectifier term Var(Y - lam f)/n, the one that dominates when n << N. Because lam_hat minimizes
+    se^2 over [0, 1], which holds lam = 0 (the classical mean, se^2 = Var(Y)/n) and lam = 1 (plain cross-PPI),
+    the interval is never wider than either: a model that is useless in this arm gets lam near 0, not lam = 1.
+    0 when the predictions are constant (nothing to weigh). ``y`` and ``f_oof`` have n >= 2 values,
+    ``f_unlabeled_fold_mean`` N >= 1.
+    """
+    n, N = y.size, f_unlabeled_fold_mean.size
+    fc = f_oof - f_oof.mean()
+    cov_yf = float(np.dot(y - y.mean(), fc)) / n
+    var_f = float(np.dot(fc, fc)) / n
+    _, m2_u = _moments(f_unlabeled_fold_mean)
+    denominator = var_f + (n / N) * (m2_u / N)
+    scale = 1.0 + float(np.dot(f_oof, f_oof)) / n
+    if denominator <= 1e-14 * scale:
+        return 0.0
+    return float(np.clip(cov_yf / denominator, 0.0, 1.0))
+
+
+def crossppi_mean(y, f_oof, f_unlabeled_fold_mean, lam: float | None = None, alpha: float = 0.05) -> ArmMean:
+    """Cross-prediction-powered mean of one arm (Zrnic & Candes 2023), power-tuned per arm.
 
     With K-fold cross-fitting, each labeled session's prediction f_i comes from the fold model that did not see
     its label (out of fold), and each unlabeled session's prediction f~_j is the mean of the K fold models'
-    predictions. Then, with lam fixed at 1::
+    predictions. Then::
 
-        mu       = mean(f~) + mean(Y - f)
-        se^2     = Var(f~) / N + Var(f - Y) / n          (both ddof = 0)
+        mu(lam)  = lam mean(f~) + mean(Y - lam f)
+        se^2     = lam^2 Var(f~) / N + Var(Y - lam f) / n          (both ddof = 0)
         CI       = mu -/+ z_{1 - alpha/2} se
 
-    ppi_py takes the unlabeled predictions as an (N, K) matrix and averages its columns first; passing the fold
-    mean as (N, 1) gives the same numbers (checked in tests/test_stats.py).
+    The fold models' disagreement enters se^2 through both terms (each rated f_i is one fold model's, each f~_j
+    their mean), each scaled by lam as the estimate is. ``lam`` None (the default) tunes it per arm by
+    :func:`crossppi_lambda` (the lam in [0, 1] that minimizes se^2, so never wider than the classical mean nor
+    than lam = 1); a number is used as given. With lam = 1 this is exactly ``ppi_py.crossppi_mean_ci`` (which
+    fixes lam = 1); ppi_py takes the unlabeled predictions as an (N, K) matrix and averages its columns first,
+    and passing the fold mean as (N, 1) gives the same numbers (both checked in tests/test_stats.py).
 
     Args:
         y: ratings of the n labeled sessions, shape (n,).
         f_oof: out-of-fold predictions for the same n sessions, shape (n,).
         f_unlabeled_fold_mean: fold-mean predictions for the N unlabeled sessions, shape (N,) (an (N, K) matrix
             of per-fold predictions is also accepted and averaged over its columns).
+        lam: None tunes it (above); 1 is Zrnic & Candes' cross-PPI, 0 the classical mean of the labels.
         alpha: error level; the interval targets coverage 1 - alpha. Must be in (0, 1).
 
     Returns:
-        ArmMean with method "crossppi" and lam 1. N = 0 falls back to the classical mean (method "classical",
-        lam 0, noted); n = 0 gives NaN with a note, n = 1 an infinite interval with a note.
+        ArmMean with method "crossppi" and the lam used. N = 0 falls back to the classical mean (method
+        "classical", lam 0, noted); n = 0 gives NaN with a note, n = 1 an infinite interval with a note.
     """
     fu = np.asarray(f_unlabeled_fold_mean, dtype=np.float64)
     if fu.ndim == 2:
         fu = fu.mean(axis=1)
-    # the formula above is the PPI mean at lam = 1: one implementation, relabelled
-    result = ppi_mean(y, f_oof, fu, lam=1.0, alpha=alpha)
+    fu = as_vector(fu, "f_unlabeled_fold_mean")
+    if lam is None:
+        y_, f_ = _labeled(y, f_oof, "f_oof")
+        lam = crossppi_lambda(y_, f_, fu) if y_.size >= 2 and fu.size > 0 else 1.0
+    # the formula above is the PPI mean at the given lam: one implementation, relabelled
+    result = ppi_mean(y, f_oof, fu, lam=lam, alpha=alpha)
     return replace(result, method="crossppi") if result.method == "ppi" else result
 
 

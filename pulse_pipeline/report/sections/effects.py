@@ -23,7 +23,7 @@ GLOSSARY = (
         "session, rated or not; narrower when the predictions track the ratings, valid when rated sessions are "
         "like the unrated ones",
     ),
-    ("cross-PPI", "PPI with the predictions of the fold models, weight 1"),
+    ("cross-PPI", "PPI with the predictions of the fold models, its weight tuned per arm"),
     (
         "AIPW",
         "corrects for who rates (the chance a session is rated, learnt from its features); wider, but valid "

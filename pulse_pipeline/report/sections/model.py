@@ -66,9 +66,10 @@ def _methods_models(s: Section, recalibration: data.Rows) -> None:
     """Which predictions each method read, and why (``modeling.recalibration``, ``modeling/recalibration.py``)."""
     s.add(
         "<h3>Which predictions each method used</h3><p>PPI++ tunes its own weight λ on the chosen model's "
-        "predictions; cross-PPI and AIPW's outcome model take them with λ = 1, so they read them recalibrated "
+        "predictions; AIPW's outcome model takes them with λ = 1, so it reads them recalibrated "
         "(a linear map onto the rating fitted on the training folds only) when the model loses to the constant "
-        "or is mis-scaled. Out-of-fold MSE in stars, on the cross-fit the estimates use.</p>"
+        "or is mis-scaled, and so does cross-PPI, which then tunes its λ per arm (its row's note gives them). "
+        "Out-of-fold MSE in stars, on the cross-fit the estimates use.</p>"
     )
     if recalibration.why_empty:
         s.empty(recalibration.why_empty)
