@@ -55,8 +55,11 @@ def test_the_in_sample_model_a_chunk_at_a_time_predicts_what_the_whole_matrix_di
     fit = insample_predict(every.X[lab], every.y[lab], every.X[~lab], family, text=every.text_feature())
     want = dict(zip(every.session_ids[lab], stars_to_label(fit.oof), strict=True))
     want.update(zip(every.session_ids[~lab], stars_to_label(fit.unlabeled), strict=True))
-    assert got == want and len(got) == 130
-    assert insample_predictions(every, family) == want  # without chunks: the data's own unrated rows
+    # equal to the last bits a product's summation order may move (the chunks are multiplied a few rows at a time)
+    assert got.keys() == want.keys() and len(got) == 130
+    assert [got[k] for k in want] == pytest.approx([want[k] for k in want], abs=1e-12)
+    whole = insample_predictions(every, family)  # without chunks: the data's own unrated rows
+    assert [whole[k] for k in want] == pytest.approx([want[k] for k in want], abs=1e-12)
 
 
 def test_compare_without_resampling_leaves_out_the_bootstrap_and_the_permutation_p_only():

@@ -244,7 +244,9 @@ def test_a_changed_rating_keeps_its_fold_and_prediction(history):
     row = history["after"]["predictions"].filter(pl.col("session_id") == changed["session_id"]).row(0, named=True)
     assert row["label_stars"] == 6 - changed["label_stars"]
     assert row["fold"] == changed["fold"]
-    assert row["prediction_stars"] == pytest.approx(changed["prediction_stars"], abs=1e-9)
+    # to float32 precision: below 1 000 ratings the fit scored a held-out row's text on the word-only float32 copy of
+    # the matrix (``text.word_only``), the kept ridge scores the whole matrix (its other coefficients are 0)
+    assert row["prediction_stars"] == pytest.approx(changed["prediction_stars"], abs=1e-6)
 
 
 def test_the_kept_predictions_pass_the_out_of_fold_audit(history):

@@ -19,6 +19,8 @@ def test_defaults_when_nothing_is_set():
         "hist_gbm",
         "lightgbm",
         "text",
+        "sentiment",
+        "baseline",
         "stack",
     )
     assert settings.modeling_settings({}).choose_by == "pearson"

@@ -423,7 +423,7 @@ def nested_text_scores(
         splitter = KFold(n_splits=max(2, min(inner_k, train.shape[0] // 2)), shuffle=True, random_state=seed)
         for g, (fit_pos, score_pos) in enumerate(splitter.split(train)):
             inner = fit_shaped(Z_fit[train[fit_pos]], y[train[fit_pos]], alpha, cols)
-            inner_scores[score_pos] = inner.predict(Z[train[score_pos]])  # Z: every score from the same matrix
+            inner_scores[score_pos] = inner.predict(Z_fit[train[score_pos]])
             inner_fold[score_pos] = g
             inner_train.append(train[fit_pos])
         folds.append(
@@ -431,7 +431,7 @@ def nested_text_scores(
                 train,
                 test,
                 inner_scores,
-                outer.predict(Z[test]),  # as the unlabeled rows and a kept ridge are scored (Z_fit is float32)
+                outer.predict(Z_fit[test]),
                 unlabeled,
                 train,
                 inner_fold,
