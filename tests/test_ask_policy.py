@@ -352,7 +352,8 @@ def test_ask_budget_setting_reaches_the_asset_resource(tmp_path):
 
 def test_compare_uses_the_known_ask_probability_in_aipw():
     """``effects.compare``: when every rated session logged its ask probability, the aipw row's arm means are
-    ``aipw_mean`` with propensity = ``known_ask_propensity`` and no clipping below its own minimum, and say so;
+    ``aipw_mean`` with propensity = ``known_ask_propensity``, no clipping below its own minimum and the outcome model's
+    lambda tuned, and say so;
     without the probabilities the propensity is estimated whole, as before."""
     from pulse_pipeline.estimates.effects import ArmData, Settings, compare
     from pulse_pipeline.stats.aipw import aipw_mean
@@ -389,7 +390,7 @@ def test_compare_uses_the_known_ask_probability_in_aipw():
         q = np.r_[a.q_labeled, a.q_unlabeled]
         rated = np.r_[np.ones(len(a.y), bool), np.zeros(len(a.f_unlabeled), bool)]
         p = known_ask_propensity(X, q, np.isfinite(q), rated, seed=s.seed + 42)
-        return aipw_mean(a.y, np.r_[a.f_labeled, a.f_unlabeled], rated, p, clip=(p[rated].min(), 1.0))
+        return aipw_mean(a.y, np.r_[a.f_labeled, a.f_unlabeled], rated, p, clip=(p[rated].min(), 1.0), lam=None)
 
     expected = difference(by_hand(treat), by_hand(control))
     assert rows["aipw"].effect == pytest.approx(expected.estimate, rel=1e-12)

@@ -17,7 +17,10 @@ Methods (one row each, on the normalized label; stars = 4 x normalized for a dif
   which a small arm's few ratings make likely even after recalibration (a map fitted on all arms together).
 - ``aipw``: the doubly robust mean, with the propensity of being rated estimated per arm by a cross-fit classifier
   on the session features, recalibrated toward the arm's rated fraction (``stats.aipw.chosen_propensity``: equal
-  weights when the classifier finds nothing, so AIPW is then about as wide as cross-PPI). Prefer it when who
+  weights when the classifier finds nothing, so AIPW is then about as wide as cross-PPI), and its outcome model
+  λ·f with λ tuned per arm to the influence-function variance (``stats.aipw.aipw_lambda``, clipped to [0, 1];
+  clustered, the same λ), so never wider than the propensity-weighted rated mean alone (sessions independent);
+  ``lambda_treatment`` / ``lambda_control`` and the note say the λ each arm used. Prefer it when who
   rates depends on the session (chattier users rate more); it assumes rating depends only on what the features
   record.
 - ``ppi_insample``: PPI with predictions from a model fit on all the labels, as the paper did. Never valid: shown
@@ -330,13 +333,15 @@ def propensities(arm: ArmData, s: Settings) -> np.ndarray:
 
 
 def _aipw_arm(arm: ArmData, rated: np.ndarray, propensity: np.ndarray, s: Settings):
-    f_all = np.concatenate(arm.calibrated)  # the outcome model takes f with lambda = 1: the recalibrated predictions
+    """One arm's AIPW mean: outcome model lam f on the recalibrated predictions, lam tuned per arm to the
+    influence-function variance (``stats.aipw.aipw_lambda``; clustered, the same session-level lam)."""
+    f_all = np.concatenate(arm.calibrated)
     clusters = np.r_[arm.g_labeled, arm.g_unlabeled] if arm.clustered else None
     if arm.known_asking:  # a known probability is not clipped: clipping it only adds bias
         clip = (float(propensity[rated].min()), 1.0)
-        result = aipw_mean(arm.y, f_all, rated, propensity, clip=clip, alpha=s.alpha, clusters=clusters)
+        result = aipw_mean(arm.y, f_all, rated, propensity, clip=clip, alpha=s.alpha, clusters=clusters, lam=None)
         return replace(result, note="; ".join(x for x in (result.note, "known ask probability") if x))
-    return aipw_mean(arm.y, f_all, rated, propensity, alpha=s.alpha, clusters=clusters)
+    return aipw_mean(arm.y, f_all, rated, propensity, alpha=s.alpha, clusters=clusters, lam=None)
 
 
 def _ppi_arm(arm: ArmData, lam: float | None, s: Settings, clustered: bool, cross: bool = False) -> ArmMean:
@@ -350,6 +355,14 @@ def _ppi_arm(arm: ArmData, lam: float | None, s: Settings, clustered: bool, cros
     if cross:
         return crossppi_mean(arm.y, *arm.calibrated, alpha=s.alpha)
     return ppi_mean(arm.y, arm.f_labeled, arm.f_unlabeled, lam=lam, alpha=s.alpha)
+
+
+def aipw_lambda_note(lam_treatment: float, lam_control: float) -> str:
+    """What AIPW's row says of its outcome model: the lam each arm used (``stats.aipw.aipw_lambda``)."""
+    return (
+        f"outcome model's lambda tuned per arm to its own variance: treatment {lam_treatment:.2f}, control"
+        f" {lam_control:.2f} (1 = plain AIPW, 0 = the propensity-weighted rated mean alone)"
+    )
 
 
 def crossppi_lambda_note(lam_treatment: float, lam_control: float) -> str:
@@ -469,7 +482,10 @@ def compare(
         row(
             Method.AIPW,
             difference(at, ac, alpha=s.alpha),
-            notes=[x for x in (getattr(at, "note", None), getattr(ac, "note", None)) if x],
+            at.lam,
+            ac.lam,
+            notes=[x for x in (getattr(at, "note", None), getattr(ac, "note", None)) if x]
+            + ([aipw_lambda_note(at.lam, ac.lam)] if math.isfinite(at.lam) and math.isfinite(ac.lam) else []),
         )
     )
     if treat.f_insample_labeled is not None and control.f_insample_labeled is not None:
