@@ -373,7 +373,8 @@ def test_a_roll_that_fails_is_retried_and_loses_nothing(tmp_path, monkeypatch):
         monkeypatch.setattr("builtins.open", flaky_open)
         client.post("/v1/ratings", json={"session_id": "s", "stars": 5, "idempotency_key": "x"})
         deadline = time.monotonic() + 20
-        while service.roller.state.rolled_through < 1 and time.monotonic() < deadline:
+        # the roller clears last_error just after the roll returns: wait for both
+        while (service.roller.state.rolled_through < 1 or service.roller.last_error) and time.monotonic() < deadline:
             time.sleep(0.05)
         monkeypatch.undo()
         assert len(failures) == 2 and service.roller.state.rolled_through == 1 and service.roller.last_error is None

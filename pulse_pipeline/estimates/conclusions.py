@@ -161,7 +161,7 @@ def why_wider(chosen: Mapping) -> str:
     AIPW: what its note records (``stats.aipw.aipw_mean``): the propensity weights vary (fewer ratings count
     fully), the predictions miss the ratings by more than the ratings vary (the correction adds more variance than
     the predictions remove). PPI++ and cross-PPI: the predictions track the ratings weakly (out-of-fold r), and
-    PPI++'s lambda is estimated from the same ratings, or cross-PPI's is 1 whatever the model is worth."""
+    their lambda, tuned per arm, is estimated from the same few ratings."""
     note = chosen.get("note") or ""
     method = chosen["method"]
     reasons = []
@@ -172,10 +172,8 @@ def why_wider(chosen: Mapping) -> str:
             reasons.append("the model predicts the ratings worse than their mean does")
     rho = chosen.get("oof_rho")
     tracks = "" if missing(rho) else f" (out-of-fold r = {number(rho, 2)})"
-    if method == Method.PPI:
+    if method in (Method.PPI, Method.CROSSPPI):
         reasons.append(f"the predictions track the ratings weakly{tracks} and lambda is estimated from few ratings")
-    elif method == Method.CROSSPPI:
-        reasons.append(f"lambda is 1 and the predictions track the ratings weakly{tracks}")
     return " and ".join(reasons) or "the predictions add more variance than they remove"
 
 
