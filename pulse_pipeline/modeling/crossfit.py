@@ -216,7 +216,7 @@ def insample_predict(
             if text is not None:
                 X = np.column_stack([X, s_l])
                 Xu = np.column_stack([Xu, s_u]) if Xu.shape[0] else np.empty((0, X.shape[1]))
-            ignored = None if text is None or cv.reads_text_score(len(y)) else X.shape[1] - 1
+            ignored = cv.ignored_text_column(X.shape[1], text is not None, len(y))
             reads = (columns or {}).get(family)
             model = make_model(family, seed, n_threads, forest_threads(len(y)), ignore_column=ignored, columns=reads)
             model.fit(X, y)

@@ -349,6 +349,12 @@ def inner_crossfit(
     return inner
 
 
+def ignored_text_column(width: int, has_text: bool, n_labeled: int) -> int | None:
+    """The column a tabular model of ``width`` columns is given but does not read: the text score (always last)
+    below ``TEXT_COLUMN_MIN_LABELS`` labeled rows (``reads_text_score``); None when it reads every column."""
+    return None if not has_text or reads_text_score(n_labeled) else width - 1
+
+
 def training_design(X: np.ndarray, fold: Fold) -> np.ndarray:
     """The columns fold ``fold``'s tabular models are trained on, for its training rows: the features, the user
     columns (``user_ratings.py``) and, last, the text score (``text.py``), each as the fold's training rows see it."""
@@ -390,12 +396,11 @@ def fit_folds(
             unlabeled.append(text.unlabeled_scores)
             continue
         A_train, A_test = training_design(X, fold), X[test]
-        ignored = None
         if fold.users is not None:  # the user columns before the text score, which stays last
             A_test = with_user_columns(A_test, fold.users.held_out_features)
         if text is not None:
             A_test = np.column_stack([A_test, text.held_out_scores])
-            ignored = None if reads_text_score(n) else A_train.shape[1] - 1  # the text score's column
+        ignored = ignored_text_column(A_train.shape[1], text is not None, n)
         model = make_model(family, seed, threads, forest_jobs, ignore_column=ignored, columns=columns)
         model.fit(A_train, y[train])
         oof[test] = model.predict(A_test)

@@ -193,7 +193,7 @@ def family_level_one(
     oob = cv.out_of_bag(fit.models[k], A) if fit.models else None
     if oob is not None:
         return oob
-    ignored = None if fold.text is None or cv.reads_text_score(y.shape[0]) else A.shape[1] - 1  # as fit_folds
+    ignored = cv.ignored_text_column(A.shape[1], fold.text is not None, y.shape[0])  # as fit_folds
     return cv.inner_crossfit(A, y[rows], fit.family, seed, 1 if threads is None else threads, ignored, columns)
 
 
