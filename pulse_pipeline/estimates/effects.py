@@ -101,14 +101,14 @@ class ArmData:
     kept_as: str | None = None
     session_ids: np.ndarray | None = None
     feature_names: tuple[str, ...] = ()
-    # the predictions recalibrated for the lambda = 1 methods (``modeling.predictions.prediction_calibrated``):
+    # the predictions recalibrated for cross-PPI and AIPW (``modeling.predictions.prediction_calibrated``):
     # cross-PPI and AIPW's outcome model read them; None: the same as f_labeled / f_unlabeled
     fc_labeled: np.ndarray | None = None
     fc_unlabeled: np.ndarray | None = None
 
     @property
     def calibrated(self) -> tuple[np.ndarray, np.ndarray]:
-        """(rated, unrated) predictions for a lambda = 1 method: the recalibrated ones when given."""
+        """(rated, unrated) predictions for cross-PPI and AIPW's outcome model: the recalibrated ones when given."""
         if self.fc_labeled is None or self.fc_unlabeled is None:
             return self.f_labeled, self.f_unlabeled
         return self.fc_labeled, self.fc_unlabeled
