@@ -213,6 +213,13 @@ def replicate(
     return _scored(scenario, rows, truth())
 
 
+def _user_assigned_table(seed: int, n_per_arm: int, rated_fraction: float):
+    """The draw of the user-level scenarios: ``USER_PARAMS`` (users randomized), ratings at random."""
+    return simulate_sessions(
+        6 * n_per_arm, seed=seed, scenario="random", rated_fraction=rated_fraction, params=USER_PARAMS
+    )
+
+
 def replicate_user_assigned(
     seed: int,
     scenario: str = "user_assigned",
@@ -223,10 +230,7 @@ def replicate_user_assigned(
     """One llm-backbone experiment that randomizes users (``USER_PARAMS``; ratings missing at random), every
     method of ``compare`` twice: clustered by user (plain names) and session-level (``SESSION_SUFFIX``; not
     ``ppi_insample``, which is session-level in both)."""
-    table = simulate_sessions(
-        6 * n_per_arm, seed=seed, scenario="random", rated_fraction=rated_fraction, params=USER_PARAMS
-    )
-    clustered = _arms(table, seed, family, by_user=True)
+    clustered = _arms(_user_assigned_table(seed, n_per_arm, rated_fraction), seed, family, by_user=True)
     plain = tuple(replace(a, g_labeled=None, g_unlabeled=None) for a in clustered)
     theta = truth(USER_PARAMS)
     rows = _scored(scenario, compare(*clustered, SETTINGS)[0], theta)
@@ -247,9 +251,7 @@ def replicate_user_features(
     (``modeling.user_ratings``): each rated session's prediction leans on its user's other ratings, so this is
     where a leak through them, or dependence the clustered intervals miss, would show. Every method clustered by
     user."""
-    table = simulate_sessions(
-        6 * n_per_arm, seed=seed, scenario="random", rated_fraction=rated_fraction, params=USER_PARAMS
-    )
+    table = _user_assigned_table(seed, n_per_arm, rated_fraction)
     arms = _arms(table, seed, family, by_user=True, user_columns=True)
     return _scored(scenario, compare(*arms, SETTINGS)[0], truth(USER_PARAMS))
 
