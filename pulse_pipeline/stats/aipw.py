@@ -445,7 +445,14 @@ def calibrate(propensity, rated, steps: int = 50) -> tuple[float, float]:
     for _ in range(steps):
         p = expit(design @ theta)
         hessian = (design * (p * (1 - p))[:, None]).T @ design
-        step = np.linalg.solve(hessian, design.T @ (r - p))
+        try:
+            step = np.linalg.solve(hessian, design.T @ (r - p))
+        except np.linalg.LinAlgError:
+            # the propensities separate rated from unrated sessions: the likelihood rises without bound as s
+            # grows, every p saturates and the Hessian is singular; the last finite step is as far as it goes
+            break
+        if not np.all(np.isfinite(step)):
+            break
         theta += step
         if np.max(np.abs(step)) < 1e-10:
             break
