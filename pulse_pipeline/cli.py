@@ -816,7 +816,7 @@ def _check_arguments(args: argparse.Namespace) -> None:
                 f"--public-url {args.public_url!r} is not an http(s) URL such as https://pulse.example.org"
             )
     if command == "pull" and args.page_size is not None and args.page_size > 1000:
-        raise UsageError(f"--page-size must be at most 1000 (Langfuse's most), got {args.page_size}")
+        raise UsageError(f"--page-size must be at most 1000, got {args.page_size}")
     if command == "ask" and args.floor is not None and not 0 < args.floor <= 1:
         raise UsageError(f"--floor must be in (0, 1], got {args.floor:g}")
 

@@ -385,7 +385,7 @@ def running_fake_langfuse(fake: FakeLangfuse | None = None) -> Iterator[FakeLang
     server = _bind(_handler(fake))
     server.daemon_threads = True
     fake.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         yield fake
