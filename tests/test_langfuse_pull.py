@@ -338,6 +338,18 @@ def test_retry_after_longer_than_the_pull_waits_stops_it_in_one_line(served, tmp
         Puller(served, tmp_path)()
 
 
+def test_a_wait_past_the_time_budget_stops_the_pull_without_waiting(served, tmp_path):
+    import time
+
+    served.observations = _session_a()
+    served.push(429, {"Retry-After": "30"}, path=OBSERVATIONS_PATH)
+    pull = Puller(served, tmp_path)
+    with pytest.raises(PullError, match="waiting 30 s to ask again would pass this pull's time budget"):
+        pull(deadline=time.monotonic() + 10)
+    assert pull.sleeps == []
+    assert pull(now=PULL_2).drop.observations == 7  # the next pull does it all
+
+
 def test_a_500_every_time_stops_the_pull_and_keeps_what_came_and_where_it_was(served, tmp_path):
     served.observations = _session_a()
     pull = Puller(served, tmp_path)

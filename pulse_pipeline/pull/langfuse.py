@@ -160,17 +160,20 @@ def pull_langfuse(
     page_size: int | None = None,
     max_pages: int | None = None,
     deadline: float | None = None,
+    timeout: float = 60.0,
     client: LangfuseClient | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     say: Callable[[str], None] = lambda line: None,
 ) -> PullReport:
     """Pull both endpoints into the store under ``work`` (``PULSE_HOME/.work``) and write the touched sessions as
     one drop in ``drops``. ``page_size``: rows a page (each endpoint's maximum when None); ``max_pages``: pages of
-    each endpoint at most; ``deadline``: a ``time.monotonic()`` after which no new page is asked. Raises
+    each endpoint at most; ``deadline``: a ``time.monotonic()`` after which no new page is asked and no retry
+    waits; ``timeout``: seconds a request may take (the client's, when ``client`` is None). Raises
     ``PullError`` (one line) when the keys are unset or Langfuse refuses; the pages kept until then stay kept."""
     public_key, secret_key = keys_of(settings)
     if client is None:
-        client = LangfuseClient(settings.host, public_key, secret_key, say=say)
+        client = LangfuseClient(settings.host, public_key, secret_key, timeout=timeout, say=say)
+    client.deadline = deadline
     source = source_id(settings.host, public_key)
     folder = work / PULL_FOLDER / source
     report = PullReport(settings.host)

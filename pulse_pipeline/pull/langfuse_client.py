@@ -19,7 +19,8 @@ ever put in a message, a log line or a URL.
 Retries: a 429 or a 5xx answer, a timeout or a dropped connection is asked again, up to ``RetryPolicy.attempts``
 times in all, after the wait the answer's ``Retry-After`` names (seconds or an HTTP date), else an exponential
 backoff (1 s, 2 s, 4 s, ... at most ``RetryPolicy.cap``). A ``Retry-After`` longer than ``max_retry_after`` is
-not waited for: the pull stops saying when to try again (its stored cursor resumes it then). A 401 or 403 is the
+not waited for: the pull stops saying when to try again (its stored cursor resumes it then); nor is a wait that
+would pass the pull's ``deadline`` (the sensor's time budget). A 401 or 403 is the
 keys (one line saying which variables to check), any other 4xx a question Langfuse refuses (its message, one
 line); a redirect is refused too, since following it would send the keys to another address.
 """
@@ -131,6 +132,7 @@ class LangfuseClient:
         self.sleep = sleep
         self.say = say
         self.requests = 0  # HTTP requests made, retries included
+        self.deadline: float | None = None  # a time.monotonic() no wait may pass (the sensor's budget)
         self._opener = urllib.request.build_opener(_NoRedirect)
 
     def __repr__(self) -> str:  # never the keys
@@ -199,6 +201,11 @@ class LangfuseClient:
                 raise PullError(
                     f"Langfuse at {self.host} {why} to GET {path} {attempt} times: giving up for now; the next pull"
                     " resumes from the stored cursor"
+                )
+            if self.deadline is not None and time.monotonic() + wait > self.deadline:
+                raise PullError(
+                    f"Langfuse at {self.host} {why} to GET {path}; waiting {wait:g} s to ask again would pass this"
+                    " pull's time budget: the next pull resumes from the stored cursor"
                 )
             self.say(
                 f"Langfuse at {self.host} {why} to GET {path}: asking again in {wait:g} s"

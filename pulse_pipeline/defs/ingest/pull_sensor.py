@@ -3,7 +3,8 @@ PULSE_LANGFUSE_PULL_INTERVAL seconds when the keys are set; the drop it writes i
 
 A thin shell over ``pull/langfuse.py``. It requests no run: a pull writes a drop into ``PULSE_HOME/drops``, and
 the drop sensor makes it a partition and a run, as any drop. Each tick pulls for at most ``TICK_SECONDS`` (a
-sensor's evaluation is cut off after Dagster's 60 s timeout): a larger backlog is pulled over several ticks, each
+sensor's evaluation is cut off after Dagster's 60 s timeout; a retry's wait that would pass it stops the tick
+too): a larger backlog is pulled over several ticks, each
 resuming from the stored cursor and writing what it got. Without keys, or while another pull of the project runs,
 the tick is skipped saying why; a refusal (bad keys, Langfuse down past the retries) is logged and skipped, and
 the next tick tries again.
@@ -21,7 +22,8 @@ from ...settings import LANGFUSE_PUBLIC_KEY, LANGFUSE_SECRET_KEY, langfuse_setti
 from ..resources import WarehouseResource
 
 SENSOR_NAME = "langfuse_pull_sensor"
-TICK_SECONDS = 40  # pulling per tick, under Dagster's 60 s sensor timeout
+TICK_SECONDS = 30  # pulling per tick: with a request's timeout and the drop's writing, under Dagster's 60 s
+REQUEST_SECONDS = 15  # a request's timeout in the sensor
 
 
 def langfuse_pull_sensor() -> dg.SensorDefinition:
@@ -47,6 +49,7 @@ def langfuse_pull_sensor() -> dg.SensorDefinition:
                 warehouse.drops,
                 settings,
                 deadline=time.monotonic() + TICK_SECONDS,
+                timeout=REQUEST_SECONDS,
                 say=context.log.info,
             )
         except PullBusy as busy:
