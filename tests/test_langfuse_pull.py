@@ -368,6 +368,22 @@ def test_a_500_every_time_stops_the_pull_and_keeps_what_came_and_where_it_was(se
     assert "cursor" in [r for r in served.requests if r.path == OBSERVATIONS_PATH][0].query
 
 
+def test_an_unreachable_host_is_asked_again_then_said_in_one_line(tmp_path):
+    import socket
+
+    with socket.socket() as probe:  # a loopback port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    sleeps: list[float] = []
+    client = LangfuseClient(url, PUBLIC_KEY, SECRET_KEY, sleep=sleeps.append)
+    with pytest.raises(PullError) as stopped:
+        pull_langfuse(tmp_path / ".work", tmp_path / "drops", _settings(url), client=client)
+    assert str(stopped.value).startswith(f"cannot reach Langfuse at {url} (")
+    assert str(stopped.value).endswith("after 6 attempts: check PULSE_LANGFUSE_HOST and the network; the next pull"
+                                       " resumes from the stored cursor")  # fmt: skip
+    assert sleeps == [1.0, 2.0, 4.0, 8.0, 16.0] and client.requests == 6
+
+
 def test_a_redirect_is_not_followed(served, tmp_path):
     served.push(302, {"Location": "http://elsewhere.example/api"})
     with pytest.raises(PullError, match="redirects GET /api/public/v2/observations to http://elsewhere.example/api"):
