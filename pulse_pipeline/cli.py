@@ -553,6 +553,26 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return serve(home.root, settings, args.host, args.port, args.public_url, _say)
 
 
+def cmd_pull(args: argparse.Namespace) -> int:
+    """Pull Langfuse's observations and scores into a drop (``pull/langfuse.py``); one line says what came."""
+    from .pull.langfuse import pull_langfuse
+    from .settings import langfuse_settings
+
+    home = PulseHome.from_env()
+    report = pull_langfuse(
+        home.work_db.parent,
+        home.drops,
+        langfuse_settings(),
+        page_size=args.page_size,
+        max_pages=args.max_pages,
+        say=_say,
+    )
+    print(report.line())
+    if report.drop is not None:
+        print("the drop sensor loads it under `pulse ui`; or run `pulse materialize`")
+    return 0
+
+
 def cmd_discover(args: argparse.Namespace) -> int:
     """Feature discovery (Appendix A.2): an LLM proposes rubric features; each is annotated and its rho gain shown."""
     from .settings import feature_settings
@@ -698,6 +718,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.set_defaults(func=cmd_diff)
 
+    s = sub.add_parser("pull", help="pull traces and scores from Langfuse's API into a drop (PULSE_LANGFUSE_*)")
+    s.add_argument("source", choices=["langfuse"], help="where from (docs/sources/langfuse-pull.md)")
+    s.add_argument("--page-size", type=int, help="rows a page (default and most: 1000 observations, 100 scores)")
+    s.add_argument("--max-pages", type=int, help="pages of each endpoint at most; the next pull resumes")
+    s.set_defaults(func=cmd_pull)
+
     s = sub.add_parser("discover", help="an LLM proposes rubric features; each is annotated and its rho gain shown")
     s.add_argument("--sample", type=int, default=20, help="rated sessions shown: half highest, half lowest rated")
     s.add_argument("--out", help="candidate rubric TOML (default PULSE_HOME/discover/candidate_rubric.toml)")
@@ -727,7 +753,7 @@ READS_SETTINGS = frozenset({"ingest", "materialize", "demo", "validate", "ui", "
 (``preflight.check_settings``), before a drop is copied or a model fitted. ``serve`` too: it writes drops the
 stages will read under these settings, so a home whose pipeline cannot run should not start collecting."""
 WRITES_HOME = frozenset(
-    {"ingest", "materialize", "demo", "validate", "ui", "report", "discover", "publish", "drop", "serve"}
+    {"ingest", "materialize", "demo", "validate", "ui", "report", "discover", "publish", "drop", "serve", "pull"}
 )
 """Commands that create or write files under PULSE_HOME: the home must be a folder this user can write."""
 HOME_FREE = frozenset({"power", "synth", "diff", "hook"})
@@ -774,6 +800,7 @@ def _check_arguments(args: argparse.Namespace) -> None:
         "ui": (("--port", 1),),
         "serve": (("--port", 1),),
         "ask": (("--budget", 0),),
+        "pull": (("--page-size", 1), ("--max-pages", 1)),
     }.get(command, ()):
         _at_least(args, option, low)
     if command == "synth" and Path(args.out).exists() and not Path(args.out).is_dir():
@@ -788,6 +815,8 @@ def _check_arguments(args: argparse.Namespace) -> None:
             raise UsageError(
                 f"--public-url {args.public_url!r} is not an http(s) URL such as https://pulse.example.org"
             )
+    if command == "pull" and args.page_size is not None and args.page_size > 1000:
+        raise UsageError(f"--page-size must be at most 1000, got {args.page_size}")
     if command == "ask" and args.floor is not None and not 0 < args.floor <= 1:
         raise UsageError(f"--floor must be in (0, 1], got {args.floor:g}")
 

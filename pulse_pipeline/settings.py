@@ -38,6 +38,11 @@ an optional mapping in place of ``os.environ`` so tests can pass settings withou
 | PULSE_SERVE_RATE_LIMIT | 100 | requests a second each token (or client) may make to ``pulse serve``; 0: no limit |
 | PULSE_SERVE_ROLL_RECORDS | 5000 | ``pulse serve`` rolls its journal into a drop file after this many records ... |
 | PULSE_SERVE_ROLL_SECONDS | 30 | ... or this many seconds after the oldest record not yet rolled |
+| PULSE_LANGFUSE_PUBLIC_KEY | none: no pull | a Langfuse project's public key (`pulse pull langfuse`, the pull sensor) |
+| PULSE_LANGFUSE_SECRET_KEY | none: no pull | its secret key (never printed or logged) |
+| PULSE_LANGFUSE_HOST | ``https://cloud.langfuse.com`` | the Langfuse the pull asks (self-hosted: its base URL) |
+| PULSE_LANGFUSE_PULL_INTERVAL | 300 | seconds between the pull sensor's pulls under `pulse ui` |
+| PULSE_LANGFUSE_PULL_OVERLAP | 3600 | seconds each pull asks again before the last one's end (late arrivals) |
 | PULSE_ASK_BUDGET | today's asks a day | the ask policy's budget: rating widgets shown per day (``--budget`` wins) |
 """
 
@@ -464,6 +469,64 @@ def hook_settings(environ: Env | None = None) -> HookSettings:
         state = base / "pulse" / "hooks"
     home = home_root(env) if _text(env, "PULSE_HOME") else None
     return HookSettings(url, _path(env, "PULSE_HOOK_TOKEN_FILE"), timeout, state, home)
+
+
+# --- pulling from Langfuse (pulse pull langfuse, the pull sensor) ----------------------------------------------
+
+
+LANGFUSE_PUBLIC_KEY = "PULSE_LANGFUSE_PUBLIC_KEY"
+LANGFUSE_SECRET_KEY = "PULSE_LANGFUSE_SECRET_KEY"
+LANGFUSE_HOST = "PULSE_LANGFUSE_HOST"
+
+
+@dataclass(frozen=True)
+class LangfuseSettings:
+    """What ``pulse pull langfuse`` and the pull sensor read (``pull/``).
+
+    The keys are a Langfuse project's API keys (HTTP basic auth: public key as user, secret key as password);
+    neither is ever printed (``repr=False``), and the secret is never logged. ``host`` is the base URL, without
+    a trailing ``/`` (Langfuse Cloud by default; a self-hosted instance's URL, with its path prefix if any).
+    ``interval_seconds``: how often the pull sensor pulls under ``pulse ui``. ``overlap_seconds``: each pull asks
+    again for this much time before the previous pull's end, because Langfuse ingests asynchronously and an
+    observation is listed by its start time (a span that ran an hour is written when it ends, an hour after its
+    start): what was already pulled and is unchanged is recognised and not written again."""
+
+    public_key: str | None = field(default=None, repr=False)
+    secret_key: str | None = field(default=None, repr=False)
+    host: str = "https://cloud.langfuse.com"
+    interval_seconds: int = 300
+    overlap_seconds: int = 3600
+
+    @property
+    def configured(self) -> bool:
+        """Both keys are set: the pull sensor pulls only then."""
+        return bool(self.public_key and self.secret_key)
+
+
+def langfuse_settings(environ: Env | None = None) -> LangfuseSettings:
+    """PULSE_LANGFUSE_*: the keys (None when unset: the caller says what is missing), the host (an http(s) URL),
+    the sensor's interval (60 s to a day) and the overlap (0 to 30 days)."""
+    env = _env(environ)
+    host = (_text(env, LANGFUSE_HOST) or LangfuseSettings.host).rstrip("/")
+    parts = urlsplit(host)
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment or parts.username:
+        raise SettingsError(
+            f"{LANGFUSE_HOST}={host!r} is not an http(s) base URL such as https://cloud.langfuse.com (no user,"
+            " query or fragment)"
+        )
+    interval = _integer(env, "PULSE_LANGFUSE_PULL_INTERVAL", LangfuseSettings.interval_seconds)
+    if not 60 <= interval <= 86400:
+        raise SettingsError(f"PULSE_LANGFUSE_PULL_INTERVAL={interval}: seconds, 60 to 86400 (default 300)")
+    overlap = _integer(env, "PULSE_LANGFUSE_PULL_OVERLAP", LangfuseSettings.overlap_seconds)
+    if not 0 <= overlap <= 30 * 86400:
+        raise SettingsError(f"PULSE_LANGFUSE_PULL_OVERLAP={overlap}: seconds, 0 to 2592000 (default 3600)")
+    return LangfuseSettings(
+        public_key=_text(env, LANGFUSE_PUBLIC_KEY),
+        secret_key=_text(env, LANGFUSE_SECRET_KEY),
+        host=host,
+        interval_seconds=interval,
+        overlap_seconds=overlap,
+    )
 
 
 # --- the rating service (pulse serve) ---------------------------------------------------------------------------

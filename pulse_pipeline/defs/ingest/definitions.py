@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from . import assets, sensors
+from . import assets, pull_sensor, sensors
 
 ingest_job = dg.define_asset_job(
     sensors.INGEST_JOB,
@@ -15,5 +15,5 @@ def definitions() -> dg.Definitions:
     return dg.Definitions(
         assets=dg.load_assets_from_modules([assets]),
         jobs=[ingest_job],
-        sensors=[sensors.drop_sensor],
+        sensors=[sensors.drop_sensor, pull_sensor.langfuse_pull_sensor()],
     )
