@@ -1,0 +1,247 @@
+"""Arms without an assignment file (issue 39, item 4): an experiment whose arms are a session field
+(``arms_from`` in experiments.toml) is estimated, marked ``observational`` in the effects table and the conclusions,
+worded as an association, and shown in the report with its arms' balance. Every number below is worked out by hand
+from the rows the test writes."""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import UTC, datetime
+
+import polars as pl
+import pytest
+
+from pulse_pipeline import tables
+from pulse_pipeline.estimates.conclusions import conclusion_row, conclusion_rows
+from pulse_pipeline.estimates.effects import Settings
+from pulse_pipeline.estimates.experiment_effects import experiment_effect_rows
+from pulse_pipeline.estimates.experiments import (
+    OBSERVATIONAL,
+    RANDOMIZED,
+    ArmsFrom,
+    experiments_config,
+    experiments_of,
+)
+from pulse_pipeline.estimates.feature_comparisons import feature_comparison_rows
+from pulse_pipeline.estimates.sessions import assigned_sessions
+from pulse_pipeline.report.page import build_page
+from pulse_pipeline.settings_files import SettingsFileError
+
+FAST = Settings(n_resamples=500, n_permutations=500)
+
+# session id -> (metadata_json, label or None, n_turns); the model experiment's arms come from metadata.model. n_turns
+# does not separate the rated sessions from the unrated ones in either arm, so AIPW's propensity fit has something
+# to fit
+SESSIONS = {
+    "c1": ({"model": "claude"}, 1.0, 2.0),
+    "c2": ({"model": "claude"}, 0.75, 8.0),
+    "c3": ({"model": "claude"}, 0.5, 6.0),
+    "c4": ({"model": "claude"}, None, 4.0),
+    "g1": ({"model": "gpt"}, 0.5, 1.0),
+    "g2": ({"model": "gpt"}, 0.25, 5.0),
+    "g3": ({"model": "gpt"}, 0.0, 3.0),
+    "g4": ({"model": "gpt"}, None, 2.0),
+    "g5": ({"model": "gpt"}, None, 4.0),
+    "n1": ({"other": 1}, 1.0, 1.0),  # no model: in no arm
+    "n2": ({"model": None}, 1.0, 1.0),  # a JSON null: in no arm
+    "n3": ({"model": {"id": "x"}}, 1.0, 1.0),  # an object is no arm's name: in no arm
+    "o1": ({"model": "llama"}, 0.0, 1.0),  # a value outside `arms`: in no arm
+}
+MODEL = ArmsFrom("metadata.model", ("claude", "gpt"))
+# a randomized experiment over the same sessions, from staging.assignments
+PLANNING = {"c1": "plan", "c2": "plan", "g1": "plan", "g2": "plan", "c3": "none", "c4": "none", "g3": "none"}
+
+
+def _write_rows(wh) -> None:
+    staged = [
+        {c: None for c in tables.STAGING_SESSIONS.column_names}
+        | {"session_id": s, "user_id": f"u-{s}", "source_format": "claude_code", "metadata_json": json.dumps(m)}
+        for s, (m, _, _) in SESSIONS.items()
+    ]
+    wh.append(tables.STAGING_SESSIONS, pl.DataFrame(staged, schema=tables.STAGING_SESSIONS.column_names))
+    wh.append(
+        tables.STAGING_ASSIGNMENTS,
+        pl.DataFrame(
+            [(s, "planning", v, f"u-{s}", "assignments_file") for s, v in PLANNING.items()],
+            schema=tables.STAGING_ASSIGNMENTS.column_names,
+            orient="row",
+        ),
+    )
+    labels = [(s, 1, 1 + 4 * y, y, "stars_1_5") for s, (_, y, _) in SESSIONS.items() if y is not None]
+    wh.append(tables.SESSION_LABELS, pl.DataFrame(labels, schema=tables.SESSION_LABELS.column_names, orient="row"))
+    # every session predicted: a prediction near its label (0.5 when unrated), so the model-assisted methods run
+    predictions = pl.DataFrame(
+        {
+            "session_id": list(SESSIONS),
+            "prediction": [0.5 if y is None else 0.8 * y + 0.1 for _, y, _ in SESSIONS.values()],
+        }
+    )
+    wh.con.register("_test_predictions", predictions)
+    columns = ", ".join(
+        {"session_id": "session_id", "prediction": "prediction", "prediction_calibrated": "prediction"}.get(
+            c, f"NULL AS {c}"
+        )
+        for c in tables.PREDICTIONS.column_names
+    )
+    wh.con.execute(f"INSERT INTO {tables.PREDICTIONS.qualified} SELECT {columns} FROM _test_predictions")
+    wh.con.execute("CREATE SCHEMA IF NOT EXISTS features")
+    wh.con.execute(
+        "CREATE TABLE features.session_features (session_id VARCHAR, annotation_status VARCHAR, n_turns DOUBLE)"
+    )
+    wh.con.executemany(
+        "INSERT INTO features.session_features VALUES (?, 'done', ?)", [(s, t) for s, (_, _, t) in SESSIONS.items()]
+    )
+
+
+@pytest.fixture
+def frame(wh):
+    _write_rows(wh)
+    return assigned_sessions(wh, arms_from={"model": MODEL})
+
+
+def test_sessions_get_their_arm_from_the_field_and_those_without_it_are_counted(frame):
+    model = frame.filter(pl.col("experiment") == "model")
+    arms = dict(model.group_by("variant").len().iter_rows())
+    assert arms == {"claude": 4, "gpt": 5}  # n1, n2, n3 have no usable model; o1's llama is not among `arms`
+    assert set(model["design"]) == {OBSERVATIONAL}
+    [note] = set(model["design_note"])
+    assert "3 session(s) without metadata.model" in note and "1 with a value outside its arms" in note
+    planning = frame.filter(pl.col("experiment") == "planning")
+    assert planning.height == len(PLANNING) and set(planning["design"]) == {RANDOMIZED}
+    assert planning["design_note"].is_null().all()
+    # a session is in both experiments: one row each
+    assert frame.filter(pl.col("session_id") == "c1")["experiment"].sort().to_list() == ["model", "planning"]
+
+
+def test_assignments_win_over_arms_from_for_the_same_experiment(wh):
+    _write_rows(wh)
+    frame = assigned_sessions(wh, arms_from={"model": MODEL, "planning": ArmsFrom("source_format")})
+    planning = frame.filter(pl.col("experiment") == "planning")
+    assert dict(planning.group_by("variant").len().iter_rows()) == {"plan": 4, "none": 3}  # the file's arms
+    assert set(planning["design"]) == {RANDOMIZED}
+    assert set(planning["design_note"]) == {
+        "arms from its assignments, which win over arms_from = 'source_format' in experiments.toml"
+    }
+
+
+def test_a_column_of_staging_sessions_is_a_field_too(wh):
+    _write_rows(wh)
+    frame = assigned_sessions(wh, arms_from={"tool": ArmsFrom("source_format")})
+    tool = frame.filter(pl.col("experiment") == "tool")
+    assert tool.height == len(SESSIONS) and set(tool["variant"]) == {"claude_code"}
+
+
+def test_the_effects_table_marks_the_comparison_observational_with_the_hand_worked_difference(frame):
+    rows = experiment_effect_rows(frame, {"model": "claude", "planning": "none"}, FAST)
+    model = {r.method: r for r in rows if r.experiment == "model"}
+    naive = model["naive_welch"]
+    assert (naive.treatment, naive.control) == ("gpt", "claude")
+    # rated means: gpt (0.5 + 0.25 + 0) / 3 = 0.25, claude (1 + 0.75 + 0.5) / 3 = 0.75
+    assert naive.effect == pytest.approx(0.25 - 0.75)
+    # each arm's variance (ddof 1) is 0.0625: se = sqrt(0.0625 / 3 + 0.0625 / 3)
+    assert naive.se == pytest.approx(math.sqrt(2 * 0.0625 / 3))
+    assert (naive.n_labeled_treatment, naive.n_labeled_control) == (3, 3)
+    assert (naive.N_unlabeled_treatment, naive.N_unlabeled_control) == (2, 1)
+    assert all(r.design == OBSERVATIONAL for r in model.values())
+    assert all("observational: arms from the session field metadata.model" in r.note for r in model.values())
+    assert all("3 session(s) without metadata.model" in r.note for r in model.values())
+    planning = [r for r in rows if r.experiment == "planning"]
+    assert planning and all(r.design == RANDOMIZED for r in planning)
+
+
+def test_the_conclusion_states_an_association_never_an_effect(frame):
+    rows = [vars(r) for r in experiment_effect_rows(frame, {}, FAST)]
+    by = {(c.experiment, c.treatment): c for c in conclusion_rows(rows)}
+    model = by[("model", "gpt")]
+    assert model.design == OBSERVATIONAL and by[("planning", "plan")].design == RANDOMIZED
+    # PPI++ (n_turns tracks nothing; the predictions track the labels) excludes zero: rated lower
+    assert model.sentence.startswith("Sessions with gpt are rated lower than sessions with claude: ")
+    assert "an association, not the effect of gpt" in model.sentence
+    assert model.verdict == "gpt rated lower (associational)"
+    for word in ("caused", "happier", "made users"):
+        assert word not in model.sentence.lower()
+    # an interval that excludes zero: who is rated higher, said of sessions, and the verdict says associational
+    row = dict(rows[0]) | {
+        "experiment": "model",
+        "treatment": "gpt",
+        "control": "claude",
+        "method": "naive_welch",
+        "valid": True,
+        "flags": None,
+        "effect": -0.5,
+        "ci_low": -0.7,
+        "ci_high": -0.3,
+        "p_holm": 0.001,
+        "width_vs_naive": 1.0,
+        "design": OBSERVATIONAL,
+    }
+    found = conclusion_row([row], None, 1)
+    assert found.sentence.startswith("Sessions with gpt are rated lower than sessions with claude: ")
+    assert found.verdict == "gpt rated lower (associational)"
+    assert "caused" not in found.sentence and "happier" not in found.sentence
+    unsure = conclusion_row([row | {"ci_high": 0.1}], None, 1)
+    assert unsure.sentence.startswith("No detectable difference between sessions with gpt and sessions with claude")
+    assert "an association, not the effect of gpt" in unsure.sentence
+    randomized = conclusion_row([row | {"design": RANDOMIZED}], None, 1)
+    assert randomized.sentence.startswith("gpt is rated lower than claude: ")
+    assert "association" not in randomized.sentence and randomized.verdict == "gpt rated lower"
+
+
+def test_the_report_names_it_associational_and_shows_the_balance(wh, frame):
+    effects = experiment_effect_rows(frame, {"model": "claude", "planning": "none"}, FAST)
+    wh.replace(tables.EXPERIMENT_EFFECTS, effects, nan_as_null=True)
+    wh.replace(tables.CONCLUSIONS, conclusion_rows([vars(r) for r in effects]))
+    exps = experiments_of(frame, {"model": "claude", "planning": "none"})
+    wh.replace(tables.FEATURE_COMPARISONS, feature_comparison_rows(frame, ["n_turns"], exps), nan_as_null=True)
+    html = build_page(wh.con, "test", datetime(2026, 1, 1, tzinfo=UTC)).html
+    model = html[html.index("<h3>Experiment model</h3>") : html.index("<h3>Experiment planning</h3>")]
+    assert "Associational, not an effect." in model
+    assert "not what switching to gpt would do" in model
+    # rated share: gpt 3 of 5, claude 3 of 4
+    assert '<td>gpt</td><td class="num">5</td><td class="num">3</td><td class="num">0.600</td>' in model
+    assert '<td>claude</td><td class="num">4</td><td class="num">3</td><td class="num">0.750</td>' in model
+    # n_turns: gpt 1..5 (mean 3, var 2.5), claude 2, 4, 6, 8 (mean 5, var 20/3): d = -2 / sqrt((2.5 + 20/3) / 2)
+    d = -2 / math.sqrt((2.5 + 20 / 3) / 2)
+    assert f"{d:+.2f}" == "-0.93"
+    assert '<td>n_turns</td><td class="num">3.000</td><td class="num">5.000</td><td class="num">-0.93</td>' in model
+    assert "1 of 1 features differ between the arms by more than 0.1 standard deviations" in model
+    planning = html[html.index("<h3>Experiment planning</h3>") :]
+    assert "Associational" not in planning.split("<h2")[0]  # the randomized experiment: no such paragraph
+
+
+def test_a_field_that_is_no_session_field_is_one_line_naming_the_file_and_the_key(tmp_path):
+    path = tmp_path / "experiments.toml"
+    path.write_text('[experiments.model]\ncontrol = "claude"\narms_from = "modle"\n')
+    with pytest.raises(SettingsFileError) as error:
+        experiments_config(path)
+    message = str(error.value)
+    assert message.startswith(f"{path}, line 3: experiments.model.arms_from 'modle' is no session field")
+    assert "metadata.<key>" in message and "\n" not in message
+    for bad, what in (
+        ('"metadata."', "is no metadata path"),
+        ('"metadata_json"', "is no session field"),
+        ('"session_id"', "names each session alone"),
+        ("3", "must name a session field"),
+    ):
+        path.write_text(f"[experiments.model]\narms_from = {bad}\n")
+        with pytest.raises(SettingsFileError, match=what):
+            experiments_config(path)
+    path.write_text('[experiments.model]\narms_from = "metadata.model"\ncontrol = "x"\narms = ["a", "b"]\n')
+    with pytest.raises(SettingsFileError, match=r"line 3: experiments.model: control 'x' is not one of its arms"):
+        experiments_config(path)
+    path.write_text('[experiments.model]\narms = ["a"]\n')
+    with pytest.raises(SettingsFileError, match=r"line 2: .*give arms_from too"):
+        experiments_config(path)
+    path.write_text('[experiments.model]\narms_from = "metadata.metadata.team"\narms = ["a", "b"]\ncontrol = "a"\n')
+    config = experiments_config(path)
+    assert config.arms_from == {"model": ArmsFrom("metadata.metadata.team", ("a", "b"))}
+    assert config.controls == {"model": "a"}
+
+
+def test_the_preflight_refuses_the_bad_key_before_any_work(pulse_home):
+    from pulse_pipeline.preflight import check_settings
+
+    (pulse_home.root / "experiments.toml").write_text('[experiments.model]\narms_from = "metadata..model"\n')
+    with pytest.raises(SettingsFileError, match=r"experiments.toml, line 2: experiments.model.arms_from"):
+        check_settings(pulse_home, {})
