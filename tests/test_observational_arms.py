@@ -245,3 +245,59 @@ def test_the_preflight_refuses_the_bad_key_before_any_work(pulse_home):
     (pulse_home.root / "experiments.toml").write_text('[experiments.model]\narms_from = "metadata..model"\n')
     with pytest.raises(SettingsFileError, match=r"experiments.toml, line 2: experiments.model.arms_from"):
         check_settings(pulse_home, {})
+
+
+@pytest.mark.slow
+def test_a_synthetic_corpus_with_models_and_no_assignments_file_runs_end_to_end(pulse_home, tmp_path, monkeypatch):
+    """The generator's sessions, each record given a ``model`` (every third session none), no assignments file:
+    the experiment declared with ``arms_from`` is estimated, marked observational, and the report says so."""
+    import duckdb
+
+    from pulse_pipeline.runs import ingest
+    from pulse_pipeline.synth import write_corpus
+
+    monkeypatch.setenv("PULSE_CV_SEEDS", "2")
+    monkeypatch.setenv("PULSE_MODEL_FAMILIES", "lightgbm")
+    corpus = tmp_path / "corpus"
+    write_corpus(corpus, 900, seed=5)
+    (corpus / "assignments.csv").unlink()
+    models = {}
+    for path in sorted(corpus.glob("sessions-*.jsonl")):
+        lines = []
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            number = int(record["session_id"].rsplit("-s", 1)[1])
+            if number % 3:  # every third session has no model: in no arm
+                record["model"] = models[record["session_id"]] = "gpt-5" if number % 3 == 1 else "claude-4-sonnet"
+            lines.append(json.dumps(record))
+        path.write_text("\n".join(lines) + "\n")
+    (pulse_home.root / "experiments.toml").write_text(
+        '[experiments.model]\narms_from = "metadata.model"\ncontrol = "claude-4-sonnet"\n'
+    )
+    ingest(pulse_home, corpus, say=lambda _: None)
+    with duckdb.connect(str(pulse_home.warehouse), read_only=True) as con:
+        rows = con.execute(
+            "SELECT treatment, control, method, design, note, effect, n_labeled_treatment, n_labeled_control,"
+            " N_unlabeled_treatment, N_unlabeled_control FROM estimates.experiment_effects"
+        ).fetchall()
+        labels = dict(con.execute("SELECT session_id, label FROM staging.session_labels").fetchall())
+        staged = {s for (s,) in con.execute("SELECT session_id FROM staging.sessions").fetchall()}
+        conclusion = con.execute("SELECT design, sentence FROM estimates.conclusions").fetchall()
+    # the arms and the difference of rated means, from what the test wrote and the labels staging kept
+    arms = {arm: [s for s, m in models.items() if m == arm and s in staged] for arm in ("gpt-5", "claude-4-sonnet")}
+    rated = {arm: [labels[s] for s in ids if s in labels] for arm, ids in arms.items()}
+    without = len(staged) - sum(len(ids) for ids in arms.values())
+    assert without > 0
+    naive = next(r for r in rows if r[2] == "naive_welch")
+    treatment, control, _, design, note, effect, n_t, n_c, big_n_t, big_n_c = naive
+    assert (treatment, control, design) == ("gpt-5", "claude-4-sonnet", OBSERVATIONAL)
+    assert (n_t, n_c) == (len(rated["gpt-5"]), len(rated["claude-4-sonnet"]))
+    assert (n_t + big_n_t, n_c + big_n_c) == (len(arms["gpt-5"]), len(arms["claude-4-sonnet"]))
+    mean = {arm: sum(v) / len(v) for arm, v in rated.items()}
+    assert effect == pytest.approx(mean["gpt-5"] - mean["claude-4-sonnet"])
+    assert f"{without} session(s) without metadata.model" in note
+    assert {r[3] for r in rows} == {OBSERVATIONAL}
+    [(design, sentence)] = conclusion
+    assert design == OBSERVATIONAL and "an association, not the effect of gpt-5" in sentence
+    report = (pulse_home.root / "report" / "index.html").read_text()
+    assert "Associational, not an effect." in report and "Feature balance" in report
