@@ -195,6 +195,9 @@ def test_the_report_names_it_associational_and_shows_the_balance(wh, frame):
     exps = experiments_of(frame, {"model": "claude", "planning": "none"})
     wh.replace(tables.FEATURE_COMPARISONS, feature_comparison_rows(frame, ["n_turns"], exps), nan_as_null=True)
     html = build_page(wh.con, "test", datetime(2026, 1, 1, tzinfo=UTC)).html
+    summary = html[: html.index("<h3>Experiment model</h3>")]
+    assert "Associational, not effects: the arms of model come from a session field" in summary
+    assert "gpt rated lower (associational)" in summary
     model = html[html.index("<h3>Experiment model</h3>") : html.index("<h3>Experiment planning</h3>")]
     assert "Associational, not an effect." in model
     assert "not what switching to gpt would do" in model
@@ -301,3 +304,19 @@ def test_a_synthetic_corpus_with_models_and_no_assignments_file_runs_end_to_end(
     assert design == OBSERVATIONAL and "an association, not the effect of gpt-5" in sentence
     report = (pulse_home.root / "report" / "index.html").read_text()
     assert "Associational, not an effect." in report and "Feature balance" in report
+
+
+def test_the_cli_says_the_bad_key_in_one_line(pulse_home, tmp_path, capsys):
+    from pulse_pipeline import cli
+
+    path = pulse_home.root / "experiments.toml"
+    path.write_text('[experiments.model]\narms_from = "metadata.model"\n\n[experiments.v]\narms_from = "version"\n')
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    (drop / "ratings.csv").write_text("session_id,rating\ns1,5\n")
+    code = cli.main(["ingest", str(drop)])
+    err = capsys.readouterr().err
+    [line] = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and "Traceback" not in err
+    assert line.startswith(f"pulse ingest: {path}, line 5: experiments.v.arms_from 'version' is no session field: ")
+    assert "source_format, user_id, experiment, variant" in line and line.endswith(") or metadata.<key>")
