@@ -320,3 +320,23 @@ def test_the_cli_says_the_bad_key_in_one_line(pulse_home, tmp_path, capsys):
     assert code == 2 and "Traceback" not in err
     assert line.startswith(f"pulse ingest: {path}, line 5: experiments.v.arms_from 'version' is no session field: ")
     assert "source_format, user_id, experiment, variant" in line and line.endswith(") or metadata.<key>")
+
+
+def test_a_session_in_two_experiments_counts_once_where_sessions_are_pooled(frame):
+    from pulse_pipeline.estimates.benchmarks import CLUSTER_FEATURE, cluster_ratings
+    from pulse_pipeline.estimates.label_shift import label_shift_rows
+    from pulse_pipeline.features.wide import option_column
+
+    # the frame holds c1..c4 and g1..g5 in the model experiment, and seven of them again in planning
+    assert frame.height == 9 + 7
+    [row] = label_shift_rows(frame, ["n_turns"])
+    assert (row.n_rated, row.n_unrated) == (6, 3)  # c1-c3 and g1-g3 rated; c4, g4, g5 not
+    column = option_column(CLUSTER_FEATURE, "fix_bugs")
+    both = pl.concat(
+        [
+            frame.select("session_id", "variant", "labeled", "label"),
+            frame.filter(pl.col("experiment") == "model").select("session_id", "variant", "labeled", "label"),
+        ]  # the same arm names in a second experiment
+    ).with_columns(pl.lit(1).alias(column))
+    ratings = cluster_ratings(both, ["fix_bugs"])
+    assert sorted(ratings.filter(pl.col("variant") == "gpt")["session_id"].to_list()) == ["g1", "g2", "g3"]
