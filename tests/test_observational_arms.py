@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 from datetime import UTC, datetime
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -340,3 +341,46 @@ def test_a_session_in_two_experiments_counts_once_where_sessions_are_pooled(fram
     ).with_columns(pl.lit(1).alias(column))
     ratings = cluster_ratings(both, ["fix_bugs"])
     assert sorted(ratings.filter(pl.col("variant") == "gpt")["session_id"].to_list()) == ["g1", "g2", "g3"]
+
+
+SAMPLES = Path("/work/shared/samples")
+
+
+class _Reader:
+    """What ``assigned_sessions`` asks of a warehouse, over a read-only connection to a published file."""
+
+    def __init__(self, con) -> None:
+        self.con = con
+
+    def frame(self, sql: str, params: list | None = None) -> pl.DataFrame:
+        return self.con.execute(sql, params or []).pl()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not (SAMPLES / "claude_code").is_dir() or not (SAMPLES / "codex").is_dir(),
+    reason="the real Claude Code and Codex samples (../shared/samples) are not on this machine",
+)
+def test_real_claude_code_and_codex_sessions_get_their_model_as_arm(pulse_home, tmp_path):
+    """The real samples: each Claude Code session's main model (the one most of its usage names) and the Codex
+    rollout's ``gpt-5.5``; simonw's Codex sample names no model, so it is in no arm (read from the files)."""
+    import shutil
+
+    import duckdb
+
+    from pulse_pipeline.runs import ingest
+
+    drop = tmp_path / "real"
+    drop.mkdir()
+    for path in [*(SAMPLES / "claude_code").glob("*.jsonl"), *(SAMPLES / "codex").glob("*.jsonl")]:
+        shutil.copy(path, drop / path.name)
+    ingest(pulse_home, drop, say=lambda _: None)
+    with duckdb.connect(str(pulse_home.warehouse), read_only=True) as con:
+        frame = assigned_sessions(_Reader(con), with_features=False, arms_from={"model": ArmsFrom("metadata.model")})
+    arms = dict(frame.group_by("variant").agg(pl.col("session_id").sort()).iter_rows())
+    assert arms == {
+        "claude-3-sonnet-20240229": ["edge_cases", "session_b", "test_session"],
+        "gpt-5.5": ["019e9625-802f-7e91-840a-cfe88d14117a"],
+    }
+    assert set(frame["design"]) == {OBSERVATIONAL}
+    assert "1 session(s) without metadata.model" in frame["design_note"][0]
