@@ -234,6 +234,9 @@ def test_a_field_that_is_no_session_field_is_one_line_naming_the_file_and_the_ke
     path.write_text('[experiments.model]\narms_from = "metadata.model"\ncontrol = "x"\narms = ["a", "b"]\n')
     with pytest.raises(SettingsFileError, match=r"line 3: experiments.model: control 'x' is not one of its arms"):
         experiments_config(path)
+    path.write_text('[experiments.model]\narms_from = "metadata.model"\nsplit = { a = 1, b = 1 }\n')
+    with pytest.raises(SettingsFileError, match=r"line 3: experiments.model.split: arms from a session field"):
+        experiments_config(path)
     path.write_text('[experiments.model]\narms = ["a"]\n')
     with pytest.raises(SettingsFileError, match=r"line 2: .*give arms_from too"):
         experiments_config(path)

@@ -146,8 +146,8 @@ def experiments_config(path: Path) -> ExperimentsConfig:
     other than ``experiments``; an experiment that is not a table or has a key other than control, split, unit,
     arms_from, arms; a control that is not a non-empty string; a unit other than "session" or "user"; a split that
     is not a table of arms, names no arm, gives an arm a weight that is not a positive number, or leaves out the
-    control; an ``arms_from`` that names no session field (:func:`field_problem`); ``arms`` without
-    ``arms_from``, not a non-empty list of texts, or leaving out the control.
+    control; an ``arms_from`` that names no session field (:func:`field_problem`) or comes with a split; ``arms``
+    without ``arms_from``, not a non-empty list of texts, or leaving out the control.
     """
     from ..settings_files import SettingsFileError, line_of, read_toml
 
@@ -195,7 +195,7 @@ def experiments_config(path: Path) -> ExperimentsConfig:
                 weights[str(arm)] = float(w)
             if "arms_from" in spec:
                 raise fail(
-                    f"{table}.split: arms from a session field (arms_from) were not split by anyone", table, "split"
+                    f"{table}.split: arms from a session field (arms_from) have no intended split", table, "split"
                 )
             if name in controls and controls[name] not in weights:
                 raise fail(
