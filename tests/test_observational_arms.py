@@ -210,6 +210,8 @@ def test_the_report_names_it_associational_and_shows_the_balance(wh, frame):
     assert f"{d:+.2f}" == "-0.93"
     assert '<td>n_turns</td><td class="num">3.000</td><td class="num">5.000</td><td class="num">-0.93</td>' in model
     assert "1 of 1 features differ between the arms by more than 0.1 standard deviations" in model
+    design = html[html.index('id="design"') :]
+    assert "<td>model</td><td>observational</td>" in design and "<td>planning</td><td>randomized</td>" in design
     planning = html[html.index("<h3>Experiment planning</h3>") :]
     assert "Associational" not in planning.split("<h2")[0]  # the randomized experiment: no such paragraph
 

@@ -286,12 +286,12 @@ def ask_policy(con: duckdb.DuckDBPyConnection) -> Rows:
 
 
 def units(con: duckdb.DuckDBPyConnection) -> Rows:
-    """Each experiment's randomization unit, where it came from, and the sessions it left out."""
+    """Each experiment's randomization unit, where it came from, the sessions it left out, and its design."""
     return _query(
         con,
         tables.EXPERIMENT_EFFECTS.qualified,
         f"""SELECT experiment, any_value(unit) AS unit, any_value(unit_source) AS unit_source,
-                  max(sessions_excluded) AS sessions_excluded
+                  max(sessions_excluded) AS sessions_excluded, any_value(design) AS design
            FROM {tables.EXPERIMENT_EFFECTS.qualified} GROUP BY experiment ORDER BY experiment""",
     )
 
