@@ -448,7 +448,8 @@ EXPERIMENT_EFFECTS = _t(
     "One row per experiment, treatment-vs-control comparison and method: the effect on the normalized label"
     " (and in stars), its interval, p-value, the data behind it and the honesty diagnostics; the randomization"
     " unit (session or user: intervals clustered by user), where it came from, and the sessions it left out; the"
-    " rating scale its labels are on (stars_1_5 or thumbs: the *_stars columns are NULL for thumbs).",
+    " rating scale its labels are on (stars_1_5 or thumbs: the *_stars columns are NULL for thumbs); the design"
+    " (randomized, or observational: arms from a session field, an association and not an effect).",
     ("experiment", VARCHAR),
     ("treatment", VARCHAR),
     ("control", VARCHAR),
@@ -479,6 +480,7 @@ EXPERIMENT_EFFECTS = _t(
     ("unit_source", VARCHAR),
     ("sessions_excluded", INTEGER),
     ("scale", VARCHAR),
+    ("design", VARCHAR),
 )
 
 RAW_TABLES = (DROPS, SESSIONS, EVENTS, RATINGS, ASKS, ASSIGNMENTS, QUARANTINE)
@@ -624,7 +626,8 @@ SRM_CHECK = _t(
 FEATURE_COMPARISONS = _t(
     "estimates.feature_comparisons",
     "The paper's Tables 6-10: per experiment comparison, population (rated sessions, as the paper, or all) and"
-    " feature, each arm's mean, the difference, its test and p-value, Benjamini-Hochberg adjusted within the table.",
+    " feature, each arm's mean, the difference, its test and p-value, Benjamini-Hochberg adjusted within the table;"
+    " the standardized difference (the arms' balance in that feature).",
     ("experiment", VARCHAR),
     ("treatment", VARCHAR),
     ("control", VARCHAR),
@@ -643,6 +646,7 @@ FEATURE_COMPARISONS = _t(
     ("p_value", DOUBLE),
     ("p_bh", DOUBLE),
     ("note", VARCHAR),
+    ("standardized_difference", DOUBLE),
 )
 
 LABEL_SHIFT = _t(
@@ -710,7 +714,7 @@ CONCLUSIONS = _t(
     " naive Welch: estimates/conclusions.py) and why; that estimate's effect and 95 % interval on the 0-1 scale"
     " and its width against naive; the direction when the interval excludes zero, Holm's adjusted p when the"
     " correction does not keep it, the minimum detectable effect when it holds zero; the verdict in a few words"
-    " and the plain sentence.",
+    " and the plain sentence; the design (randomized, or observational: the sentence states an association).",
     ("experiment", VARCHAR),
     ("treatment", VARCHAR),
     ("control", VARCHAR),
@@ -725,6 +729,7 @@ CONCLUSIONS = _t(
     ("mde", DOUBLE),
     ("verdict", VARCHAR),
     ("sentence", VARCHAR),
+    ("design", VARCHAR),
 )
 
 BENCHMARK_POINTS = _t(

@@ -206,7 +206,11 @@ def test_the_issues_broken_experiments_file_is_named_with_its_line(tmp_path):
 @pytest.mark.parametrize(
     ("text", "line", "what"),
     [
-        ('[experiments.x]\ncontol = "a"\n', 2, "experiments.x: unknown key 'contol' (known: control, split, unit)"),
+        (
+            '[experiments.x]\ncontol = "a"\n',
+            2,
+            "experiments.x: unknown key 'contol' (known: control, split, unit, arms_from, arms)",
+        ),
         ("[experiments.x]\nsplit = {}\n", 2, "experiments.x.split must name the arms and their weights, got {}"),
         (
             '# two arms\n[experiments.x]\ncontrol = "a"\nsplit = { b = 1, c = 1 }\n',

@@ -110,13 +110,15 @@ POINTS = [
 COST = [
     {**c, "population": "all", "feature": "llm_cost_usd", "kind": "numeric", "n_treatment": 700, "n_control": 690,
      "mean_treatment": mt, "mean_control": mc, "difference": mt - mc, "relative_difference": (mt - mc) / mc,
-     "sd_treatment": 0.2, "sd_control": 0.2, "test": "welch t", "p_value": 0.3, "p_bh": 0.6}
+     "sd_treatment": 0.2, "sd_control": 0.2, "test": "welch t", "p_value": 0.3, "p_bh": 0.6,
+     "standardized_difference": (mt - mc) / 0.2}
     for c, mt, mc in ((BACKBONE, 0.3125, 0.25), (PLANNING, 0.2, 0.2))
 ]  # fmt: skip
 FEATURES = [
     {**BACKBONE, "population": "all", "feature": f, "kind": "numeric", "n_treatment": 700, "n_control": 690,
      "mean_treatment": mt, "mean_control": mc, "sd_treatment": sd, "sd_control": sd, "difference": mt - mc,
-     "relative_difference": (mt - mc) / mc, "test": "welch t", "p_value": p, "p_bh": p * 3}
+     "relative_difference": (mt - mc) / mc, "test": "welch t", "p_value": p, "p_bh": p * 3,
+     "standardized_difference": (mt - mc) / sd}  # equal sds: the pooled sd is sd
     for f, mt, mc, sd, p in (("user_message_count", 14.0, 12.0, 4.0, 0.001), ("file_edits", 5.0, 5.5, 2.0, 0.2))
 ]  # fmt: skip
 

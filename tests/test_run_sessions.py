@@ -13,6 +13,7 @@ from pulse_pipeline import tables
 from pulse_pipeline.definitions import build_definitions
 from pulse_pipeline.defs.estimates.sessions import SESSIONS_DEPS, run_sessions
 from pulse_pipeline.defs.specs import key
+from pulse_pipeline.estimates.experiments import ArmsFrom
 from pulse_pipeline.estimates.sessions import KEYS, assigned_sessions
 
 
@@ -34,15 +35,25 @@ class _RecordingWarehouse:
     def fetchone(self):
         return (1,)  # features.session_features exists
 
+    def fetchall(self):
+        return []  # no experiment has assignments
+
+    def register(self, name, frame) -> None:
+        pass
+
+    def unregister(self, name) -> None:
+        pass
+
     def frame(self, sql: str, params=None) -> pl.DataFrame:
         self.sql.append(sql)
-        return pl.DataFrame()
+        return pl.DataFrame(schema={"session_id": pl.Utf8, "user_id": pl.Utf8, "value": pl.Utf8})
 
 
 def test_the_deps_name_every_table_the_frame_reads():
     recorder = _RecordingWarehouse()
-    assigned_sessions(recorder)
-    read = set(re.findall(r"(?:FROM|JOIN)\s+([a-z_]+\.[a-z_]+)", recorder.sql[-1]))
+    assigned_sessions(recorder, arms_from={"model": ArmsFrom("metadata.model")})  # arms from a session field too
+    read = {t for sql in recorder.sql for t in re.findall(r"(?:FROM|JOIN)\s+([a-z_]+\.[a-z_]+)", sql)}
+    read.discard("information_schema.tables")  # whether features.session_features exists: DuckDB's catalog
     assert read == {".".join(_dep_key(d).path) for d in SESSIONS_DEPS}
 
 
@@ -80,15 +91,15 @@ def _assign(wh, *rows: tuple[str, str, str]) -> None:
 
 def test_a_run_reads_the_frame_once_and_the_next_run_again(wh):
     _assign(wh, ("s1", "exp", "a"), ("s2", "exp", "b"))
-    first = run_sessions("run-1", "home-a", wh)
+    first = run_sessions("run-1", "home-a", wh, {})
     assert first["session_id"].to_list() == ["s1", "s2"]
     _assign(wh, ("s3", "exp", "a"))  # written after the run's first read: a run never does this to its inputs
-    assert run_sessions("run-1", "home-a", wh) is first
-    keys_only = run_sessions("run-1", "home-a", wh, with_features=False)
+    assert run_sessions("run-1", "home-a", wh, {}) is first
+    keys_only = run_sessions("run-1", "home-a", wh, {}, with_features=False)
     assert keys_only.columns == list(KEYS) and keys_only.equals(first.select(KEYS))
-    assert run_sessions("run-2", "home-a", wh)["session_id"].to_list() == ["s1", "s2", "s3"]
-    assert run_sessions("run-2", "home-b", wh) is not run_sessions("run-2", "home-a", wh)  # another warehouse
+    assert run_sessions("run-2", "home-a", wh, {})["session_id"].to_list() == ["s1", "s2", "s3"]
+    assert run_sessions("run-2", "home-b", wh, {}) is not run_sessions("run-2", "home-a", wh, {})  # another warehouse
     # no frame kept for a run yet: the keys are read on their own, and not kept
     _assign(wh, ("s4", "exp", "b"))
-    assert run_sessions("run-3", "home-a", wh, with_features=False)["session_id"].to_list()[-1] == "s4"
-    assert run_sessions("run-3", "home-a", wh)["session_id"].len() == 4
+    assert run_sessions("run-3", "home-a", wh, {}, with_features=False)["session_id"].to_list()[-1] == "s4"
+    assert run_sessions("run-3", "home-a", wh, {})["session_id"].len() == 4

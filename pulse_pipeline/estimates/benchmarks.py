@@ -324,7 +324,9 @@ def cluster_ratings(sessions: pl.DataFrame, clusters: Iterable[str]) -> pl.DataF
     ``option_column("development_cluster", c)``. A cluster without its column (the feature stage has not run, or
     the rubric changed) has no sessions.
     """
-    rated = sessions.filter(pl.col("labeled"))
+    # a session in two experiments whose arms share a name (a randomized llm-backbone and a model read from the
+    # sessions' metadata) is one rating of that arm, not two
+    rated = sessions.filter(pl.col("labeled")).unique(["session_id", "variant"], keep="first", maintain_order=True)
     parts = []
     for cluster in clusters:
         column = option_column(CLUSTER_FEATURE, cluster)

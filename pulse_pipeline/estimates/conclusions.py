@@ -21,6 +21,11 @@ vary, or the predictions miss the ratings by more than the ratings vary, as AIPW
 (``stats.aipw.WEIGHTS_VARY``, ``PREDICTIONS_MISS``); for PPI++ and cross-PPI, how weakly the predictions track the
 ratings out of fold).
 
+An observational comparison (``design``: arms from a session field, not randomized: ``field_arms.py``) is read
+by the same rule, but its sentence states an association: "sessions with X are rated higher than sessions with
+Y", then that it is not the effect of X (the arms may differ in who used them and for what), never that X made
+users happier; its verdict says "(associational)".
+
 Numbers in the sentence are written as the report writes them (``number``, ``in_stars``): effects in stars are
 4 x the 0-1 difference (``stars.label_difference_in_stars``), 2 decimals.
 """
@@ -33,6 +38,7 @@ from dataclasses import dataclass, replace
 
 from ..stars import label_difference_in_stars
 from ..stats.aipw import PREDICTIONS_MISS, WEIGHTS_VARY
+from .experiments import OBSERVATIONAL, RANDOMIZED
 from .methods import Method, method_label
 
 HIGHER, LOWER = "higher", "lower"
@@ -60,6 +66,14 @@ class ConclusionRow:
     mde: float | None = None  # when the interval holds zero: the smallest effect the test detects (80 % power)
     verdict: str  # the conclusion in a few words
     sentence: str  # the conclusion in one plain sentence, the method and why in parentheses
+    design: str = RANDOMIZED  # the experiment's design: RANDOMIZED, or OBSERVATIONAL (an association)
+
+
+ASSOCIATIONAL = (
+    "; an association, not the effect of {treatment}: the arms come from a session field, not from randomization,"
+    " and their sessions may differ in who ran them and on what"
+)
+"""What an observational comparison's sentence adds after its numbers (``sentence``)."""
 
 
 # ---------------------------------------------------------------- numbers as the sentence (and the report) write them
@@ -197,6 +211,8 @@ def lead(row: ConclusionRow | Mapping) -> str | None:
     if get("method") is None:
         return None
     if get("direction") is not None:
+        if get("design") == OBSERVATIONAL:
+            return f"Sessions with {get('treatment')} are rated {get('direction')} than sessions with {get('control')}"
         return f"{get('treatment')} is rated {get('direction')} than {get('control')}"
     return "No detectable difference"
 
@@ -221,12 +237,19 @@ def sentence(row: ConclusionRow, n_comparisons: int, width: str = "") -> str:
                 f" (adjusted p = {row.p_holm_caveat:.3f})"
             )
     else:
-        text = f"{lead(row)} between {row.treatment} and {row.control}: {span} by {name}{width}"
+        arms = (
+            f"sessions with {row.treatment} and sessions with {row.control}"
+            if row.design == OBSERVATIONAL
+            else f"{row.treatment} and {row.control}"
+        )
+        text = f"{lead(row)} between {arms}: {span} by {name}{width}"
         if row.mde is not None:
             text += (
                 f"; the test could have detected {in_stars(row.mde, False)} stars or more"
                 f" ({number(row.mde, 3)} on the 0–1 scale, 80 % power)"
             )
+    if row.design == OBSERVATIONAL:
+        text += ASSOCIATIONAL.format(treatment=row.treatment)
     return f"{text}. ({row.why}.)"
 
 
@@ -244,6 +267,7 @@ def conclusion_row(rows: Sequence[Mapping], power: Mapping | None, n_comparisons
     comparisons (for Holm's caveat)."""
     first = rows[0]
     experiment, treatment, control = first["experiment"], first["treatment"], first["control"]
+    design = first.get("design") or RANDOMIZED
     notes = "; ".join(sorted({r["note"] for r in rows if r["note"]}))
     if treatment is None:
         return ConclusionRow(
@@ -254,6 +278,7 @@ def conclusion_row(rows: Sequence[Mapping], power: Mapping | None, n_comparisons
             why=NOTHING_TO_COMPARE,
             verdict="not compared",
             sentence=f"{first['note'] or NOTHING_TO_COMPARE}.",
+            design=design,
         )
     found = verdict(rows, n_comparisons)
     chosen = found.chosen
@@ -267,6 +292,7 @@ def conclusion_row(rows: Sequence[Mapping], power: Mapping | None, n_comparisons
             why=why,
             verdict=found.short,
             sentence="",
+            design=design,
         )
     else:
         method = Method(chosen["method"])
@@ -283,8 +309,9 @@ def conclusion_row(rows: Sequence[Mapping], power: Mapping | None, n_comparisons
             direction=found.direction,
             p_holm_caveat=found.holm_p,
             mde=detectable(method, power) if found.direction is None else None,
-            verdict=found.short,
+            verdict=found.short + (" (associational)" if design == OBSERVATIONAL and found.direction else ""),
             sentence="",
+            design=design,
         )
     return replace(row, sentence=sentence(row, n_comparisons, "" if chosen is None else width_phrase(chosen)))
 

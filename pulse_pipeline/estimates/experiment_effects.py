@@ -11,6 +11,11 @@ Every row records the experiment's randomization unit (``experiments.resolve_uni
 sessions carry their user codes, so every interval is clustered by user, and the sessions of users seen in
 several arms are left out (``sessions_excluded`` and the note say how many).
 
+Every row records the experiment's design (``design``): ``randomized`` when its arms are assignments, or
+``observational`` when they come from a session field (``arms_from`` in ``experiments.toml``,
+``field_arms.py``): then its difference is an association, not the effect of the change, and the note says where
+the arms came from and how many sessions are in none.
+
 Every row records the rating scale its labels are on (``scale``: ``stars_1_5`` or ``thumbs``, chosen per
 experiment by ``sessions.one_scale_per_experiment``). Scales are never mixed in one comparison: the sessions of a
 comparison rated on the other scale count as unrated there, and the note says how many. The ``*_stars`` columns
@@ -29,7 +34,7 @@ from ..label_scales import STARS
 from ..stars import label_difference_in_stars
 from ..stats.multitest import holm
 from .effects import ArmData, MethodEstimate, Settings, arm_data, compare
-from .experiments import Experiment, Unit, experiments_of, for_unit, units_of
+from .experiments import RANDOMIZED, Experiment, Unit, experiments_of, for_unit, units_of
 from .methods import NO_METHOD
 from .sessions import feature_names, left_out_by_scale, one_scale_per_experiment
 
@@ -71,6 +76,7 @@ class EffectRow:
     unit_source: str | None = None  # "configured", or "detected: <evidence>"
     sessions_excluded: int = 0  # sessions of users seen in several arms, left out under unit = "user"
     scale: str | None = None  # the rating scale of the labels (label_scales.SCALES); None: no rated session
+    design: str = RANDOMIZED  # RANDOMIZED, or OBSERVATIONAL: arms from a session field (an association)
 
 
 def comparison_rows(
@@ -115,11 +121,12 @@ def comparison_rows(
             best_width_theory=diagnostics["best_width_theory"],
             valid=e.valid,
             flags=e.flags,
-            note="; ".join(x for x in (exp.note, unit.note, scale_note, e.note) if x) or None,
+            note="; ".join(x for x in (exp.notes, unit.note, scale_note, e.note) if x) or None,
             unit=unit.unit,
             unit_source=unit.source,
             sessions_excluded=unit.excluded_sessions,
             scale=scale,
+            design=exp.design,
         )
         for e in estimates
     ]
@@ -198,11 +205,12 @@ def experiment_effect_rows(
                     control=exp.control,
                     method=NO_METHOD,
                     valid=False,
-                    note=exp.nothing_to_compare,
+                    note="; ".join(x for x in (exp.nothing_to_compare, exp.design_note) if x),
                     unit=unit.unit,
                     unit_source=unit.source,
                     sessions_excluded=unit.excluded_sessions,
                     scale=scale,
+                    design=exp.design,
                 )
             )
             continue

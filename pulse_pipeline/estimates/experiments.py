@@ -8,6 +8,21 @@
     split = { "claude-4-sonnet" = 1, "gpt-5" = 1 }   # optional: the intended traffic split (relative weights)
     unit = "user"                                     # optional: what was randomized, "session" or "user"
 
+Arms without an assignment file (``arms_from``): an experiment whose arms are a session field, read for every
+staged session (``estimates/field_arms.py``)::
+
+    [experiments.model]
+    arms_from = "metadata.model"          # a staging.sessions column, or metadata.<key>[.<key>...] of metadata_json
+    control = "claude-4-sonnet"           # optional, as above
+    arms = ["claude-4-sonnet", "gpt-5"]   # optional: only these values are arms; sessions with others are in none
+
+Such arms were not randomized: the experiment's ``design`` is ``observational`` (:data:`OBSERVATIONAL`), every
+table that carries its comparison says so, and the report reads it as an association, not an effect. An experiment
+that has assignments (an assignments file or the sessions' own experiment and variant) is read from them and is
+``randomized`` even when the file also gives it an ``arms_from``: assignments win. A field that is no column of
+``staging.sessions`` and no ``metadata.<key>`` path, or one that names each session alone (``session_id``,
+``record_key``), stops the command in one line naming the file, the line and the key.
+
 An experiment the file does not name, or a control the data do not have, falls back to the first arm
 alphabetically (the reason is kept). Every other arm is a treatment compared with the control. Without a
 ``split`` the arms are meant to get equal traffic (what the sample-ratio check tests against).
@@ -30,11 +45,20 @@ other sessions).
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
+
+from .. import tables
+
+RANDOMIZED, OBSERVATIONAL = "randomized", "observational"
+DESIGNS = (RANDOMIZED, OBSERVATIONAL)
+"""An experiment's design: its arms assigned (an assignments file or the sessions' own experiment and variant, which
+PULSE takes as randomized), or read from a session field (``arms_from``: not randomized, an association)."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +67,13 @@ class Experiment:
     control: str
     treatments: tuple[str, ...]
     note: str | None = None
+    design: str = RANDOMIZED  # RANDOMIZED or OBSERVATIONAL (arms from a session field)
+    design_note: str | None = None  # where the arms came from, and the sessions in none of them
+
+    @property
+    def notes(self) -> str | None:
+        """What every row of the experiment says of its arms: its design note, then its control's note."""
+        return "; ".join(x for x in (self.design_note, self.note) if x) or None
 
     @property
     def nothing_to_compare(self) -> str:
@@ -50,16 +81,60 @@ class Experiment:
         return f"single-arm experiment (only {self.control!r}): nothing to compare"
 
 
-EXPERIMENT_KEYS = ("control", "split", "unit")
+EXPERIMENT_KEYS = ("control", "split", "unit", "arms_from", "arms")
+
+METADATA_PREFIX = "metadata."
+"""``arms_from`` names a key of ``staging.sessions.metadata_json`` with this prefix (``metadata.model``)."""
+ONE_PER_SESSION = ("session_id", "record_key")
+"""Columns of ``staging.sessions`` that name each session alone: no arm is made of them."""
+_METADATA_KEY = re.compile(r"[^.\"\\]+")
+
+
+@dataclass(frozen=True)
+class ArmsFrom:
+    """An experiment whose arms are a session field: ``field`` is a ``staging.sessions`` column or
+    ``metadata.<key>[.<key>...]``; ``arms``: the values kept as arms (None: every value)."""
+
+    field: str
+    arms: tuple[str, ...] | None = None
+
+    @property
+    def metadata_path(self) -> tuple[str, ...] | None:
+        """The keys of ``metadata_json`` the field names, outermost first; None for a column."""
+        if not self.field.startswith(METADATA_PREFIX):
+            return None
+        return tuple(self.field[len(METADATA_PREFIX) :].split("."))
+
+
+def field_problem(field: object) -> str | None:
+    """Why ``field`` (an ``arms_from`` value) names no session field, or None when it does: a ``staging.sessions``
+    column (not ``metadata_json``, read by its keys, nor one of ``ONE_PER_SESSION``), or ``metadata.`` followed by
+    one or more keys joined by dots (no empty key, no quote or backslash)."""
+    columns = [c for c in tables.STAGING_SESSIONS.column_names if c not in ("metadata_json", *ONE_PER_SESSION)]
+    known = f"a column of {tables.STAGING_SESSIONS.qualified} ({', '.join(columns)}) or metadata.<key>"
+    if not isinstance(field, str) or not field:
+        return f"must name a session field, {known}; got {field!r}"
+    if field.startswith(METADATA_PREFIX):
+        keys = field[len(METADATA_PREFIX) :].split(".")
+        if all(_METADATA_KEY.fullmatch(k) for k in keys):
+            return None
+        return f"{field!r} is no metadata path: metadata.<key>, keys joined by dots, none empty"
+    if field in ONE_PER_SESSION:
+        return f"{field!r} names each session alone, so every session would be its own arm; use {known}"
+    if field in columns:
+        return None
+    return f"{field!r} is no session field: use {known}"
 
 
 @dataclass(frozen=True)
 class ExperimentsConfig:
-    """What ``experiments.toml`` configures, checked: experiment -> control arm, -> unit, -> arm -> weight."""
+    """What ``experiments.toml`` configures, checked: experiment -> control arm, -> unit, -> arm -> weight, ->
+    the session field its arms come from (``ArmsFrom``; only for experiments that declare ``arms_from``)."""
 
     controls: dict[str, str]
     units: dict[str, str]
     splits: dict[str, dict[str, float]]
+    arms_from: dict[str, ArmsFrom] = dataclasses.field(default_factory=dict)
 
 
 def experiments_config(path: Path) -> ExperimentsConfig:
@@ -68,14 +143,16 @@ def experiments_config(path: Path) -> ExperimentsConfig:
 
     A missing file configures nothing. Anything else the stages could not use raises
     ``settings_files.SettingsFileError`` naming the file, the line and what is wrong: TOML syntax; a top-level key
-    other than ``experiments``; an experiment that is not a table or has a key other than control, split, unit; a
-    control that is not a non-empty string; a unit other than "session" or "user"; a split that is not a table of
-    arms, names no arm, gives an arm a weight that is not a positive number, or leaves out the control.
+    other than ``experiments``; an experiment that is not a table or has a key other than control, split, unit,
+    arms_from, arms; a control that is not a non-empty string; a unit other than "session" or "user"; a split that
+    is not a table of arms, names no arm, gives an arm a weight that is not a positive number, or leaves out the
+    control; an ``arms_from`` that names no session field (:func:`field_problem`) or comes with a split; ``arms``
+    without ``arms_from``, not a non-empty list of texts, or leaving out the control.
     """
     from ..settings_files import SettingsFileError, line_of, read_toml
 
     if not Path(path).exists():
-        return ExperimentsConfig({}, {}, {})
+        return ExperimentsConfig({}, {}, {}, {})
     doc, text = read_toml(path)
 
     def fail(what: str, table: str = "experiments", key: str | None = None) -> SettingsFileError:
@@ -90,6 +167,7 @@ def experiments_config(path: Path) -> ExperimentsConfig:
     controls: dict[str, str] = {}
     units: dict[str, str] = {}
     splits: dict[str, dict[str, float]] = {}
+    arms_from: dict[str, ArmsFrom] = {}
     for name, spec in specs.items():
         table = f"experiments.{name}"
         if not isinstance(spec, dict):
@@ -115,6 +193,10 @@ def experiments_config(path: Path) -> ExperimentsConfig:
                 if isinstance(w, bool) or not isinstance(w, int | float) or not w > 0:
                     raise fail(f"{table}.split.{arm} must be a positive number, got {w!r}", table, "split")
                 weights[str(arm)] = float(w)
+            if "arms_from" in spec:
+                raise fail(
+                    f"{table}.split: arms from a session field (arms_from) have no intended split", table, "split"
+                )
             if name in controls and controls[name] not in weights:
                 raise fail(
                     f"{table}: control {controls[name]!r} is not an arm of its split ({', '.join(weights)})",
@@ -122,7 +204,24 @@ def experiments_config(path: Path) -> ExperimentsConfig:
                     "control",
                 )
             splits[name] = weights
-    return ExperimentsConfig(controls, units, splits)
+        if "arms" in spec and "arms_from" not in spec:
+            raise fail(f"{table}.arms keeps some values of a session field: give arms_from too", table, "arms")
+        if "arms_from" in spec:
+            problem = field_problem(spec["arms_from"])
+            if problem is not None:
+                raise fail(f"{table}.arms_from {problem}", table, "arms_from")
+            kept = spec.get("arms")
+            if kept is not None:
+                if not isinstance(kept, list) or not kept or not all(isinstance(a, str) and a for a in kept):
+                    raise fail(f"{table}.arms must be a list of the values kept as arms, got {kept!r}", table, "arms")
+                if name in controls and controls[name] not in kept:
+                    raise fail(
+                        f"{table}: control {controls[name]!r} is not one of its arms ({', '.join(kept)})",
+                        table,
+                        "control",
+                    )
+            arms_from[name] = ArmsFrom(spec["arms_from"], tuple(kept) if kept is not None else None)
+    return ExperimentsConfig(controls, units, splits, arms_from)
 
 
 def read_controls(path: Path) -> dict[str, str]:
@@ -144,6 +243,11 @@ def read_splits(path: Path) -> dict[str, dict[str, float]]:
     return experiments_config(path).splits
 
 
+def read_arms_from(path: Path) -> dict[str, ArmsFrom]:
+    """experiment -> the session field its arms come from, for the experiments the file gives an ``arms_from``."""
+    return experiments_config(path).arms_from
+
+
 def experiments(arms: dict[str, list[str]], controls: dict[str, str]) -> list[Experiment]:
     """``arms``: experiment -> the arms the data hold."""
     out = []
@@ -162,9 +266,20 @@ def experiments(arms: dict[str, list[str]], controls: dict[str, str]) -> list[Ex
 
 
 def experiments_of(sessions: pl.DataFrame, controls: dict[str, str]) -> list[Experiment]:
-    """The experiments whose arms ``sessions`` (columns ``experiment``, ``variant``) hold; see :func:`experiments`."""
+    """The experiments whose arms ``sessions`` (columns ``experiment``, ``variant``; ``design`` and ``design_note``
+    when it has them, else randomized) hold; see :func:`experiments`."""
     arms = {name: group["variant"].unique().to_list() for (name,), group in sessions.group_by("experiment")}
-    return experiments(arms, controls)
+    found = experiments(arms, controls)
+    if "design" not in sessions.columns:
+        return found
+    notes = "design_note" if "design_note" in sessions.columns else None
+    designs = {
+        name: (design, note)
+        for name, design, note in sessions.select("experiment", "design", pl.col(notes) if notes else pl.lit(None))
+        .unique("experiment")
+        .iter_rows()
+    }
+    return [dataclasses.replace(e, design=designs[e.name][0], design_note=designs[e.name][1]) for e in found]
 
 
 UNITS = ("session", "user")

@@ -5,6 +5,12 @@ Welch's t for counts and other numbers, Fisher's exact test for 0/1 features. Tw
 the paper does, and on all sessions (no reason to throw the unrated ones away when asking what the agent did).
 The p-values are Benjamini-Hochberg adjusted within each table (experiment x comparison x population): with
 fifty features some differ by chance, and BH bounds the share of false discoveries among those called different.
+
+Each row also has the standardized difference (``standardized_difference``, Austin 2009's standardized mean
+difference): d = (mean_t − mean_c) / √((sd_t² + sd_c²) / 2), the arms' sample sds (ddof 1) for counts and 0/1
+features alike. Unlike the p-value it does not grow with the sample, so it measures balance: how alike the arms'
+sessions are. That is what an observational comparison (arms from a session field, ``field_arms.py``) needs
+beside its difference of ratings; |d| above 0.1 is the usual mark of arms that differ in that feature.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ class FeatureComparisonRow:
     p_value: float | None = None
     p_bh: float | None = None  # set once every p-value of the table is known
     note: str | None = None
+    standardized_difference: float | None = None  # (mean_t - mean_c) / sqrt((sd_t^2 + sd_c^2) / 2): the balance
 
 
 def _is_binary(values: np.ndarray) -> bool:
@@ -79,7 +86,17 @@ def compare_feature(
         test=result.test,
         p_value=result.p_value,
         note=result.note,
+        standardized_difference=standardized_difference(x_t, x_c),
     )
+
+
+def standardized_difference(x_t: np.ndarray, x_c: np.ndarray) -> float:
+    """(mean_t − mean_c) / √((sd_t² + sd_c²) / 2) with sample sds (ddof 1); NaN when an arm has fewer than two
+    values or both arms are constant (no spread to measure the difference against)."""
+    if x_t.size < 2 or x_c.size < 2:
+        return float("nan")
+    pooled = math.sqrt((float(x_t.var(ddof=1)) + float(x_c.var(ddof=1))) / 2)
+    return (float(x_t.mean()) - float(x_c.mean())) / pooled if pooled > 0 else float("nan")
 
 
 def feature_comparison_rows(

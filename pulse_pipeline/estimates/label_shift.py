@@ -39,8 +39,12 @@ class LabelShiftRow:
 def label_shift_rows(frame: pl.DataFrame, features: Sequence[str]) -> list[LabelShiftRow]:
     """Rows of ``estimates.label_shift``.
 
-    ``frame``: one row per session with ``labeled`` and the ``features`` columns (null = unknown, left out).
+    ``frame``: one row per session with ``labeled`` and the ``features`` columns (null = unknown, left out); an
+    ``assigned_sessions`` frame holds a session once per experiment it is in (a randomized one and one whose arms
+    are a session field), so each session counts once here, its first row.
     """
+    if "session_id" in frame.columns:
+        frame = frame.unique("session_id", keep="first", maintain_order=True)
     rated = frame.filter(pl.col("labeled"))
     unrated = frame.filter(~pl.col("labeled"))
     rows = []

@@ -4,11 +4,15 @@ out-of-fold correlation each comparison found."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import polars as pl
 
 from .. import tables
 from ..label_scales import SCALES
 from ..warehouse import Warehouse
+from .experiments import RANDOMIZED, ArmsFrom
+from .field_arms import empty_frame, read_field_arms
 from .methods import Method
 
 KEYS = (
@@ -23,11 +27,21 @@ KEYS = (
     "ask_probability",
     "label_scale",
     "scale",
+    "design",
+    "design_note",
 )
 
 
-def assigned_sessions(wh: Warehouse, with_features: bool = True) -> pl.DataFrame:
-    """One row per assigned session: ``KEYS`` then the features of ``features.session_features``.
+def assigned_sessions(
+    wh: Warehouse, with_features: bool = True, arms_from: Mapping[str, ArmsFrom] | None = None
+) -> pl.DataFrame:
+    """One row per assigned session and experiment: ``KEYS`` then the features of ``features.session_features``.
+
+    The arms are ``staging.assignments``' (design ``randomized``) and, for each experiment of ``arms_from``
+    (``experiments.read_arms_from``) that has no assignment, those read from a session field
+    (``field_arms.read_field_arms``: design ``observational``); a session can then be in several experiments, one
+    row each. ``design_note`` says where an observational experiment's arms came from and how many sessions are in
+    none of them, or that a randomized experiment's assignments won over its ``arms_from``.
 
     ``label`` is the normalized rating (null when unrated); ``prediction`` the normalized cross-fit prediction
     (null when the model stage made none) and ``prediction_calibrated`` the same recalibrated for the lambda = 1
@@ -50,16 +64,41 @@ def assigned_sessions(wh: Warehouse, with_features: bool = True) -> pl.DataFrame
     )
     features = ", f.* EXCLUDE (session_id, annotation_status)" if has_features else ""
     join = f"LEFT JOIN {tables.SESSION_FEATURES.qualified} f USING (session_id)" if has_features else ""
-    return wh.frame(f"""
+    arms_from = dict(arms_from or {})
+    listed = wh.con.execute(f"SELECT DISTINCT experiment FROM {tables.STAGING_ASSIGNMENTS.qualified}").fetchall()
+    assigned = {name for (name,) in listed}
+    won = {name: spec for name, spec in arms_from.items() if name in assigned}
+    note = f"CASE {' '.join('WHEN experiment = ? THEN ?' for _ in won)} END" if won else "NULL::VARCHAR"
+    wh.con.register(FIELD_ARMS, read_field_arms(wh, arms_from, assigned) if arms_from else empty_frame())
+    try:
+        return wh.frame(
+            f"""
+        WITH arms AS (
+            SELECT session_id, experiment, variant, user_id, '{RANDOMIZED}' AS design, {note} AS design_note
+            FROM {tables.STAGING_ASSIGNMENTS.qualified}
+            UNION ALL BY NAME SELECT * FROM {FIELD_ARMS})
         SELECT a.session_id, a.experiment, a.variant, a.user_id, l.label IS NOT NULL AS labeled, l.label, p.prediction,
-               p.prediction_calibrated, k.ask_probability, l.scale AS label_scale
+               p.prediction_calibrated, k.ask_probability, l.scale AS label_scale, a.design, a.design_note
                {features}
-        FROM {tables.STAGING_ASSIGNMENTS.qualified} a
+        FROM arms a
         LEFT JOIN {tables.SESSION_LABELS.qualified} l USING (session_id)
         LEFT JOIN {tables.PREDICTIONS.qualified} p USING (session_id)
         LEFT JOIN {tables.SESSION_ASKS.qualified} k USING (session_id)
         {join}
-        ORDER BY a.session_id""").pipe(one_scale_per_experiment)
+        ORDER BY a.session_id, a.experiment""",
+            [x for name, spec in sorted(won.items()) for x in (name, assignments_won(spec))],
+        ).pipe(one_scale_per_experiment)
+    finally:
+        wh.con.unregister(FIELD_ARMS)
+
+
+FIELD_ARMS = "_pulse_field_arms"
+"""The observational arms, registered for the query of ``assigned_sessions`` while it runs."""
+
+
+def assignments_won(spec: ArmsFrom) -> str:
+    """The note of a randomized experiment that ``experiments.toml`` also gives an ``arms_from``."""
+    return f"arms from its assignments, which win over arms_from = {spec.field!r} in experiments.toml"
 
 
 def one_scale_per_experiment(frame: pl.DataFrame) -> pl.DataFrame:

@@ -14,6 +14,7 @@ import duckdb
 import polars as pl
 
 from .. import tables
+from ..estimates.experiments import OBSERVATIONAL
 
 # Why a table is usually empty: what a reader does next. A table's own notes, when it has rows, say more.
 LIKELY_CAUSE = {
@@ -131,8 +132,9 @@ COST_FEATURE = "llm_cost_usd"  # the agent's LLM cost per session (features/even
 def feature_differences(con: duckdb.DuckDBPyConnection, top: int = 8) -> Rows:
     """Per comparison, the ``top`` features that differ most between arms over all sessions (smallest p-value,
     then largest standardized difference): the paper's Figure 4, bottom. ``standardized`` is the difference over
-    the arms' pooled sd, comparable across features of any scale (a relative difference explodes for a feature
-    whose control mean is near zero, such as a sentiment score). Cost is shown on its own (``cost``)."""
+    the arms' pooled sd (``feature_comparisons.standardized_difference``), comparable across features of any scale
+    (a relative difference explodes for a feature whose control mean is near zero, such as a sentiment score). Cost
+    is shown on its own (``cost``)."""
     return _query(
         con,
         tables.FEATURE_COMPARISONS.qualified,
@@ -140,11 +142,44 @@ def feature_differences(con: duckdb.DuckDBPyConnection, top: int = 8) -> Rows:
         SELECT * FROM (
             SELECT *, row_number() OVER (PARTITION BY experiment, treatment
                                          ORDER BY p_value NULLS LAST, abs(standardized) DESC, feature) AS rank
-            FROM (SELECT *, difference / nullif(sqrt((sd_treatment ^ 2 + sd_control ^ 2) / 2), 0) AS standardized
+            FROM (SELECT *, standardized_difference AS standardized
                   FROM {tables.FEATURE_COMPARISONS.qualified} WHERE population = 'all' AND feature IS DISTINCT FROM ?)
             WHERE treatment IS NULL OR standardized IS NOT NULL)
         WHERE rank <= ? ORDER BY experiment, treatment, rank""",
         [COST_FEATURE, top],
+    )
+
+
+IMBALANCED = 0.1
+"""A standardized difference above this (in absolute value) is the usual mark of arms unlike in a feature (Austin
+2009): the balance table counts such features."""
+
+
+def balance(con: duckdb.DuckDBPyConnection, top: int = 8) -> Rows:
+    """The feature balance of every observational comparison (``estimates.experiment_effects.design``): per
+    comparison, over all its sessions, the ``top`` features whose arms differ most (largest absolute standardized
+    difference, ``estimates.feature_comparisons``), each arm's mean, and how many of its features have a
+    standardized difference (``n_features``) and how many above ``IMBALANCED`` (``n_imbalanced``)."""
+    if not exists(con, tables.EXPERIMENT_EFFECTS.qualified):
+        return Rows(pl.DataFrame(), f"{tables.EXPERIMENT_EFFECTS.qualified} does not exist in this warehouse")
+    return _query(
+        con,
+        tables.FEATURE_COMPARISONS.qualified,
+        f"""
+        SELECT * FROM (
+            SELECT experiment, treatment, control, feature, kind, mean_treatment, mean_control,
+                   standardized_difference,
+                   count(*) OVER comparison AS n_features,
+                   count(*) FILTER (WHERE abs(standardized_difference) > ?) OVER comparison AS n_imbalanced,
+                   row_number() OVER (PARTITION BY experiment, treatment
+                                      ORDER BY abs(standardized_difference) DESC, feature) AS rank
+            FROM {tables.FEATURE_COMPARISONS.qualified}
+            WHERE population = 'all' AND treatment IS NOT NULL AND standardized_difference IS NOT NULL
+              AND experiment IN (SELECT experiment FROM {tables.EXPERIMENT_EFFECTS.qualified}
+                                 WHERE design = ?)
+            WINDOW comparison AS (PARTITION BY experiment, treatment))
+        WHERE rank <= ? ORDER BY experiment, treatment, rank""",
+        [IMBALANCED, OBSERVATIONAL, top],
     )
 
 
@@ -251,12 +286,12 @@ def ask_policy(con: duckdb.DuckDBPyConnection) -> Rows:
 
 
 def units(con: duckdb.DuckDBPyConnection) -> Rows:
-    """Each experiment's randomization unit, where it came from, and the sessions it left out."""
+    """Each experiment's randomization unit, where it came from, the sessions it left out, and its design."""
     return _query(
         con,
         tables.EXPERIMENT_EFFECTS.qualified,
         f"""SELECT experiment, any_value(unit) AS unit, any_value(unit_source) AS unit_source,
-                  max(sessions_excluded) AS sessions_excluded
+                  max(sessions_excluded) AS sessions_excluded, any_value(design) AS design
            FROM {tables.EXPERIMENT_EFFECTS.qualified} GROUP BY experiment ORDER BY experiment""",
     )
 

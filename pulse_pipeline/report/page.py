@@ -53,7 +53,7 @@ def build_page(con: duckdb.DuckDBPyConnection, source: str, built: datetime) -> 
     conclusions = data.conclusions(con)
     summary = summary_section(conclusions)
     sections = [
-        effects_section(effects, conclusions),
+        effects_section(effects, conclusions, data.balance(con)),
         width_section(effects),
         model_section(data.calibration(con), data.cv_metrics(con), data.recalibration(con)),
         shift_section(data.label_shift(con), effects),

@@ -60,7 +60,7 @@ def experiment_effects(context: dg.AssetExecutionContext, warehouse: WarehouseRe
         # the honest floor: predictions no better than the mean rating (modeling/cv_metrics) -> ppi's lambda = 0
         floor = load_floor(wh)
         settings = estimates.effect_settings(Path(warehouse.database).parent, floor, context.log.info)
-        sessions = run_sessions(context.run_id, warehouse.database, wh)
+        sessions = run_sessions(context.run_id, warehouse.database, wh, estimates.arms_from())
         # the in-sample model's predictions (ppi_insample), made by the model stage; None: no row (the stack, or
         # no model chosen, has no single in-sample model)
         insample = load_insample_predictions(wh)

@@ -29,7 +29,10 @@ def benchmark_tables(
     path, rubric = estimates.benchmarks_file().path, annotator.rubric()
     with warehouse.warehouse() as wh:
         result = build_benchmark_tables(
-            path, rubric, run_sessions(context.run_id, warehouse.database, wh), estimates.benchmark_min_ratings
+            path,
+            rubric,
+            run_sessions(context.run_id, warehouse.database, wh, estimates.arms_from()),
+            estimates.benchmark_min_ratings,
         )
         wh.replace(tables.BENCHMARK_POINTS, result.points, nan_as_null=True)  # NaN: undefined, the note says why
         wh.replace(tables.BENCHMARK_CORRELATION, result.correlation, nan_as_null=True)

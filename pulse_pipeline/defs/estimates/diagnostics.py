@@ -66,7 +66,7 @@ def split_matches_design(warehouse: WarehouseResource) -> dg.AssetCheckResult:
 @_asset(tables.FEATURE_COMPARISONS, SESSIONS_DEPS)
 def feature_comparisons(context: dg.AssetExecutionContext, warehouse: WarehouseResource, estimates: EstimatesResource):
     with warehouse.warehouse() as wh:
-        sessions = run_sessions(context.run_id, warehouse.database, wh)
+        sessions = run_sessions(context.run_id, warehouse.database, wh, estimates.arms_from())
         exps = experiments_of(sessions, estimates.controls())
         rows = feature_comparison_rows(sessions, feature_names(sessions), exps)
         wh.replace(tables.FEATURE_COMPARISONS, rows, nan_as_null=True)
@@ -85,9 +85,9 @@ def feature_comparisons(context: dg.AssetExecutionContext, warehouse: WarehouseR
 
 
 @_asset(tables.LABEL_SHIFT, SESSIONS_DEPS)
-def label_shift(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
+def label_shift(context: dg.AssetExecutionContext, warehouse: WarehouseResource, estimates: EstimatesResource):
     with warehouse.warehouse() as wh:
-        sessions = run_sessions(context.run_id, warehouse.database, wh)
+        sessions = run_sessions(context.run_id, warehouse.database, wh, estimates.arms_from())
         rows = label_shift_rows(sessions, feature_names(sessions))
         wh.replace(tables.LABEL_SHIFT, rows, nan_as_null=True)
         top = wh.frame(f"""
@@ -142,7 +142,7 @@ def rated_sessions_are_representative(warehouse: WarehouseResource) -> dg.AssetC
 @_asset(tables.SEGMENT_EFFECTS, SESSIONS_DEPS)
 def segment_effects(context: dg.AssetExecutionContext, warehouse: WarehouseResource, estimates: EstimatesResource):
     with warehouse.warehouse() as wh:
-        sessions = run_sessions(context.run_id, warehouse.database, wh)
+        sessions = run_sessions(context.run_id, warehouse.database, wh, estimates.arms_from())
         exps = experiments_of(sessions, estimates.controls())
         rows = subgroup_effect_rows(sessions, exps, estimates.segment_min_ratings)
         wh.replace(tables.SEGMENT_EFFECTS, rows, nan_as_null=True)
@@ -159,7 +159,7 @@ def segment_effects(context: dg.AssetExecutionContext, warehouse: WarehouseResou
 @_asset(tables.POWER, [*SESSIONS_DEPS, tables.EXPERIMENT_EFFECTS])
 def power(context: dg.AssetExecutionContext, warehouse: WarehouseResource, estimates: EstimatesResource):
     with warehouse.warehouse() as wh:
-        sessions = run_sessions(context.run_id, warehouse.database, wh, with_features=False)
+        sessions = run_sessions(context.run_id, warehouse.database, wh, estimates.arms_from(), with_features=False)
         exps = experiments_of(sessions, estimates.controls())
         rows = power_rows(sessions, exps, oof_rho_by_comparison(wh), estimates.target_effect)
         wh.replace(tables.POWER, rows, nan_as_null=True)

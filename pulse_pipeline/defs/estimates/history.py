@@ -27,7 +27,9 @@ def effect_history(context: dg.AssetExecutionContext, warehouse: WarehouseResour
     with warehouse.warehouse() as wh:
         # the same settings as experiment_effects, the honest floor included, so the last look is its estimate
         settings = estimates.effect_settings(Path(warehouse.database).parent, load_floor(wh), context.log.info)
-        sessions = with_days(run_sessions(context.run_id, warehouse.database, wh), session_days(wh))
+        sessions = with_days(
+            run_sessions(context.run_id, warehouse.database, wh, estimates.arms_from()), session_days(wh)
+        )
         rows = history_rows(
             sessions, estimates.controls(), settings, progress=context.log.info, units=estimates.units()
         )
@@ -58,7 +60,8 @@ def history_reconciles(
 ) -> dg.AssetCheckResult:
     with warehouse.warehouse() as wh:
         sessions = with_days(
-            run_sessions(context.run.run_id, warehouse.database, wh, with_features=False), session_days(wh)
+            run_sessions(context.run.run_id, warehouse.database, wh, estimates.arms_from(), with_features=False),
+            session_days(wh),
         )
         expected = expected_looks(sessions, estimates.controls(), units=estimates.units())
         table = wh.frame(

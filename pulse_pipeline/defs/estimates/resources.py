@@ -7,7 +7,7 @@ from pathlib import Path
 import dagster as dg
 
 from ...estimates.effects import Settings
-from ...estimates.experiments import read_controls, read_units
+from ...estimates.experiments import ArmsFrom, read_arms_from, read_controls, read_units
 from ...estimates.kept_propensities import PropensityStore
 from ...paths import PulseHome, SettingsFile
 from ...settings import EstimateSettings, ModelingSettings, estimate_settings, modeling_settings
@@ -62,6 +62,11 @@ class EstimatesResource(dg.ConfigurableResource):
     def units(self) -> dict[str, str]:
         """experiment -> randomization unit, as ``experiments.toml`` names it (absent: detected)."""
         return read_units(self.experiments_file().path)
+
+    def arms_from(self) -> dict[str, ArmsFrom]:
+        """experiment -> the session field its arms come from, for the experiments ``experiments.toml`` gives an
+        ``arms_from`` (observational arms)."""
+        return read_arms_from(self.experiments_file().path)
 
     def experiments_metadata(self) -> dict[str, str]:
         """Asset metadata saying which experiments file a materialization read."""

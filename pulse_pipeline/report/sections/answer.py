@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from ...estimates.experiments import OBSERVATIONAL
 from .. import data
 from ..html import Section, esc, missing, number, stars
 from ..style import method_style
@@ -62,6 +63,14 @@ def summary_section(conclusions: data.Rows) -> Section:
         )
     if single:
         s.add(f'<p class="small">Not compared (a single arm): {esc("; ".join(single))}.</p>')
+    observational = sorted({r["experiment"] for r in conclusions.frame.to_dicts() if r.get("design") == OBSERVATIONAL})
+    if observational:
+        s.add(
+            f'<p class="small" data-design="{OBSERVATIONAL}">Associational, not effects: the arms of '
+            f"{esc(', '.join(observational))} come from a session field (arms_from in experiments.toml), not from "
+            "randomization, so their rows compare the sessions that had each value, not what the change did; "
+            '<a href="#effects">section 1</a> shows how alike their arms are.</p>'
+        )
     return s
 
 

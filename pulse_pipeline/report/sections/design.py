@@ -13,16 +13,24 @@ def design_section(units: data.Rows, policy: data.Rows) -> Section:
     s = Section("design", "10. The design: randomization unit and ask policy")
     s.add(
         "<p>The unit is what was randomized: a <em>session</em>, or a <em>user</em> whose sessions all get one arm "
-        "(then intervals are clustered by user, since one user's sessions are not independent).</p>"
+        "(then intervals are clustered by user, since one user's sessions are not independent). An "
+        "<em>observational</em> experiment's arms come from a session field and were not randomized: its unit only "
+        "says how its intervals are clustered.</p>"
     )
     if units.why_empty:
         s.empty(units.why_empty)
     else:
         s.add(
             table(
-                ["experiment", "unit", "how it was decided", "sessions left out"],
+                ["experiment", "design", "unit", "how it was decided", "sessions left out"],
                 [
-                    [td(r["experiment"]), td(r["unit"]), td(r["unit_source"]), td(r["sessions_excluded"])]
+                    [
+                        td(r["experiment"]),
+                        td(r.get("design") or ""),
+                        td(r["unit"]),
+                        td(r["unit_source"]),
+                        td(r["sessions_excluded"]),
+                    ]
                     for r in units.frame.to_dicts()
                 ],
             )

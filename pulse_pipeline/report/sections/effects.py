@@ -7,6 +7,7 @@ import polars as pl
 
 from ... import tables
 from ...estimates.conclusions import lead
+from ...estimates.experiments import OBSERVATIONAL
 from ...estimates.methods import Method
 from .. import data, figures
 from ..figures import Interval
@@ -48,9 +49,10 @@ def conclusion_html(row: dict) -> str:
     return f'<strong>{esc(opening)}</strong>{esc(body, quote=False)} <span class="why">({esc(row["why"])}.)</span>'
 
 
-def effects_section(effects: data.Rows, conclusions: data.Rows) -> Section:
+def effects_section(effects: data.Rows, conclusions: data.Rows, balance: data.Rows | None = None) -> Section:
     """Every method's estimate per comparison, with the comparison's conclusion (``estimates.conclusions``, the
-    sentence PULSE stores) above its figure."""
+    sentence PULSE stores) above its figure; an observational comparison (arms from a session field) is said to
+    be associational and shown with its arms' balance (``balance``: ``data.balance``; ``balance_html``)."""
     s = Section("effects", "1. Did the treatment change satisfaction?")
     s.add(
         "<p>Ratings are on a 0–1 scale: (stars − 1) / 4, so 0.25 is one star. Each comparison is a treatment arm "
@@ -82,7 +84,61 @@ def effects_section(effects: data.Rows, conclusions: data.Rows) -> Section:
                     conclusions.why_empty or f"{tables.CONCLUSIONS.qualified} has no row for {experiment}: {treatment}"
                 )
             _effects_figure(s, experiment, treatment, control, rows)
+            if rows[0].get("design") == OBSERVATIONAL:
+                s.add(balance_html(rows, balance))
     return s
+
+
+def balance_html(rows: list[dict], balance: data.Rows | None) -> str:
+    """What an observational comparison (``rows``: its ``estimates.experiment_effects`` rows) shows beside its
+    effect: that it is associational, each arm's rated share, and the features whose arms differ most
+    (``balance``: ``data.balance``; standardized differences over all the comparison's sessions)."""
+    first = rows[0]
+    experiment, treatment, control = first["experiment"], first["treatment"], first["control"]
+    naive = next((r for r in rows if r["method"] == Method.NAIVE_WELCH), first)
+    arms = []
+    for arm, rated, unrated in (
+        (treatment, naive["n_labeled_treatment"], naive["N_unlabeled_treatment"]),
+        (control, naive["n_labeled_control"], naive["N_unlabeled_control"]),
+    ):
+        total = (rated or 0) + (unrated or 0)
+        arms.append([td(arm), td(total), td(rated or 0), td(rated / total if total and rated is not None else None)])
+    shares = table(["arm", "sessions", "rated", "rated share"], arms, caption=f"Who rated: {treatment} and {control}")
+    where = "a session field (arms_from in experiments.toml; the note below names it and counts the sessions in no arm)"
+    text = (
+        f'<p class="associational" data-design="{OBSERVATIONAL}"><strong>Associational, not an effect.</strong> '
+        f"The arms of {esc(experiment)} come from {esc(where)}, not from randomization: the difference above is "
+        f"between the sessions that had {esc(treatment)} and those that had {esc(control)}, not what switching to "
+        f"{esc(treatment)} would do. The arms may differ in who ran them, on what and who rated; how alike they "
+        "are is below. Only a randomized experiment (an assignments file) measures the effect of the change.</p>"
+    )
+    found = None
+    if balance is not None and balance.why_empty is None:
+        found = balance.frame.filter((pl.col("experiment") == experiment) & (pl.col("treatment") == treatment))
+    if found is None or found.is_empty():
+        why = balance.why_empty if balance is not None and balance.why_empty else "no feature has a balance"
+        return text + shares + f'<p class="small">Feature balance: {esc(why)}.</p>'
+    top = found.to_dicts()
+    features = table(
+        ["feature", f"mean {treatment}", f"mean {control}", "standardized difference"],
+        [
+            [
+                td(r["feature"]),
+                td(r["mean_treatment"]),
+                td(r["mean_control"]),
+                td(r["standardized_difference"], 2, True),
+            ]
+            for r in top
+        ],
+        caption=f"Feature balance: the feature{'s' if len(top) > 1 else ''} whose arms differ most",
+    )
+    counted = (
+        f'<p class="small">{top[0]["n_imbalanced"]} of {top[0]["n_features"]} features differ between the arms by '
+        f"more than {data.IMBALANCED} standard deviations (standardized difference: the difference of the arms' "
+        "means over their pooled sd, over all the comparison's sessions; "
+        f"{tables.FEATURE_COMPARISONS.qualified} has every feature).</p>"
+    )
+    return text + shares + features + counted
 
 
 def _effects_figure(s: Section, experiment: str, treatment: str, control: str, rows: list[dict]) -> None:
