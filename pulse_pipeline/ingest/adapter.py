@@ -66,6 +66,7 @@ class Adapter:
     """
 
     format: ClassVar[str]  # the start of raw.sessions.source_format, e.g. openhands_v1
+    file_format: ClassVar[str | None] = None  # a file of its events' source_format, when not ``<format>_events``
 
     @staticmethod
     def recognizes(event: Any) -> bool:

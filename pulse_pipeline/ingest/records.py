@@ -62,11 +62,12 @@ from .chat_messages import ChatMessages, is_chat_message
 from .claude_code import ClaudeCode
 from .codex import Codex
 from .events import INT32, NotAnId, as_int, as_text, dump, read_id
+from .gemini_cli import GeminiCli
 from .openhands_v0 import OpenHandsV0
 from .openhands_v1 import OpenHandsV1
 
 # The formats a bare event can be in, tried in this order (a V1 ActionEvent has an ``action`` key, as V0 events do).
-EVENT_ADAPTERS: tuple[type[Adapter], ...] = (OpenHandsV1, OpenHandsV0, ClaudeCode, Codex)
+EVENT_ADAPTERS: tuple[type[Adapter], ...] = (OpenHandsV1, OpenHandsV0, ClaudeCode, Codex, GeminiCli)
 
 _ID_KEYS = ("session_id", "conversation_id", "instance_id", "sid", "id")
 _FEEDBACK_KEYS = ("feedback", "polarity", "version", "permissions")  # a feedback-dataset record, not a download
