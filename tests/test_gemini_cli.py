@@ -269,6 +269,8 @@ def test_a_checkpoint_keeps_what_the_user_said(wh):
 
 
 def test_fixture_folder_is_one_drop_of_four_sessions(wh):
+    # logs.json (Gemini CLI's prompt log: two entries {sessionId, messageId, type, message}) has a Claude Code line's
+    # shape; read as one, it was a fifth session under the first one's id. Each entry is a record quarantined.
     ingest_paths(wh, FIX)
     assert sorted(r[0] for r in rows(wh, "SELECT session_id FROM staging.sessions")) == [
         "1e9ac7e5-0000-4000-8000-000000000002",
@@ -277,4 +279,32 @@ def test_fixture_folder_is_one_drop_of_four_sessions(wh):
         "sub-77",
     ]
     assert rows(wh, "SELECT DISTINCT source_format FROM raw.sessions") == [("gemini_cli",)]
+    assert rows(
+        wh,
+        "SELECT source_file, record_index, record_type, reason LIKE 'Gemini CLI''s prompt log%' FROM raw.quarantine"
+        " ORDER BY ALL",
+    ) == [
+        ("logs.json", 0, "unknown", True),
+        ("logs.json", 1, "unknown", True),
+        ("session-2026-05-01T10-00-5e551011.jsonl", 17, "event", False),
+    ]
     assert_reconciled(wh, FIX.name)
+
+
+def test_a_rewind_to_an_unknown_message_drops_them_all(tmp_path, wh):
+    # Gemini CLI's loader clears the conversation when the target is not in it; the metadata and later messages stay
+    lines = [
+        '{"sessionId": "rw-1", "projectHash": "p", "startTime": "2026-05-03T08:00:00.000Z", "kind": "main"}',
+        '{"id": "a", "timestamp": "2026-05-03T08:00:01.000Z", "type": "user", "content": "first"}',
+        '{"id": "b", "timestamp": "2026-05-03T08:00:02.000Z", "type": "gemini", "content": "one",'
+        ' "tokens": {"input": 10, "output": 2, "cached": 0, "thoughts": 0, "tool": 0, "total": 12}}',
+        '{"$rewindTo": "no-such-id"}',
+        '{"id": "c", "timestamp": "2026-05-03T08:00:03.000Z", "type": "user", "content": "second"}',
+    ]
+    path = tmp_path / "session-rw.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    ingest_paths(wh, path)
+    assert events(wh, "event_id, source, name") == [("c", "user", "message")]
+    row = session(wh)
+    assert row["metadata"]["rewound_messages"] == 2
+    assert row["metadata"]["llm_usage"] == {"cost_usd": None, "prompt_tokens": 10, "completion_tokens": 2}

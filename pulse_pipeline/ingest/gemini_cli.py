@@ -114,6 +114,26 @@ _METADATA_KEYS = {
 }
 
 
+PROMPT_LOG = (
+    "Gemini CLI's prompt log (logs.json: each prompt the user typed, kept for the CLI's up-arrow history), not a"
+    " session: the sessions, these prompts included, are read from the chats/ folder beside it"
+)
+
+
+def is_prompt_log_entry(record: Any) -> bool:
+    """An entry of Gemini CLI's ``logs.json`` (``core/logger.ts``, ``LogEntry``: ``{sessionId, messageId: number,
+    timestamp, type: "user", message}``). It names a ``sessionId`` and has a ``type``, as a Claude Code line does,
+    so ``records.classify`` asks this first: read as a Claude Code session it duplicated the Gemini session's user
+    messages under the same id."""
+    return (
+        isinstance(record, dict)
+        and isinstance(record.get("sessionId"), str)
+        and type(record.get("messageId")) is int
+        and isinstance(record.get("message"), str)
+        and "projectHash" not in record
+    )
+
+
 def is_metadata(record: Any) -> bool:
     """Gemini CLI's own test (``isPartialMetadataRecord``): a string ``sessionId`` and ``projectHash``."""
     return (
