@@ -276,3 +276,30 @@ def test_storage_tree_inside_a_drop_is_one_unit(tmp_path):
         ("notes.csv", None),
     ]
     assert not any(os.path.islink(u.path) for u in units)
+
+
+def test_hostile_rows_are_quarantined_one_by_one(wh, tmp_path):
+    # ids that are numbers, a NULL and an array for data, a session id no message has: each row is counted
+    path = tmp_path / "opencode.db"
+    con = sqlite3.connect(path)
+    con.executescript(SCHEMA)
+    con.execute("INSERT INTO project VALUES ('p', '/w', NULL, NULL, NULL, NULL, 0, 0, NULL, '[]')")
+    con.execute(
+        "INSERT INTO session (id, project_id, slug, directory, title, version, time_created, time_updated)"
+        " VALUES (7, 'p', 's', '/w', 't', '1', 0, 0)"
+    )
+    user = '{"role": "user", "time": {"created": 1767261600000}}'
+    con.execute("INSERT INTO message VALUES (70, 7, 0, 0, ?)", (user,))
+    con.execute("""INSERT INTO part VALUES (700, 70, 7, 0, 0, '{"type": "text", "text": "hi"}')""")
+    con.execute("INSERT INTO part VALUES (701, 70, 7, 0, 0, '[1, 2]')")
+    con.execute("INSERT INTO message VALUES (71, 7, 1, 1, 'null')")
+    con.commit()
+    con.close()
+    ingest_paths(wh, path)
+    assert rows(wh, "SELECT session_id, n_events, n_user_messages FROM raw.sessions") == [("7", 2, 1)]
+    assert rows(wh, "SELECT event_id, text FROM raw.events ORDER BY seq") == [("70", "hi"), ("700", None)]
+    assert sorted(r[0] for r in rows(wh, "SELECT reason FROM raw.quarantine")) == [
+        "message 71: not a JSON object (null)",
+        "part 701: not a JSON object (an array)",
+    ]
+    assert_reconciled(wh, path.name)

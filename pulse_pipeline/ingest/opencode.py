@@ -363,17 +363,21 @@ def _add_session(
     batch: Batch,
     source_file: str,
     record_index: int,
-    session_id: str,
+    session_id: Any,
     session: dict[str, Any],
     project: dict[str, Any] | None,
     messages: list[Message],
 ) -> None:
     """One OpenCode session's rows (``adapter.add_session``), or its quarantine when its id is no id."""
     try:
-        read_id(session_id, "session id")
+        session_id = read_id(session_id, "session id")
     except NotAnId as error:
         batch.read["session"] += 1
         batch.quarantine(source_file, record_index, "session", str(error), dump(session))
+        return
+    if session_id is None:
+        batch.read["session"] += 1
+        batch.quarantine(source_file, record_index, "session", "session has no id", dump(session))
         return
     revert = session.get("revert")
     if isinstance(revert, str):
@@ -410,8 +414,16 @@ def _record(raw: Any, what: str) -> tuple[dict[str, Any] | None, str | None]:
             return None, f"{what}: not UTF-8 text ({exc.reason} at byte {exc.start})"
         return None, f"{what}: not valid JSON ({error})" if raw.strip() else f"{what}: empty"
     if not isinstance(value, dict):
-        return None, f"{what}: not a JSON object (a JSON {type(value).__name__})"
+        return None, f"{what}: not a JSON object ({_json_type(value)})"
     return value, None
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    return {list: "an array", str: "a string"}.get(type(value), "a number")
 
 
 def _bad_event(batch: Batch, source_file: str, record_index: int | None, reason: str, raw: Any, position: int) -> None:
