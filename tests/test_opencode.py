@@ -303,3 +303,28 @@ def test_hostile_rows_are_quarantined_one_by_one(wh, tmp_path):
         "part 701: not a JSON object (an array)",
     ]
     assert_reconciled(wh, path.name)
+
+
+def test_a_session_kept_only_in_the_newer_message_table_is_quarantined_saying_so(wh, tmp_path):
+    # session.sql.ts (063e8306) also declares session_message (id, session_id, type, time_created, time_updated,
+    # data); a session whose history is only there is not read yet, and says why
+    path = write_database(tmp_path / "opencode.db")
+    con = sqlite3.connect(path)
+    con.execute(
+        "CREATE TABLE session_message (id text PRIMARY KEY, session_id text NOT NULL, type text NOT NULL,"
+        " time_created integer NOT NULL, time_updated integer NOT NULL, data text NOT NULL)"
+    )
+    con.execute("INSERT INTO session_message VALUES ('m1', 'ses_C001', 'user', 0, 0, '{\"text\": \"hello\"}')")
+    con.commit()
+    con.close()
+    ingest_paths(wh, path)
+    got = rows(wh, "SELECT record_index, reason FROM raw.quarantine WHERE record_type = 'session'")
+    assert got == [
+        (
+            2,
+            "session ses_C001: its history is in OpenCode's newer session_message table (1 rows), which PULSE does"
+            " not read yet; the message and part tables hold none of it",
+        )
+    ]
+    assert len(_sessions(wh)) == 2
+    assert_reconciled(wh, path.name)

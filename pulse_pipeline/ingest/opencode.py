@@ -17,7 +17,9 @@ undo state ``session/revert.ts`` at 089ee8d0e6acc3225e52064e1906714e7f1bc52c.
 latest transactions until SQLite checkpoints them), the database and its log are copied to a temporary folder
 and the copy is read instead. The ``-wal``, ``-shm`` and ``-journal`` files beside a database are part of it,
 not files of their own (``database_companions``). A SQLite file without the tables ``session``, ``message`` and
-``part``, or one SQLite cannot read, is one quarantined record saying why.
+``part``, or one SQLite cannot read, is one quarantined record saying why. A session whose history is only in the
+newer ``session_message`` table (OpenCode's next message store, still changing upstream) is quarantined saying
+so, not read.
 
 **The JSON tree** is a folder holding the folders ``session`` and ``message`` (OpenCode's ``storage/``), read as
 one unit (``is_storage_root``): every regular file below it is read by this module; ``project``, ``session``,
@@ -30,10 +32,11 @@ PULSE session, id the OpenCode session id, ``source_format`` ``opencode``; its m
 
 - a ``user`` message is the user's ``message`` (it counts and opens a work segment); its text is the message's
   text parts that are neither ``synthetic`` (text OpenCode adds: a file's content for an ``@file``, a command's
-  expansion) nor ``ignored``, joined. A user message without such text (only a compaction request, a sub-task or
-  synthetic text) is a ``system`` action from the ``environment`` (``condensation_request`` for a compaction).
-  Its parts are ``state`` events named by their type (their text is in the message). Tool results are parts of
-  the assistant's messages, never user messages.
+  expansion) nor ``ignored``, joined (as OpenCode's own ``mapUser`` takes them:
+  ``packages/core/src/session/message-backfill.ts`` at 9a7198e6144d8f72aea4015434173ce5a7b94555). A user
+  message without such text (only a compaction request, a sub-task or synthetic text) is a ``system`` action from
+  the ``environment`` (``condensation_request`` for a compaction). Its parts are ``state`` events named by their
+  type (their text is in the message). Tool results are parts of the assistant's messages, never user messages.
 - an ``assistant`` message is a ``state`` event ``assistant_message`` (an ``error`` observation when it carries
   an ``error``); its ``text`` parts are the agent's ``message`` (``condensation`` in a ``summary`` message), the
   last of a message whose ``finish`` is neither ``tool-calls`` nor ``unknown`` waiting for the user;
@@ -526,9 +529,12 @@ def read_database(drop_id: str, path: Path, source_file: str) -> Iterator[Batch]
                 if session_id not in named:
                     sessions.append({"id": session_id})
                     named.add(session_id)
+            newer = "session_message" in present
             for index, session in enumerate(sessions):
                 messages = _database_messages(batch, con, source_file, index, session["id"])
                 project = projects.get(session.get("project_id"))
+                if not messages and newer and _newer_history(batch, con, source_file, index, session):
+                    continue
                 _add_session(batch, source_file, index, session["id"], session, project, messages)
                 if batch.count(tables.EVENTS) >= CHUNK_EVENTS:
                     yield batch
@@ -546,6 +552,22 @@ def read_database(drop_id: str, path: Path, source_file: str) -> Iterator[Batch]
             "",
         )
     yield batch
+
+
+def _newer_history(batch: Batch, con: sqlite3.Connection, source_file: str, index: int, session: dict) -> bool:
+    """Quarantine a session whose history is only in the ``session_message`` table (OpenCode's newer message
+    store, ``SessionMessageTable`` in ``session.sql.ts``, whose shape is still changing upstream), saying so;
+    False when that table holds none of it either."""
+    (count,) = con.execute("SELECT count(*) FROM session_message WHERE session_id = ?", (session["id"],)).fetchone()
+    if not count:
+        return False
+    batch.read["session"] += 1
+    reason = (
+        f"session {session['id']}: its history is in OpenCode's newer session_message table ({count} rows), which"
+        " PULSE does not read yet; the message and part tables hold none of it"
+    )
+    batch.quarantine(source_file, index, "session", reason, dump({k: v for k, v in session.items() if k != "revert"}))
+    return True
 
 
 def _database_messages(
