@@ -280,6 +280,8 @@ V0_EVENTS = json.loads((FIXTURES / "downloads" / "trajectory-4f2a9c1e.json").rea
 V1_EVENTS = _lines(FIXTURES / "event_features" / "v1_conversation.jsonl")
 CLAUDE = _lines(FIXTURES / "claude_code" / "session.jsonl")
 CODEX = _lines(next((FIXTURES / "codex").glob("rollout-*.jsonl")))
+GEMINI = _lines(FIXTURES / "gemini_cli" / "checkpoint.jsonl")
+GEMINI_LEGACY = json.loads(next((FIXTURES / "gemini_cli").glob("session-*.json")).read_text())
 RATINGS_CSV = _csv_rows(FIXTURES / "downloads" / "conversation_feedback.csv")
 ASSIGNMENTS_CSV = _csv_rows(FIXTURES / "downloads" / "assignments.csv")
 
@@ -306,6 +308,8 @@ CASES: dict[str, tuple[str, Callable[[], st.SearchStrategy[bytes]]]] = {
     "openhands_v1": ("conversation.jsonl", lambda: jsonl_file(V1_EVENTS)),
     "claude_code": ("session.jsonl", lambda: jsonl_file(CLAUDE)),
     "codex": ("rollout.jsonl", lambda: jsonl_file(CODEX)),
+    "gemini_cli": ("session-x.jsonl", lambda: jsonl_file(GEMINI)),
+    "gemini_cli_legacy": ("session-x.json", lambda: json_file(GEMINI_LEGACY)),
     "ratings_csv": ("ratings.csv", lambda: csv_file(RATINGS_CSV)),
     "ratings_jsonl": ("ratings.jsonl", lambda: jsonl_file(RATINGS_JSONL)),
     "assignments_csv": ("assignments.csv", lambda: csv_file(ASSIGNMENTS_CSV)),

@@ -55,6 +55,7 @@ class EventFields:
     cause: str | None = None  # id of the event this one answers
     wait_for_response: bool | None = None
     event_id: str | None = None  # the event's id when the format keeps it elsewhere than the raw event's ``id``
+    timestamp: str | None = None  # ISO time when the format keeps it elsewhere than the raw event's ``timestamp``
 
 
 class Adapter:
@@ -66,6 +67,7 @@ class Adapter:
     """
 
     format: ClassVar[str]  # the start of raw.sessions.source_format, e.g. openhands_v1
+    file_format: ClassVar[str | None] = None  # a file of its events' source_format, when not ``<format>_events``
 
     @staticmethod
     def recognizes(event: Any) -> bool:
@@ -130,7 +132,7 @@ def read_events(adapter: Adapter, raw_events: Iterable[Any]) -> tuple[list[Event
                     Event,
                     (
                         event_id or f"#{len(events)}",
-                        timestamp,
+                        fields.timestamp or timestamp,
                         fields.source,
                         fields.kind,
                         fields.name,

@@ -46,6 +46,15 @@ from .events import BOM
 from .files import jsonl_mode, read_file, read_record_lines
 from .folders import folder_layout, folder_name_id, read_session_folder, session_files
 from .limits import bounded_lines, record_limits
+from .opencode import (
+    STORAGE_LAYOUT,
+    database_companions,
+    is_sqlite,
+    is_storage_root,
+    read_database,
+    read_storage,
+    storage_files,
+)
 from .records import file_name_id
 
 log = logging.getLogger(__name__)
@@ -144,7 +153,7 @@ class DropUnit:
     path: Path
     source_file: str
     is_session_dir: bool
-    layout: str | None = None  # for a session folder: v0_events_dir | sdk_conversation | app_server_events
+    layout: str | None = None  # a folder: v0_events_dir | sdk_conversation | app_server_events | opencode_storage
     name_id: str | None = None  # the session id the unit's location gives (records.py)
     skipped: str | None = None
 
@@ -189,21 +198,25 @@ def drop_units(path: Path) -> list[DropUnit]:
         folder = pending.pop()
         subfolders, names, other_names, hidden_names = _entries(folder)
         layout = folder_layout(folder, names, is_root=folder == path)
+        if layout is None and is_storage_root(subfolders):  # OpenCode's storage/: one unit of many sessions
+            layout = STORAGE_LAYOUT
         if layout is not None:
-            claimed.update(session_files(folder, layout))
+            claimed.update(unit_files(folder, layout))
             source_file = path.name if folder == path else folder.relative_to(path).as_posix()
             folders.append(DropUnit(folder, source_file, True, layout, folder_name_id(folder, layout)))
         files.extend(folder / n for n in names)
         others.extend(folder / n for n in other_names)
         hidden.extend(folder / n for n in hidden_names)
         pending.extend(folder / d for d in reversed(subfolders))
+    claimed.update(database_companions(files))  # a SQLite database's -wal, -shm, -journal: read with it
     units = folders + [
         DropUnit(f, f.relative_to(path).as_posix(), False, name_id=file_name_id(f.relative_to(path).as_posix()))
         for f in sorted(files)
         if f not in claimed
     ]
     repeated = {n for n, count in Counter(u.name_id for u in units).items() if count > 1}
-    sessions = [u.path for u in folders]  # a session folder's hidden files are its format's own (the SDK's lock)
+    # a session folder's hidden files are its format's own (the SDK's lock); OpenCode's storage/ has none
+    sessions = [u.path for u in folders if u.layout != STORAGE_LAYOUT]
     hidden = [p for p in hidden if not any(s == p.parent or s in p.parents for s in sessions)]
     skipped = [
         DropUnit(p, p.relative_to(path).as_posix(), False, skipped=skip_reason(p, p.lstat().st_mode) or HIDDEN_DATA)
@@ -268,7 +281,13 @@ def unit_bytes(unit: DropUnit) -> int:
         return 0
     if not unit.is_session_dir:
         return unit.path.stat().st_size
-    return sum(f.lstat().st_size for f in session_files(unit.path, unit.layout))
+    return sum(f.lstat().st_size for f in unit_files(unit.path, unit.layout))
+
+
+def unit_files(folder: Path, layout: str | None) -> list[Path]:
+    """The files a folder unit's reader reads: a session folder's (``folders.session_files``), or every file of
+    OpenCode's ``storage/`` tree (``opencode.storage_files``)."""
+    return storage_files(folder) if layout == STORAGE_LAYOUT else session_files(folder, layout)
 
 
 def plan_reads(units: list[DropUnit], split_bytes: int | None = None) -> list[list[Piece]]:
@@ -350,8 +369,12 @@ def read_piece(drop_id: str, piece: Piece) -> Iterator[Batch]:
         batch.read["unknown"] += 1
         batch.quarantine(unit.source_file, None, "unknown", unit.skipped, "")
         yield batch
+    elif unit.layout == STORAGE_LAYOUT:
+        yield from read_storage(drop_id, unit.path, unit.source_file)
     elif unit.is_session_dir:
         yield from read_session_folder(drop_id, unit.path, unit.source_file, unit.layout, unit.name_id)
+    elif piece.end is None and is_sqlite(unit.path):  # an OpenCode database, whatever its name
+        yield from read_database(drop_id, unit.path, unit.source_file)
     elif piece.end is None:
         yield from read_file(drop_id, unit.path, unit.source_file, unit.name_id)
     else:

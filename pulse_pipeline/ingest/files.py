@@ -64,7 +64,8 @@ def _add_event_stream(batch: Batch, source_file: str, raw_events: list[Any], nam
     hash of the events (``content_id``)."""
     adapter = adapter_for(raw_events)
     session_id = name_id or content_id(raw_events)
-    add_session(batch, source_file, 0, session_id, f"{adapter.format}_events", adapter, raw_events, {})
+    source_format = adapter.file_format or f"{adapter.format}_events"
+    add_session(batch, source_file, 0, session_id, source_format, adapter, raw_events, {})
 
 
 def read_file(drop_id: str, path: Path, source_file: str, name_id: str | None = None) -> Iterator[Batch]:

@@ -62,11 +62,12 @@ from .chat_messages import ChatMessages, is_chat_message
 from .claude_code import ClaudeCode
 from .codex import Codex
 from .events import INT32, NotAnId, as_int, as_text, dump, read_id
+from .gemini_cli import PROMPT_LOG, GeminiCli, is_prompt_log_entry
 from .openhands_v0 import OpenHandsV0
 from .openhands_v1 import OpenHandsV1
 
 # The formats a bare event can be in, tried in this order (a V1 ActionEvent has an ``action`` key, as V0 events do).
-EVENT_ADAPTERS: tuple[type[Adapter], ...] = (OpenHandsV1, OpenHandsV0, ClaudeCode, Codex)
+EVENT_ADAPTERS: tuple[type[Adapter], ...] = (OpenHandsV1, OpenHandsV0, ClaudeCode, Codex, GeminiCli)
 
 _ID_KEYS = ("session_id", "conversation_id", "instance_id", "sid", "id")
 _FEEDBACK_KEYS = ("feedback", "polarity", "version", "permissions")  # a feedback-dataset record, not a download
@@ -99,6 +100,8 @@ def classify(obj: Any) -> str | None:
         return "rating"
     if "variant" in obj or "experiment" in obj:
         return "assignment"
+    if is_prompt_log_entry(obj):  # Gemini CLI's logs.json: no session (``_why_unknown``), though Claude Code's shape
+        return None
     if any(adapter.recognizes(obj) for adapter in EVENT_ADAPTERS):
         return "event"
     return None
@@ -200,6 +203,8 @@ def _why_unknown(obj: Any) -> str:
     if isinstance(obj, dict) and "trajectory" in obj and obj.get("error"):
         # the server's answer when a download failed: {"trajectory": null, "error": "Error getting trajectory: ..."}
         return f"a trajectory download that failed ({as_text(obj['error'])}): download the conversation again"
+    if is_prompt_log_entry(obj):
+        return PROMPT_LOG
     what = type(obj).__name__
     if isinstance(obj, dict):
         what = "object with keys " + ", ".join(sorted(map(str, obj))[:8])
