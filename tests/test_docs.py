@@ -30,7 +30,7 @@ from pulse_pipeline.publish import publish
 from pulse_pipeline.warehouse import Warehouse
 
 README = PROJECT_ROOT / "README.md"
-DOCS = sorted((PROJECT_ROOT / "docs").glob("*.md"))
+DOCS = sorted((PROJECT_ROOT / "docs").rglob("*.md"))  # docs/sources/ too
 TABLES_PAGE = PROJECT_ROOT / "docs" / "tables.md"
 CI = PROJECT_ROOT / ".ci" / "run"
 MAX_README_LINES = 300
