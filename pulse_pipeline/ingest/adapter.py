@@ -55,6 +55,12 @@ class EventFields:
     cause: str | None = None  # id of the event this one answers
     wait_for_response: bool | None = None
     event_id: str | None = None  # the event's id when the format keeps it elsewhere than the raw event's ``id``
+    timestamp: str | None = None  # ISO time when the format keeps it elsewhere than a ``timestamp`` string
+
+
+class UnreadableEvent(ValueError):
+    """An adapter's reason a raw event cannot be read (a Cline ``api_req_started`` whose text is not JSON); the
+    message is the quarantine reason, and the event is quarantined by position like one that is no JSON object."""
 
 
 class Adapter:
@@ -120,7 +126,7 @@ def read_events(adapter: Adapter, raw_events: Iterable[Any]) -> tuple[list[Event
         try:
             parsed = adapter.parse_all(raw)
             ids = [fields.event_id or _raw_id(raw) for fields in parsed]
-        except NotAnId as error:
+        except (NotAnId, UnreadableEvent) as error:
             bad.append(BadEvent(position, str(error), raw_json))
             continue
         for fields, event_id in zip(parsed, ids, strict=True):
@@ -130,7 +136,7 @@ def read_events(adapter: Adapter, raw_events: Iterable[Any]) -> tuple[list[Event
                     Event,
                     (
                         event_id or f"#{len(events)}",
-                        timestamp,
+                        fields.timestamp or timestamp,
                         fields.source,
                         fields.kind,
                         fields.name,

@@ -42,6 +42,7 @@ from typing import Any
 
 from .. import tables
 from .batch import RECORD_TYPES, ArrowBatch, Batch
+from .cline import EXTENSION_STATE, extension_state
 from .events import BOM
 from .files import jsonl_mode, read_file, read_record_lines
 from .folders import folder_layout, folder_name_id, read_session_folder, session_files
@@ -144,7 +145,7 @@ class DropUnit:
     path: Path
     source_file: str
     is_session_dir: bool
-    layout: str | None = None  # for a session folder: v0_events_dir | sdk_conversation | app_server_events
+    layout: str | None = None  # for a session folder: v0_events_dir | sdk_conversation | app_server_events | cline_task
     name_id: str | None = None  # the session id the unit's location gives (records.py)
     skipped: str | None = None
 
@@ -184,10 +185,15 @@ def drop_units(path: Path) -> list[DropUnit]:
     others: list[Path] = []
     hidden: list[Path] = []
     claimed: set[Path] = set()
+    extension_entries: list[Path] = []
     pending = [path]
     while pending:  # depth first, each folder's sub-folders in name order
         folder = pending.pop()
         subfolders, names, other_names, hidden_names = _entries(folder)
+        state = extension_state(folder, subfolders, names)  # a Cline globalStorage: its tasks/ alone is read
+        if state:
+            extension_entries.extend(folder / n for n in state)
+            subfolders, names = [d for d in subfolders if d not in state], [n for n in names if n not in state]
         layout = folder_layout(folder, names, is_root=folder == path)
         if layout is not None:
             claimed.update(session_files(folder, layout))
@@ -208,7 +214,7 @@ def drop_units(path: Path) -> list[DropUnit]:
     skipped = [
         DropUnit(p, p.relative_to(path).as_posix(), False, skipped=skip_reason(p, p.lstat().st_mode) or HIDDEN_DATA)
         for p in sorted(others + hidden)
-    ]
+    ] + [DropUnit(p, p.relative_to(path).as_posix(), False, skipped=EXTENSION_STATE) for p in extension_entries]
     return [replace(u, name_id=u.source_file) if u.name_id in repeated else u for u in units] + skipped
 
 
