@@ -4,7 +4,10 @@ In a folder, files and folders whose names start with ``_`` are sidecars (a gene
 those whose names start with ``.`` are hidden (locks, partial copies, ``.DS_Store``): neither is read nor counted
 (:func:`is_sidecar`). A hidden file named like data (``.json``, ``.jsonl``, ``.ndjson``, ``.csv``, as
 ``..dotdot..json``) is the exception: it is not read either, but becomes a quarantine row saying why, so it is
-never skipped silently. A folder that holds one session, one event per file, is read as one unit: OpenHands V0's
+never skipped silently. aider's chat history is read though hidden: ``.aider.chat.history.md`` is the name aider
+itself gives it (:func:`is_read_hidden`; a copy named ``myrepo.aider.chat.history.md`` is read too, ``aider.py``).
+
+A folder that holds one session, one event per file, is read as one unit: OpenHands V0's
 ``sessions/<sid>/events/<n>.json``, an OpenHands SDK conversation folder (``base_state.json`` +
 ``events/event-<idx>-<id>.json``) and the OpenHands app server's event folder (``folders.py`` has the layouts).
 
@@ -41,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import tables
+from .aider import is_aider_history, read_aider_history
 from .batch import RECORD_TYPES, ArrowBatch, Batch
 from .cline import EXTENSION_STATE, extension_state
 from .events import BOM
@@ -89,8 +93,17 @@ def is_sidecar(name: str) -> bool:
     """Whether an entry of a drop is not part of it, and left out without a quarantine row: a sidecar (``_``: a
     generator's ground truth, notes) or a hidden entry (``.``: a lock, a partial copy, ``.DS_Store``, ``.git``)
     that is not named like data. A hidden file named like data (``..dotdot..json``) is no sidecar: it becomes a
-    quarantine row (``HIDDEN_DATA``), so no file that looks like data leaves a drop unaccounted for."""
-    return name.startswith("_") or (name.startswith(".") and not name.lower().endswith(DATA_SUFFIXES))
+    quarantine row (``HIDDEN_DATA``), so no file that looks like data leaves a drop unaccounted for. aider's chat
+    history, ``.aider.chat.history.md``, is hidden by its tool's choice and read like any file (``is_read_hidden``)."""
+    if name.startswith("_"):
+        return True
+    return name.startswith(".") and not name.lower().endswith(DATA_SUFFIXES) and not is_read_hidden(name)
+
+
+def is_read_hidden(name: str) -> bool:
+    """Whether a name starting with ``.`` is read all the same: aider's ``.aider.chat.history.md`` (``aider.py``),
+    which aider writes at a repository's root under that hidden name. Every other hidden name keeps the rule."""
+    return is_aider_history(name)
 
 
 def _file_holds_data(path: Path, block: int = 1 << 16) -> bool:
@@ -162,7 +175,7 @@ def _entries(folder: Path) -> tuple[list[str], list[str], list[str], list[str]]:
         for entry in scan:
             if is_sidecar(entry.name):
                 continue
-            if entry.name.startswith("."):
+            if entry.name.startswith(".") and not (is_read_hidden(entry.name) and entry.is_file(follow_symlinks=False)):
                 hidden.append(entry.name)
             elif entry.is_dir(follow_symlinks=False):
                 folders.append(entry.name)
@@ -358,6 +371,8 @@ def read_piece(drop_id: str, piece: Piece) -> Iterator[Batch]:
         yield batch
     elif unit.is_session_dir:
         yield from read_session_folder(drop_id, unit.path, unit.source_file, unit.layout, unit.name_id)
+    elif is_aider_history(unit.path.name):
+        yield from read_aider_history(drop_id, unit.path, unit.source_file)
     elif piece.end is None:
         yield from read_file(drop_id, unit.path, unit.source_file, unit.name_id)
     else:
