@@ -25,8 +25,9 @@ Fixture ``tests/fixtures/aider/myrepo/.aider.chat.history.md`` (lines numbered f
 - started 2026-01-03 08:00:00 (line 96): announcements only (aider started and quit): 1 event, no user message, no
   segment, no usage.
 
-``tests/fixtures/aider/bad``: ``broken.aider.chat.history.md`` (a user line and a reply with no start line before
-them, then a session whose user line holds a Latin-1 byte) and ``empty.aider.chat.history.md`` (0 bytes).
+The malformed files are written by the test itself (one is not UTF-8, which no fixture of the repository may be:
+``ruff format`` reads Markdown): ``broken.aider.chat.history.md`` (a user line and a reply with no start line
+before them, then a session whose user line holds a Latin-1 byte) and ``empty.aider.chat.history.md`` (0 bytes).
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ import orjson
 import pytest
 
 from pulse_pipeline.ingest.drop import drop_units, is_sidecar
+from pulse_pipeline.ingest.drop_names import aider_drop_name, why_bad_drop_name
+from pulse_pipeline.ingest.register import register_drop
 
 from .helpers import FIXTURES, assert_reconciled, ingest_paths, rows
 
@@ -175,8 +178,18 @@ def test_the_history_file_alone_is_a_drop(wh):
     assert_reconciled(wh, HISTORY.name)
 
 
-def test_text_without_a_start_line_and_bad_sessions_are_quarantined(wh):
-    ingest_paths(wh, FIX / "bad")
+BROKEN = (
+    b"#### orphan question, pasted without its session\n\nsome reply\n\n"
+    b"# aider chat started at 2026-01-04 10:00:00\n\n#### caf\xe9 in Latin-1  \n\nA reply.\n"
+)
+
+
+def test_text_without_a_start_line_and_bad_sessions_are_quarantined(wh, tmp_path):
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "broken.aider.chat.history.md").write_bytes(BROKEN)
+    (bad / "empty.aider.chat.history.md").write_bytes(b"")
+    ingest_paths(wh, bad)
     assert rows(wh, "SELECT count(*) FROM raw.sessions") == [(0,)]
     got = rows(wh, "SELECT source_file, record_index, record_type, reason FROM raw.quarantine ORDER BY 1, 2")
     assert [(f, i, t) for f, i, t, _ in got] == [
@@ -189,3 +202,17 @@ def test_text_without_a_start_line_and_bad_sessions_are_quarantined(wh):
     assert got[2][3] == "file is empty"
     assert rows(wh, "SELECT records_read, records_accepted, records_quarantined FROM raw.drops") == [(3, 0, 3)]
     assert_reconciled(wh, "bad")
+
+
+def test_the_hidden_history_given_alone_is_registered_under_its_folders_name(pulse_home, tmp_path):
+    """``pulse ingest ~/myrepo/.aider.chat.history.md``: no drop may be named with a leading '.', so the file goes
+    into a drop named ``myrepo-aider-history``, keeping its own name (its sessions' ids start with it)."""
+    repo = tmp_path / "myrepo"
+    repo.mkdir()
+    shutil.copy(HISTORY, repo / HISTORY.name)
+    key, target = register_drop(pulse_home, repo / HISTORY.name)
+    assert (key, target) == ("myrepo-aider-history", pulse_home.drops / "myrepo-aider-history")
+    assert sorted(p.name for p in target.iterdir()) == [HISTORY.name]
+    # the name the CLI checks before anything is copied (it refused the file's own name before)
+    assert why_bad_drop_name(aider_drop_name(repo / HISTORY.name)) is None
+    assert aider_drop_name(repo / "myrepo.aider.chat.history.md") is None  # a visible copy keeps its own name

@@ -46,10 +46,11 @@ from typing import Any
 
 from .adapter import Adapter, EventFields, add_session
 from .batch import Batch
+from .drop_names import AIDER_HISTORY
 from .events import BOM
 from .limits import EXCERPT_BYTES, record_limits
 
-HISTORY_NAME = ".aider.chat.history.md"  # aider's default --chat-history-file (aider/args.py)
+HISTORY_NAME = AIDER_HISTORY  # aider's default --chat-history-file (aider/args.py)
 START = re.compile(rb"^# aider chat started at (\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}:\d{2})\s*$")
 _USER = re.compile(r"^####(?: |$)")
 _OUTPUT = re.compile(r"^>(?: |$)")
