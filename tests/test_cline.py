@@ -42,6 +42,11 @@ Fixtures (``tests/fixtures/cline/``):
   one command (3); tokensIn 2000+300+200+350 = 2850, tokensOut 100+250+80+300 = 730, cacheWrites 1500+400+0+300 =
   2200, cacheReads 0+1500+1900+1900 = 5300, cost 0.0123+0.0063+0.0024+0.0061 = 0.0271; prompt 10350. No model in
   its task files but the ``<model>claude-sonnet-4-5</model>`` of its environment details.
+- ``globalStorage/rooveterinaryinc.roo-cline/tasks/7c8d9e0f-…`` (a Roo Code subtask: its ``history_item.json`` names
+  ``parentTaskId`` 0b6f3c1e-…, as ``Task.startSubtask``/``taskMetadata`` write it): 7 events; message 0 is the task
+  the parent's agent wrote (an agent message), so the one user message is 4 (``user_feedback``), one segment 4-6;
+  tokensIn 900+150 = 1050, tokensOut 400+120 = 520, cacheWrites 800+100 = 900, cacheReads 0+800 = 800, cost
+  0.0117+0.0024 = 0.0141; prompt 2750.
 - ``globalStorage/kilocode.kilo-code/tasks/5e1d2c3b-…`` (Kilo Code): 8 events, 1 user message, 1 segment, no
   command, one error (5); tokensIn 3000+3400 = 6400, tokensOut 200+150 = 350, no cache figures, cost
   0.0042+0.0039 = 0.0081; model ``openai/gpt-4.1`` from the environment details.
@@ -77,7 +82,9 @@ EXPECTED = {
     "1767265200000": ("cline", 11, 1, 1, 1, "gpt-5", 0.0164, 27100, 850),
     "0b6f3c1e-7d2a-4c5e-9f10-3a4b5c6d7e8f": ("roo_code", 14, 2, 2, 1, "claude-sonnet-4-5", 0.0271, 10350, 730),
     "5e1d2c3b-4a59-4687-9a0b-1c2d3e4f5a6b": ("kilo_code", 8, 1, 1, 0, "openai/gpt-4.1", 0.0081, 6400, 350),
+    "7c8d9e0f-1a2b-4c3d-8e4f-5a6b7c8d9e0f": ("roo_code", 7, 1, 1, 0, "claude-sonnet-4-5", 0.0141, 2750, 520),
 }
+SUBTASK = "7c8d9e0f-1a2b-4c3d-8e4f-5a6b7c8d9e0f"
 
 
 def _sessions(wh) -> dict[str, tuple]:
@@ -96,7 +103,7 @@ def _sessions(wh) -> dict[str, tuple]:
     return found
 
 
-def test_a_whole_global_storage_folder_is_one_drop_of_four_tasks(wh):
+def test_a_whole_global_storage_folder_is_one_drop_of_five_tasks(wh):
     ingest_paths(wh, STORAGE)
     found = _sessions(wh)
     assert set(found) == set(EXPECTED)
@@ -234,3 +241,13 @@ def test_malformed_pieces_are_quarantined_with_their_reason(wh):
     )
     assert drop == (4, 1, 3, 4, 2, 2)
     assert_reconciled(wh, "bad")
+
+
+def test_a_subtasks_task_is_its_parent_agents_words_not_the_users(wh):
+    ingest_paths(wh, STORAGE)
+    got = rows(wh, "SELECT source, name, original_name FROM raw.events WHERE session_id = ? ORDER BY seq", [SUBTASK])
+    assert got[0] == ("agent", "message", "subtask")
+    assert [i for i, (source, name, _) in enumerate(got) if source == "user" and name == "message"] == [4]
+    (meta,) = rows(wh, "SELECT metadata_json FROM raw.sessions WHERE session_id = ?", [SUBTASK])[0]
+    meta = orjson.loads(meta)
+    assert (meta["parent_task_id"], meta["root_task_id"]) == (ROO_TASK.name, ROO_TASK.name)

@@ -27,7 +27,10 @@ Rules (each stated once, here):
   a followup, a completion, a tool approval), and an option the user picked in answer to an ``ask: followup`` or
   ``ask: plan_mode_respond`` (Cline then writes no ``user_feedback`` but puts the choice in the ask's JSON as
   ``selected``: a second event ``<ts>:selected`` after the question). ``say: user_feedback_diff`` (the user edited
-  a proposed diff) is the user's action, not a message.
+  a proposed diff) is the user's action, not a message. A Roo Code or Kilo Code **subtask** (its
+  ``history_item.json`` names a ``parentTaskId``: the parent's agent opened it with the ``new_task`` tool,
+  ``Task.startSubtask``) has a task the parent agent wrote, so its first message is an agent message
+  (``original_name`` ``subtask``), not the user's; the parent and root task ids are kept in the metadata.
 - **Never the user's words**: tool results and command output (``command_output``, ``browser_action_result``,
   ``mcp_server_response``) are observations from the environment; ``api_conversation_history.json``'s ``user``
   turns after the first are mostly tool results, so it is not read for messages.
@@ -58,7 +61,8 @@ Rules (each stated once, here):
 Bad input, quarantined with the file's name in the reason: ``ui_messages.json`` missing, not JSON or not a JSON
 array (the task is quarantined as a session, with the reason); an item that is not an object, or an
 ``api_req_started`` whose text is not JSON (an event); ``task_metadata.json`` or ``api_conversation_history.json``
-not JSON or not of its shape (one ``unknown`` record each: the task is still read, without what it would give).
+or ``history_item.json`` not JSON or not of its shape (one ``unknown`` record each: the task is still read,
+without what it would give).
 """
 
 from __future__ import annotations
@@ -255,6 +259,7 @@ class ClineMessages(Adapter):
         self.requests = 0
         self.model: str | None = None  # the last modelInfo.modelId
         self.known_model: str | None = None  # the model the task's other files name, which wins
+        self.subtask = False  # a subtask's task was written by its parent's agent
 
     def parse_all(self, event: dict[str, Any]) -> list[EventFields]:
         first = self.position == 0
@@ -279,6 +284,8 @@ class ClineMessages(Adapter):
         return parsed
 
     def _say(self, say: Any, text: str | None, first: bool) -> list[EventFields]:
+        if self.subtask and first and say in ("task", "text"):
+            return [EventFields("agent", "action", "message", original_name="subtask", text=text)]
         if say == "task" or (say == "text" and first) or say == "user_feedback":
             return [EventFields("user", "action", "message", text=text)]
         if say in _USAGE_SAYS:
@@ -391,7 +398,11 @@ def read_task_folder(batch: Batch, folder: Path, source_file: str, name_id: str)
     messages, why_not = _load(folder / UI_MESSAGES, list, "a JSON array of messages")
     metadata, _ = _side_file(batch, folder, source_file, TASK_METADATA, dict, "a JSON object")
     history, _ = _side_file(batch, folder, source_file, API_HISTORY, list, "a JSON array of messages")
+    item, _ = _side_file(batch, folder, source_file, HISTORY_ITEM, dict, "a JSON object")
     info = task_info(metadata, history)
+    for key, name in (("parentTaskId", "parent_task_id"), ("rootTaskId", "root_task_id"), ("mode", "mode")):
+        if item and as_id(item.get(key)):
+            info[name] = as_id(item.get(key))
     # the folder's path within the drop and the drop's own name (a drop that is an extension folder is named by it)
     fmt, extension = format_from_path(folder.parts[-(len(PurePosixPath(source_file).parts) + 1) :])
     if extension:
@@ -401,10 +412,11 @@ def read_task_folder(batch: Batch, folder: Path, source_file: str, name_id: str)
         reason = f"{UI_MESSAGES}: {why_not}; the task's messages are the only record of what the user said"
         batch.quarantine(source_file, 0, "session", reason, _excerpt(folder / UI_MESSAGES))
         return
-    fmt = fmt or format_from_messages(messages, _is_file(folder / HISTORY_ITEM))
+    fmt = fmt or format_from_messages(messages, item is not None)
     adapter = ClineMessages()
     adapter.format = fmt
     adapter.known_model = info.pop("model", None)
+    adapter.subtask = "parent_task_id" in info
     add_session(batch, source_file, 0, name_id, fmt, adapter, messages, info)
 
 
@@ -481,7 +493,7 @@ def _side_file(
     value, why = _load(path, shape, shape_text)
     if value is None:
         batch.read["unknown"] += 1
-        reason = f"{name}: {why}; the task is read without it (no model from it)"
+        reason = f"{name}: {why}; the task is read without it (nor what it says: model, parent task)"
         batch.quarantine(source_file, None, "unknown", reason, _excerpt(path))
     return value, why
 
