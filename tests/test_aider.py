@@ -216,3 +216,22 @@ def test_the_hidden_history_given_alone_is_registered_under_its_folders_name(pul
     # the name the CLI checks before anything is copied (it refused the file's own name before)
     assert why_bad_drop_name(aider_drop_name(repo / HISTORY.name)) is None
     assert aider_drop_name(repo / "myrepo.aider.chat.history.md") is None  # a visible copy keeps its own name
+
+
+def test_a_session_larger_than_the_record_limit_is_quarantined_unread(wh, tmp_path, monkeypatch):
+    """``PULSE_MAX_RECORD_MB`` at 0.001 (1 048 bytes): a session holding a 5 000-byte reply is quarantined with its
+    size, never held whole; the small session after it is read."""
+    monkeypatch.setenv("PULSE_MAX_RECORD_MB", "0.001")
+    drop = tmp_path / "limits"
+    drop.mkdir()
+    big = "# aider chat started at 2026-01-05 10:00:00\n\n#### go  \n\n" + "x" * 5000 + "\n"
+    small = "\n# aider chat started at 2026-01-05 11:00:00\n\n#### hi  \n\nHello.\n"
+    (drop / HISTORY.name).write_text(big + small)
+    ingest_paths(wh, drop)
+    assert rows(wh, "SELECT session_id, n_user_messages FROM raw.sessions") == [
+        (".aider.chat.history.md@2026-01-05T11:00:00", 1)
+    ]
+    ((index, kind, reason),) = rows(wh, "SELECT record_index, record_type, reason FROM raw.quarantine")
+    assert (index, kind) == (0, "session")
+    assert reason.startswith("an aider session is 5,058 bytes, more than PULSE_MAX_RECORD_MB")
+    assert_reconciled(wh, "limits")

@@ -48,7 +48,7 @@ from .adapter import Adapter, EventFields, add_session
 from .batch import Batch
 from .drop_names import AIDER_HISTORY
 from .events import BOM
-from .limits import EXCERPT_BYTES, record_limits
+from .limits import Oversized, bounded_lines, excerpt_text, record_limits
 
 HISTORY_NAME = AIDER_HISTORY  # aider's default --chat-history-file (aider/args.py)
 START = re.compile(rb"^# aider chat started at (\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}:\d{2})\s*$")
@@ -203,15 +203,14 @@ def read_aider_history(drop_id: str, path: Path, source_file: str) -> Iterator[B
             if size > limits.max_bytes:
                 batch.read["session"] += 1
                 reason = limits.too_many_bytes(size, "an aider session")
-                batch.quarantine(source_file, start_index, "session", reason, b"".join(lines)[:EXCERPT_BYTES].decode())
+                batch.quarantine(source_file, start_index, "session", reason, excerpt_text(b"\n".join(lines)))
                 continue
             try:
                 text = [line.decode("utf-8") for line in lines]
             except UnicodeDecodeError as error:
                 batch.read["session"] += 1
                 reason = f"aider session not UTF-8 text ({error.reason} at byte {error.start} of a line)"
-                raw = b"".join(lines).decode("utf-8", "replace")[:EXCERPT_BYTES]
-                batch.quarantine(source_file, start_index, "session", reason, raw)
+                batch.quarantine(source_file, start_index, "session", reason, excerpt_text(b"\n".join(lines)))
                 continue
             adapter = AiderLines(started)
             blocks = session_blocks(text[1:], start_index + 2)
@@ -224,17 +223,21 @@ def read_aider_history(drop_id: str, path: Path, source_file: str) -> Iterator[B
 
 
 def _chunks(f, max_bytes: int) -> Iterator[tuple[int, re.Match | None, list[bytes], int]]:
-    """``(index of the first line, start match or None, lines, bytes)`` for the text before the first session
-    (when it holds more than white space) and for each session; a session's lines stop being held past
-    ``max_bytes`` (its size still counted), so no session larger than that is held whole."""
+    """``(index of the first line, start match or None, lines without their line end, bytes)`` for the text before
+    the first session (when it holds more than white space) and for each session. A session's lines stop being held
+    past ``max_bytes`` (its size still counted), and a line longer than that is never held whole
+    (``limits.bounded_lines``), so no session larger than ``max_bytes`` is held."""
     index, match, lines, size = 0, None, [], 0
-    for number, line in enumerate(f):
-        found = START.match(line.rstrip(b"\r\n"))
+    for number, line in enumerate(bounded_lines(f, max_bytes)):
+        if isinstance(line, Oversized):
+            size += line.size + 1
+            continue
+        found = START.match(line.rstrip(b"\r"))
         if found:
             if match is not None or any(x.strip() for x in lines):
                 yield index, match, lines, size
             index, match, lines, size = number, found, [], 0
-        size += len(line)
+        size += len(line) + 1
         if size <= max_bytes:
             lines.append(line)
     if match is not None or any(x.strip() for x in lines):
@@ -248,4 +251,4 @@ def _no_start(batch: Batch, source_file: str, lines: list[bytes], size: int, ind
         f"not an aider session: no '# aider chat started at YYYY-MM-DD HH:MM:SS' line before this text ({size} bytes;"
         " aider writes one each time it starts); restore the start line, or remove the text"
     )
-    batch.quarantine(source_file, index, "unknown", reason, b"".join(lines)[:EXCERPT_BYTES].decode("utf-8", "replace"))
+    batch.quarantine(source_file, index, "unknown", reason, excerpt_text(b"\n".join(lines)))
