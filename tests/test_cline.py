@@ -251,3 +251,21 @@ def test_a_subtasks_task_is_its_parent_agents_words_not_the_users(wh):
     (meta,) = rows(wh, "SELECT metadata_json FROM raw.sessions WHERE session_id = ?", [SUBTASK])[0]
     meta = orjson.loads(meta)
     assert (meta["parent_task_id"], meta["root_task_id"]) == (ROO_TASK.name, ROO_TASK.name)
+
+
+def test_a_tasks_folder_beside_other_sources_leaves_them_read(wh, tmp_path):
+    """A drop holding ``tasks/`` next to other files (an aider history, a ratings file) is no extension folder: only
+    entries named like an extension's own state (``state/``) are left unread; the rest is read, and a rating keyed
+    by the task id lands on the task."""
+    mixed = tmp_path / "mixed"
+    shutil.copytree(CLINE_TASKS / "1767265200000", mixed / "tasks" / "1767265200000")
+    shutil.copytree(STORAGE / "saoudrizwan.claude-dev" / "state", mixed / "state")
+    shutil.copy(FIXTURES / "aider" / "myrepo" / ".aider.chat.history.md", mixed / ".aider.chat.history.md")
+    (mixed / "ratings.csv").write_text("conversation_id,rating\n1767265200000,4\n")
+    ingest_paths(wh, mixed)
+    formats = rows(wh, "SELECT source_format, count(*) FROM raw.sessions GROUP BY 1 ORDER BY 1")
+    assert formats == [("aider", 3), ("cline", 1)]
+    assert rows(wh, "SELECT session_id, rating FROM raw.ratings") == [("1767265200000", 4.0)]
+    assert rows(wh, "SELECT session_id FROM staging.session_labels") == [("1767265200000",)]
+    assert [f for (f,) in rows(wh, "SELECT source_file FROM raw.quarantine")] == ["state"]
+    assert_reconciled(wh, "mixed")

@@ -175,14 +175,23 @@ EXTENSION_STATE = (
 )
 
 
+# what the extensions keep in their globalStorage folder beside tasks/ (Cline: state/taskHistory.json, settings/,
+# cache/, checkpoints/, puppeteer/; Roo Code and Kilo Code: settings/, cache/)
+STATE_NAMES = frozenset(["state", "settings", "cache", "checkpoints", "puppeteer"])
+
+
 def extension_state(folder: Path, subfolders: list[str], file_names: list[str]) -> list[str]:
-    """The entries of ``folder`` that are an extension's own state rather than tasks, when ``folder`` is an
-    extension's globalStorage folder (named by its extension id, or holding a ``tasks/`` folder with a task
-    folder in it): every entry but ``tasks`` (``state/taskHistory.json``, ``settings/``, ``cache/``,
-    ``checkpoints/``, ``puppeteer/``, ...). Empty for any other folder."""
-    if folder.name.lower() not in EXTENSIONS and not ("tasks" in subfolders and _holds_task(folder / "tasks")):
-        return []
-    return sorted(n for n in (*subfolders, *file_names) if n != "tasks")
+    """The entries of ``folder`` that are an extension's own state rather than tasks: in a folder named by its
+    extension id, every entry but ``tasks``; in a folder holding a ``tasks/`` folder with a task folder in it (a
+    copy of the extension's folder under another name), the entries named like the extensions' own
+    (``STATE_NAMES``), and nothing else, since such a folder may be a drop holding other sources beside. Empty for
+    any other folder."""
+    others = sorted(n for n in (*subfolders, *file_names) if n != "tasks")
+    if folder.name.lower() in EXTENSIONS:
+        return others
+    if "tasks" in subfolders and _holds_task(folder / "tasks"):
+        return [n for n in others if n in STATE_NAMES]
+    return []
 
 
 def _holds_task(tasks: Path) -> bool:
