@@ -97,7 +97,6 @@ EXTENSIONS = {
     "rooveterinaryinc.roo-cline": "roo_code",
     "kilocode.kilo-code": "kilo_code",
 }
-FORMATS = ("cline", "roo_code", "kilo_code")
 
 _USAGE_SAYS = ("api_req_started", "api_req_finished", "deleted_api_reqs")
 _USAGE_KEYS = ("tokensIn", "tokensOut", "cacheWrites", "cacheReads")
