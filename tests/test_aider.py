@@ -37,6 +37,8 @@ import shutil
 import orjson
 import pytest
 
+from pulse_pipeline import tables
+from pulse_pipeline.ingest import aider
 from pulse_pipeline.ingest.drop import drop_units, is_sidecar
 from pulse_pipeline.ingest.drop_names import aider_drop_name, why_bad_drop_name
 from pulse_pipeline.ingest.register import register_drop
@@ -235,3 +237,12 @@ def test_a_session_larger_than_the_record_limit_is_quarantined_unread(wh, tmp_pa
     assert (index, kind) == (0, "session")
     assert reason.startswith("an aider session is 5,058 bytes, more than PULSE_MAX_RECORD_MB")
     assert_reconciled(wh, "limits")
+
+
+def test_a_long_history_is_handed_on_in_batches(monkeypatch):
+    """With batches of at most 2 events, the fixture's three sessions (12, 9 and 1 events) come in three batches, one
+    per session, and together hold every row (memory is bounded by a session, not by the file)."""
+    monkeypatch.setattr(aider, "CHUNK_EVENTS", 2)
+    batches = list(aider.read_aider_history("d", HISTORY, HISTORY.name))
+    assert [b.count(tables.SESSIONS) for b in batches] == [1, 1, 1]
+    assert [b.count(tables.EVENTS) for b in batches] == [12, 9, 1]

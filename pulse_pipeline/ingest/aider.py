@@ -44,10 +44,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from .. import tables
 from .adapter import Adapter, EventFields, add_session
 from .batch import Batch
 from .drop_names import AIDER_HISTORY
 from .events import BOM
+from .files import CHUNK_BYTES, CHUNK_EVENTS
 from .limits import Oversized, bounded_lines, excerpt_text, record_limits
 
 HISTORY_NAME = AIDER_HISTORY  # aider's default --chat-history-file (aider/args.py)
@@ -183,7 +185,8 @@ def session_blocks(lines: list[str], first_line: int) -> list[dict[str, Any]]:
 
 
 def read_aider_history(drop_id: str, path: Path, source_file: str) -> Iterator[Batch]:
-    """Every session of one chat history file, one batch for the file (its sessions are read one at a time)."""
+    """Every session of one chat history file, read one session at a time, in batches of about ``CHUNK_EVENTS``
+    events or ``CHUNK_BYTES`` bytes (memory stays bounded by a session, whatever the file's size)."""
     batch = Batch(drop_id)
     limits = record_limits()
     seen: dict[str, int] = {}
@@ -216,6 +219,10 @@ def read_aider_history(drop_id: str, path: Path, source_file: str) -> Iterator[B
             blocks = session_blocks(text[1:], start_index + 2)
             info = {"aider_started": started}
             add_session(batch, source_file, start_index, session_id, "aider", adapter, blocks, info)
+            batch.held_bytes += size
+            if batch.count(tables.EVENTS) >= CHUNK_EVENTS or batch.held_bytes >= CHUNK_BYTES:
+                yield batch
+                batch = Batch(drop_id)
     if not read:
         batch.read["unknown"] += 1
         batch.quarantine(source_file, None, "unknown", "file is empty", "")
