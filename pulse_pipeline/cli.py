@@ -780,10 +780,11 @@ def _check_arguments(args: argparse.Namespace) -> None:
     if command == "ingest" and not os.path.lexists(args.path):
         raise UsageError(f"{args.path} does not exist (give a file or folder of trajectories)")
     if command == "ingest":  # before anything is copied: the name is one entry of the drop folder
-        from .ingest.drop_names import DEFAULT_NAME, why_bad_drop_name
+        from .ingest.drop_names import DEFAULT_NAME, aider_drop_name, why_bad_drop_name
 
         named = args.name is not None
-        name = args.name if named else Path(args.path).resolve().name
+        given = Path(args.path).resolve()
+        name = args.name if named else aider_drop_name(given) or given.name
         if problem := why_bad_drop_name(name, "--name" if named else DEFAULT_NAME):
             raise UsageError(problem)
     if command == "diff":

@@ -58,6 +58,11 @@ class EventFields:
     timestamp: str | None = None  # ISO time when the format keeps it elsewhere than the raw event's ``timestamp``
 
 
+class UnreadableEvent(ValueError):
+    """An adapter's reason a raw event cannot be read (a Cline ``api_req_started`` whose text is not JSON); the
+    message is the quarantine reason, and the event is quarantined by position like one that is no JSON object."""
+
+
 class Adapter:
     """One event format. A subclass sets ``format`` and implements ``parse`` (or ``parse_all``), and
     ``recognizes`` when files of bare events of its format are to be found by their content.
@@ -122,7 +127,7 @@ def read_events(adapter: Adapter, raw_events: Iterable[Any]) -> tuple[list[Event
         try:
             parsed = adapter.parse_all(raw)
             ids = [fields.event_id or _raw_id(raw) for fields in parsed]
-        except NotAnId as error:
+        except (NotAnId, UnreadableEvent) as error:
             bad.append(BadEvent(position, str(error), raw_json))
             continue
         for fields, event_id in zip(parsed, ids, strict=True):

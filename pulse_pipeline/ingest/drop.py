@@ -4,7 +4,10 @@ In a folder, files and folders whose names start with ``_`` are sidecars (a gene
 those whose names start with ``.`` are hidden (locks, partial copies, ``.DS_Store``): neither is read nor counted
 (:func:`is_sidecar`). A hidden file named like data (``.json``, ``.jsonl``, ``.ndjson``, ``.csv``, as
 ``..dotdot..json``) is the exception: it is not read either, but becomes a quarantine row saying why, so it is
-never skipped silently. A folder that holds one session, one event per file, is read as one unit: OpenHands V0's
+never skipped silently. aider's chat history is read though hidden: ``.aider.chat.history.md`` is the name aider
+itself gives it (:func:`is_read_hidden`; a copy named ``myrepo.aider.chat.history.md`` is read too, ``aider.py``).
+
+A folder that holds one session, one event per file, is read as one unit: OpenHands V0's
 ``sessions/<sid>/events/<n>.json``, an OpenHands SDK conversation folder (``base_state.json`` +
 ``events/event-<idx>-<id>.json``) and the OpenHands app server's event folder (``folders.py`` has the layouts).
 
@@ -41,7 +44,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import tables
+from .aider import is_aider_history, read_aider_history
 from .batch import RECORD_TYPES, ArrowBatch, Batch
+from .cline import EXTENSION_STATE, extension_state
 from .events import BOM
 from .files import jsonl_mode, read_file, read_record_lines
 from .folders import folder_layout, folder_name_id, read_session_folder, session_files
@@ -97,8 +102,17 @@ def is_sidecar(name: str) -> bool:
     """Whether an entry of a drop is not part of it, and left out without a quarantine row: a sidecar (``_``: a
     generator's ground truth, notes) or a hidden entry (``.``: a lock, a partial copy, ``.DS_Store``, ``.git``)
     that is not named like data. A hidden file named like data (``..dotdot..json``) is no sidecar: it becomes a
-    quarantine row (``HIDDEN_DATA``), so no file that looks like data leaves a drop unaccounted for."""
-    return name.startswith("_") or (name.startswith(".") and not name.lower().endswith(DATA_SUFFIXES))
+    quarantine row (``HIDDEN_DATA``), so no file that looks like data leaves a drop unaccounted for. aider's chat
+    history, ``.aider.chat.history.md``, is hidden by its tool's choice and read like any file (``is_read_hidden``)."""
+    if name.startswith("_"):
+        return True
+    return name.startswith(".") and not name.lower().endswith(DATA_SUFFIXES) and not is_read_hidden(name)
+
+
+def is_read_hidden(name: str) -> bool:
+    """Whether a name starting with ``.`` is read all the same: aider's ``.aider.chat.history.md`` (``aider.py``),
+    which aider writes at a repository's root under that hidden name. Every other hidden name keeps the rule."""
+    return is_aider_history(name)
 
 
 def _file_holds_data(path: Path, block: int = 1 << 16) -> bool:
@@ -153,7 +167,8 @@ class DropUnit:
     path: Path
     source_file: str
     is_session_dir: bool
-    layout: str | None = None  # a folder: v0_events_dir | sdk_conversation | app_server_events | opencode_storage
+    layout: str | None = None  # a folder: v0_events_dir | sdk_conversation | app_server_events | cline_task |
+    # opencode_storage
     name_id: str | None = None  # the session id the unit's location gives (records.py)
     skipped: str | None = None
 
@@ -170,7 +185,7 @@ def _entries(folder: Path) -> tuple[list[str], list[str], list[str], list[str]]:
         for entry in scan:
             if is_sidecar(entry.name):
                 continue
-            if entry.name.startswith("."):
+            if entry.name.startswith(".") and not (is_read_hidden(entry.name) and entry.is_file(follow_symlinks=False)):
                 hidden.append(entry.name)
             elif entry.is_dir(follow_symlinks=False):
                 folders.append(entry.name)
@@ -193,10 +208,15 @@ def drop_units(path: Path) -> list[DropUnit]:
     others: list[Path] = []
     hidden: list[Path] = []
     claimed: set[Path] = set()
+    extension_entries: list[Path] = []
     pending = [path]
     while pending:  # depth first, each folder's sub-folders in name order
         folder = pending.pop()
         subfolders, names, other_names, hidden_names = _entries(folder)
+        state = extension_state(folder, subfolders, names)  # a Cline globalStorage: its tasks/ alone is read
+        if state:
+            extension_entries.extend(folder / n for n in state)
+            subfolders, names = [d for d in subfolders if d not in state], [n for n in names if n not in state]
         layout = folder_layout(folder, names, is_root=folder == path)
         if layout is None and is_storage_root(subfolders):  # OpenCode's storage/: one unit of many sessions
             layout = STORAGE_LAYOUT
@@ -221,7 +241,7 @@ def drop_units(path: Path) -> list[DropUnit]:
     skipped = [
         DropUnit(p, p.relative_to(path).as_posix(), False, skipped=skip_reason(p, p.lstat().st_mode) or HIDDEN_DATA)
         for p in sorted(others + hidden)
-    ]
+    ] + [DropUnit(p, p.relative_to(path).as_posix(), False, skipped=EXTENSION_STATE) for p in extension_entries]
     return [replace(u, name_id=u.source_file) if u.name_id in repeated else u for u in units] + skipped
 
 
@@ -375,6 +395,8 @@ def read_piece(drop_id: str, piece: Piece) -> Iterator[Batch]:
         yield from read_session_folder(drop_id, unit.path, unit.source_file, unit.layout, unit.name_id)
     elif piece.end is None and is_sqlite(unit.path):  # an OpenCode database, whatever its name
         yield from read_database(drop_id, unit.path, unit.source_file)
+    elif is_aider_history(unit.path.name):
+        yield from read_aider_history(drop_id, unit.path, unit.source_file)
     elif piece.end is None:
         yield from read_file(drop_id, unit.path, unit.source_file, unit.name_id)
     else:

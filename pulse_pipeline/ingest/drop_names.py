@@ -11,6 +11,7 @@ so a drop of that name would be copied and never read.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 MAX_NAME_BYTES = 255  # one path component on Linux filesystems
 DEFAULT_NAME = "the drop's name (its file or folder name when --name is not given)"
@@ -39,3 +40,17 @@ def why_bad_drop_name(name: str, option: str = "--name") -> str | None:
             f" (staging copies and sidecars), so this drop would never be ingested; {fix}"
         )
     return None
+
+
+AIDER_HISTORY = ".aider.chat.history.md"  # aider's chat history, hidden by aider's choice (``aider.py`` reads it)
+
+
+def aider_drop_name(path: Path) -> str | None:
+    """The drop name ``.aider.chat.history.md`` given alone takes (``<its folder's name>-aider-history``), else None.
+
+    Why: ``pulse ingest ~/myrepo/.aider.chat.history.md`` is how one points PULSE at aider, and the file's own name
+    starts with ``.``, which no drop may be named; the file keeps its name inside a folder so named (a renamed single
+    file is copied that way, ``register.register_drop``)."""
+    if path.name != AIDER_HISTORY:
+        return None
+    return f"{path.parent.name.lstrip('._') or 'repo'}-aider-history"

@@ -10,6 +10,8 @@
                        of each event's own ``timestamp`` (microseconds), then file name. The name has whole seconds
                        and sorts ``Kind`` alphabetically within a second, which would put a ``MessageEvent`` after
                        the ``ObservationEvent`` it caused.
+``cline_task``         Cline, Roo Code or Kilo Code task: ``<extension id>/tasks/<taskId>/`` with ``ui_messages.json``
+                       (and ``api_conversation_history.json``, ``task_metadata.json``); ``cline.py`` reads it
 =====================  ===================================================================================
 
 Names starting with ``.`` or ``_`` are not read (the SDK's ``.eventlog.lock`` and count markers). Other files in a
@@ -53,6 +55,7 @@ import orjson
 
 from .adapter import add_session
 from .batch import Batch
+from .cline import is_task_folder, read_task_folder, task_files
 from .events import NotAnId, as_id, as_int, llm_usage, parse_json, read_id
 from .files import why_unparseable
 from .limits import EXCERPT_BYTES, record_limits
@@ -101,6 +104,8 @@ def folder_layout(folder: Path, file_names: list[str], is_root: bool) -> str | N
         return None if in_sdk_conversation else "v0_events_dir"
     if any(APP_EVENT_NAME.match(n) for n in file_names):
         return "app_server_events"
+    if is_task_folder(file_names):
+        return "cline_task"
     return None
 
 
@@ -113,6 +118,8 @@ def session_files(folder: Path, layout: str) -> list[Path]:
         return base + [folder / "events" / n for n in _files(folder / "events")]
     if layout == "app_server_events":
         return [folder / n for n in _files(folder) if APP_EVENT_NAME.match(n)]
+    if layout == "cline_task":
+        return task_files(folder)
     raise ValueError(f"unknown session folder layout {layout!r}")
 
 
@@ -133,6 +140,8 @@ def read_session_folder(
         _read_sdk_conversation(batch, folder, source_file, name_id)
     elif layout == "app_server_events":
         _read_app_server_events(batch, folder, source_file, name_id)
+    elif layout == "cline_task":
+        read_task_folder(batch, folder, source_file, name_id)
     else:
         _read_v0_events_dir(batch, folder, source_file, name_id)
     yield batch

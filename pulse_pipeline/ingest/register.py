@@ -31,7 +31,7 @@ from pathlib import Path
 
 from ..paths import PulseHome
 from .drop import drop_key, skip_reason, why_empty
-from .drop_names import DEFAULT_NAME, why_bad_drop_name
+from .drop_names import DEFAULT_NAME, aider_drop_name, why_bad_drop_name
 
 log = logging.getLogger(__name__)
 
@@ -154,6 +154,7 @@ def register_drop(home: PulseHome, path: Path, name: str | None = None) -> tuple
     change it. The copy appears under its name whole or not at all (module docstring).
     """
     path = path.resolve()  # a name is checked first (``drop_names``): the copy goes nowhere but the drop folder
+    name = name if name is not None else aider_drop_name(path)  # a hidden aider history goes in a named folder
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist")
     mode = path.stat().st_mode
