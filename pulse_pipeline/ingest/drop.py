@@ -43,9 +43,10 @@ from typing import Any
 from .. import tables
 from .batch import RECORD_TYPES, ArrowBatch, Batch
 from .events import BOM
-from .files import jsonl_mode, read_file, read_record_lines
+from .files import jsonl_mode, read_file, read_otlp_files, read_record_lines
 from .folders import folder_layout, folder_name_id, read_session_folder, session_files
 from .limits import bounded_lines, record_limits
+from .otlp import starts_as_otlp
 from .records import file_name_id
 
 log = logging.getLogger(__name__)
@@ -147,6 +148,7 @@ class DropUnit:
     layout: str | None = None  # for a session folder: v0_events_dir | sdk_conversation | app_server_events
     name_id: str | None = None  # the session id the unit's location gives (records.py)
     skipped: str | None = None
+    members: tuple[tuple[Path, str], ...] = ()  # an OpenTelemetry export: its files and names, read as one
 
 
 def _entries(folder: Path) -> tuple[list[str], list[str], list[str], list[str]]:
@@ -202,6 +204,7 @@ def drop_units(path: Path) -> list[DropUnit]:
         for f in sorted(files)
         if f not in claimed
     ]
+    units = otlp_export(units)
     repeated = {n for n, count in Counter(u.name_id for u in units).items() if count > 1}
     sessions = [u.path for u in folders]  # a session folder's hidden files are its format's own (the SDK's lock)
     hidden = [p for p in hidden if not any(s == p.parent or s in p.parents for s in sessions)]
@@ -210,6 +213,18 @@ def drop_units(path: Path) -> list[DropUnit]:
         for p in sorted(others + hidden)
     ]
     return [replace(u, name_id=u.source_file) if u.name_id in repeated else u for u in units] + skipped
+
+
+def otlp_export(units: list[DropUnit]) -> list[DropUnit]:
+    """The drop's units with its OTLP/JSON trace files (``otlp.starts_as_otlp``) made one unit, in the place of the
+    first: a Collector's rotated export is many files, and one trace's spans may be in two of them (``otel.py``)."""
+    files = [u for u in units if not u.is_session_dir and starts_as_otlp(u.path)]
+    if len(files) < 2:
+        return units
+    first = files[0]
+    export = replace(first, name_id=None, layout="otlp_export", members=tuple((u.path, u.source_file) for u in files))
+    kept = {id(u) for u in files[1:]}
+    return [export if u is first else u for u in units if id(u) not in kept]
 
 
 def _tree(path: Path) -> list[tuple[Path, os.stat_result]]:
@@ -266,6 +281,8 @@ def unit_bytes(unit: DropUnit) -> int:
     """The unit's size on disk: the file's, the sum of the files a session folder's reader reads, 0 if not read."""
     if unit.skipped:
         return 0
+    if unit.members:
+        return sum(path.stat().st_size for path, _ in unit.members)
     if not unit.is_session_dir:
         return unit.path.stat().st_size
     return sum(f.lstat().st_size for f in session_files(unit.path, unit.layout))
@@ -316,7 +333,7 @@ def plan(unit: DropUnit, split_bytes: int | None = None) -> list[Piece]:
     Streams the file (1 MiB at a time) to find the cuts and number the lines: memory stays bounded whatever the
     file's size."""
     split_bytes = split_bytes or SPLIT_BYTES
-    if unit.is_session_dir or unit.skipped or unit.path.stat().st_size <= split_bytes:
+    if unit.is_session_dir or unit.skipped or unit.members or unit.path.stat().st_size <= split_bytes:
         return [Piece(unit)]
     size = unit.path.stat().st_size
     pieces: list[Piece] = []
@@ -350,6 +367,8 @@ def read_piece(drop_id: str, piece: Piece) -> Iterator[Batch]:
         batch.read["unknown"] += 1
         batch.quarantine(unit.source_file, None, "unknown", unit.skipped, "")
         yield batch
+    elif unit.members:
+        yield from read_otlp_files(drop_id, unit.members)
     elif unit.is_session_dir:
         yield from read_session_folder(drop_id, unit.path, unit.source_file, unit.layout, unit.name_id)
     elif piece.end is None:

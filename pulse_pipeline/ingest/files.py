@@ -37,6 +37,8 @@ from .adapter import add_session
 from .batch import Batch
 from .events import BOM, dump, parse_json
 from .limits import EXCERPT_BYTES, Oversized, RecordLimits, bounded_lines, excerpt_text, record_limits
+from .otel import OtlpReader, read_otlp_documents
+from .otlp import is_otlp_traces
 from .records import adapter_for, add_assignment, add_rating, add_record, classify, content_id
 
 CHUNK_EVENTS = 50_000  # a batch is handed to the warehouse once it holds this many events
@@ -96,6 +98,10 @@ def read_file(drop_id: str, path: Path, source_file: str, name_id: str | None = 
         else:
             lines = raw.split(b"\n")
             mode = jsonl_mode(lines, limits=limits)
+            if mode == "otlp":
+                _read_otlp_lines(batch, enumerate(lines), source_file, limits)
+                yield batch
+                return
             if mode == "records":
                 yield from read_record_lines(drop_id, enumerate(lines), source_file)
                 return
@@ -116,6 +122,8 @@ def read_file(drop_id: str, path: Path, source_file: str, name_id: str | None = 
     if isinstance(whole, list) and not whole:
         batch.read["unknown"] += 1
         batch.quarantine(source_file, None, "unknown", "file is an empty JSON array: no session, rating or event", "[]")
+    elif is_otlp_traces(whole):
+        read_otlp_documents(batch, source_file, [(0, whole)])
     elif isinstance(whole, list) and _is_event_list(whole):
         _add_event_stream(batch, source_file, whole, name_id)
     elif isinstance(whole, list):
@@ -149,6 +157,8 @@ def jsonl_mode(lines: Iterable[bytes], sample: int = 20, limits: RecordLimits | 
             break
     if not objects or objects * 2 < seen:
         return None
+    if is_otlp_traces(first):
+        return "otlp"  # an OpenTelemetry Collector's file export: one file, read whole (otel.py)
     return "events" if classify(first) == "event" else "records"
 
 
@@ -173,6 +183,11 @@ def _read_large_file(drop_id: str, path: Path, source_file: str, limits: RecordL
         f.seek(start)
         if mode == "records":
             yield from read_record_lines(drop_id, enumerate(bounded_lines(f, limits.max_bytes)), source_file, limits)
+            return
+        if mode == "otlp":
+            batch = Batch(drop_id)
+            _read_otlp_lines(batch, enumerate(bounded_lines(f, limits.max_bytes)), source_file, limits)
+            yield batch
             return
         head = f.read(EXCERPT_BYTES)
     kind = "session" if mode == "events" else "unknown"
@@ -223,6 +238,71 @@ def read_record_lines(
         if batch.count(tables.EVENTS) >= CHUNK_EVENTS or batch.held_bytes >= CHUNK_BYTES:
             yield batch
             batch = Batch(drop_id)
+    yield batch
+
+
+def otlp_lines(
+    batch: Batch, numbered_lines: Iterable[tuple[int, bytes | Oversized]], source_file: str, limits: RecordLimits
+) -> Iterator[tuple[int, Any]]:
+    """The parsed lines of an OpenTelemetry Collector's file export (one ``{"resourceSpans": [...]}`` per line),
+    as ``(line, value)``; a line too large or not JSON is quarantined as any JSON line is."""
+    for i, line in numbered_lines:
+        if isinstance(line, Oversized):
+            batch.read["unknown"] += 1
+            batch.quarantine(source_file, i, "unknown", limits.too_many_bytes(line.size), line.text())
+            continue
+        if not line.strip():
+            continue
+        too_large = limits.why_too_large(line)
+        if too_large:
+            batch.read["unknown"] += 1
+            batch.quarantine(source_file, i, "unknown", too_large, excerpt_text(line))
+            continue
+        try:
+            yield i, parse_json(line)
+        except orjson.JSONDecodeError as error:
+            batch.read["unknown"] += 1
+            batch.quarantine(source_file, i, "unknown", why_unparseable(line, error), line.decode("utf-8", "replace"))
+
+
+def _read_otlp_lines(
+    batch: Batch, numbered_lines: Iterable[tuple[int, bytes | Oversized]], source_file: str, limits: RecordLimits
+) -> None:
+    """One file of an export, read whole (``otel.py``: a trace's spans may be on many lines)."""
+    read_otlp_documents(batch, source_file, otlp_lines(batch, numbered_lines, source_file, limits))
+
+
+def read_otlp_files(drop_id: str, members: Iterable[tuple[Path, str]]) -> Iterator[Batch]:
+    """Every OTLP/JSON file of a drop (``drop.drop_units`` puts them in one unit), read as one export: the
+    Collector's rotation renames a full file and starts a new one, so a trace's spans and a session's traces may be
+    in several files. Each file is one document or JSON lines; a line larger than ``PULSE_MAX_RECORD_MB`` is
+    quarantined, never held (a file is read line by line whatever its size)."""
+    limits = record_limits()
+    batch = Batch(drop_id)
+    reader = OtlpReader(batch)
+    for path, source_file in members:
+        with path.open("rb") as f:
+            if f.read(len(BOM)) != BOM:
+                f.seek(0)
+            head = f.tell()
+            whole = None
+            if path.stat().st_size <= limits.max_bytes:
+                raw = f.read()
+                batch.held_bytes += len(raw)
+                try:
+                    whole = None if limits.why_too_large(raw) else parse_json(raw)
+                except orjson.JSONDecodeError:
+                    whole = None
+                f.seek(head)
+            if is_otlp_traces(whole):
+                reader.add(source_file, 0, whole)
+                continue
+            for line, value in otlp_lines(batch, enumerate(bounded_lines(f, limits.max_bytes)), source_file, limits):
+                if is_otlp_traces(value):
+                    reader.add(source_file, line, value)
+                else:
+                    reader.other(source_file, line, value)
+    reader.finish()
     yield batch
 
 
