@@ -395,7 +395,7 @@ class DropTally:
 
     def add(self, batch: ArrowBatch) -> None:
         self.records_read += sum(batch.read[t] for t in RECORD_TYPES)
-        accepted = (tables.SESSIONS, tables.RATINGS, tables.ASKS, tables.ASSIGNMENTS)
+        accepted = (tables.SESSIONS, tables.RATINGS, tables.ASKS, tables.ASSIGNMENTS, tables.EVAL_SCORES)
         self.records_accepted += sum(batch.count(t) for t in accepted)
         self.records_quarantined += sum(batch.quarantined[t] for t in RECORD_TYPES)
         self.events_read += batch.read["event"]

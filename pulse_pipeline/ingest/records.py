@@ -55,6 +55,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from .. import tables
+from ..label_scales import STARS
 from .adapter import Adapter, add_session
 from .batch import Batch
 from .canonical import Canonical
@@ -308,7 +309,7 @@ def add_rating(
     if is_ask:
         batch.add(tables.ASKS, {**row, "ask_probability": probability})
     else:
-        batch.add(tables.RATINGS, row)
+        batch.add(tables.RATINGS, {**row, "scale": STARS, "score_json": None})
 
 
 def add_assignment(batch: Batch, source_file: str, record_index: int, obj: dict[str, Any], raw_text: str) -> None:
