@@ -197,6 +197,26 @@ def test_genai_evaluation_event_is_an_eval_score_never_a_rating(wh):
     assert rows(wh, "SELECT count(*) FROM staging.session_labels") == [(0,)]
 
 
+def test_genai_evaluation_results_as_log_records_score_the_spans_they_name(wh, tmp_path):
+    # logs/logs.json: a logs pipeline's file beside the traces' (one export): Groundedness 0.25 on A4 (conv-42), a
+    # label-only Relevance on a span of a trace not in the export (its session left to staging), an application log
+    drop = tmp_path / "collector"
+    drop.mkdir()
+    shutil.copy(GENAI, drop / "traces.json")
+    shutil.copy(FIX / "logs" / "logs.json", drop / "logs.json")
+    ingest_paths(wh, drop)
+    assert rows(
+        wh, "SELECT session_id, event_id, name, value, string_value, data_type FROM raw.eval_scores ORDER BY 2"
+    ) == [
+        (None, "9f9f9f9f9f9f9f9f", "Relevance", None, "relevant", "CATEGORICAL"),
+        ("conv-42", "a2a2a2a2a2a2a2a2", "Relevance", 0.9, "relevant", "NUMERIC"),
+        ("conv-42", "a4a4a4a4a4a4a4a4", "Groundedness", 0.25, None, "NUMERIC"),
+    ]
+    assert wh.count(tables.RATINGS) == 0
+    assert sorted(sessions(wh)) == [C, "conv-42"]
+    assert_reconciled(wh, drop.name)
+
+
 # --- OpenLLMetry's indexed attributes ---------------------------------------------------------------------------
 
 
@@ -324,7 +344,7 @@ def test_malformed_lines_and_parts_are_quarantined_with_their_reasons(wh, tmp_pa
     assert reasons[0][2].startswith("not valid JSON")
     assert reasons[1][2] == "resourceSpans[0] is not an object"
     assert reasons[2][2] == "resourceSpans[0].scopeSpans[0] has no list of spans"
-    assert reasons[3][2].startswith("not an OTLP/JSON traces document")
+    assert reasons[3][2].startswith("not an OTLP/JSON traces or logs document")
     assert reasons[4][2].startswith("span e0e0e0e0e0e0e0e0: attribute 'x': value")
     assert sorted(sessions(wh)) == [C, "conv-42"]
     assert_reconciled(wh, path.name)
@@ -409,3 +429,15 @@ def test_a_thumb_kept_as_a_boolean_is_a_boolean_score():
 )
 def test_the_users_words_are_the_new_turn(messages, words):
     assert users_words([Message(*m) for m in messages]) == words
+
+
+def test_cost_from_openinference_or_openlit_and_prompt_plus_completion():
+    from pulse_pipeline.ingest.otel import span_usage
+
+    def usage(attributes: dict) -> tuple:
+        pairs = [{"key": k, "value": {"doubleValue": v}} for k, v in attributes.items()]
+        return span_usage(read_span({"traceId": A, "spanId": "f0f0f0f0f0f0f0f0", "attributes": pairs}, {}, 0, 0))
+
+    assert usage({"llm.cost.total": 0.5, "gen_ai.usage.cost": 9.0}) == (None, None, 0.5)
+    assert usage({"gen_ai.usage.cost": 0.25}) == (None, None, 0.25)  # OpenLIT's key
+    assert usage({"llm.cost.prompt": 0.125, "llm.cost.completion": 0.25}) == (None, None, 0.375)

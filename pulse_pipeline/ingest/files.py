@@ -38,7 +38,7 @@ from .batch import Batch
 from .events import BOM, dump, parse_json
 from .limits import EXCERPT_BYTES, Oversized, RecordLimits, bounded_lines, excerpt_text, record_limits
 from .otel import OtlpReader, read_otlp_documents
-from .otlp import is_otlp_traces
+from .otlp import is_otlp
 from .records import adapter_for, add_assignment, add_rating, add_record, classify, content_id
 
 CHUNK_EVENTS = 50_000  # a batch is handed to the warehouse once it holds this many events
@@ -122,7 +122,7 @@ def read_file(drop_id: str, path: Path, source_file: str, name_id: str | None = 
     if isinstance(whole, list) and not whole:
         batch.read["unknown"] += 1
         batch.quarantine(source_file, None, "unknown", "file is an empty JSON array: no session, rating or event", "[]")
-    elif is_otlp_traces(whole):
+    elif is_otlp(whole):
         read_otlp_documents(batch, source_file, [(0, whole)])
     elif isinstance(whole, list) and _is_event_list(whole):
         _add_event_stream(batch, source_file, whole, name_id)
@@ -157,7 +157,7 @@ def jsonl_mode(lines: Iterable[bytes], sample: int = 20, limits: RecordLimits | 
             break
     if not objects or objects * 2 < seen:
         return None
-    if is_otlp_traces(first):
+    if is_otlp(first):
         return "otlp"  # an OpenTelemetry Collector's file export: one file, read whole (otel.py)
     return "events" if classify(first) == "event" else "records"
 
@@ -294,11 +294,11 @@ def read_otlp_files(drop_id: str, members: Iterable[tuple[Path, str]]) -> Iterat
                 except orjson.JSONDecodeError:
                     whole = None
                 f.seek(head)
-            if is_otlp_traces(whole):
+            if is_otlp(whole):
                 reader.add(source_file, 0, whole)
                 continue
             for line, value in otlp_lines(batch, enumerate(bounded_lines(f, limits.max_bytes)), source_file, limits):
-                if is_otlp_traces(value):
+                if is_otlp(value):
                     reader.add(source_file, line, value)
                 else:
                     reader.other(source_file, line, value)

@@ -39,15 +39,18 @@ instrumentations); **OpenInference** = Arize-ai/openinference ``spec/semantic_co
   one, its message awaits the user. A span whose parent is missing from the file is still its trace's.
 - **Model, tokens and cost** are summed per session into its metadata (``events.llm_usage``): tokens
   ``gen_ai.usage.input_tokens`` | ``gen_ai.usage.prompt_tokens`` | ``llm.token_count.prompt`` |
-  ``llm.usage.prompt_tokens`` and the matching output keys; cost ``llm.cost.total`` (else ``llm.cost.prompt`` +
-  ``llm.cost.completion``). A span's usage counts only when no span below it in its trace reports usage: agent
-  and chain spans often carry their children's totals, which would count twice. The model is the one of the most LLM
-  spans (``gen_ai.response.model``, ``gen_ai.request.model``, ``llm.response.model_name``, ``llm.model_name``).
-  The metadata also keeps ``service_name``/``service_version`` (resource) and ``agent_name``/``agent_version``
-  (``gen_ai.agent.*``, ``agent.name``), which experiments may read as arms.
-- **Scores** go through ``scores.add_score`` (one rule for every source): a ``gen_ai.evaluation.result`` span event
+  ``llm.usage.prompt_tokens`` and the matching output keys; cost ``llm.cost.total`` (OpenInference) or
+  ``gen_ai.usage.cost`` (OpenLIT, openlit/openlit ``sdk/python/src/openlit/semcov/__init__.py``), else
+  ``llm.cost.prompt`` + ``llm.cost.completion``. A span's usage counts only when no span below it in its trace
+  reports usage: agent and chain spans often carry their children's totals, which would count twice. The model is
+  the one of the most LLM spans (``gen_ai.response.model``, ``gen_ai.request.model``, ``llm.response.model_name``,
+  ``llm.model_name``). The metadata also keeps ``service_name``/``service_version`` (resource) and
+  ``agent_name``/``agent_version`` (``gen_ai.agent.*``, ``agent.name``), which experiments may read as arms.
+- **Scores** go through ``scores.add_score`` (one rule for every source): a ``gen_ai.evaluation.result`` event
   (``gen_ai.evaluation.name``, ``.score.value``, ``.score.label``, ``.explanation``) is an EVAL score of the span it
-  is recorded on (GenAI has no human kind); an OpenInference annotation or evaluation
+  is recorded on (GenAI has no human kind), as a span event or as an OpenTelemetry event, a log record of a
+  ``resourceLogs`` document (``eventName``) naming the span (else the trace) by ``spanId``/``traceId``; other log
+  records are not read; an OpenInference annotation or evaluation
   (``annotations.N.annotation.*``, ``evaluations.N.evaluation.*``, with ``trace.`` and ``session.`` scopes: name,
   score, label, explanation, annotator_kind) is an ANNOTATION when its ``annotator_kind`` is ``HUMAN`` (a rating
   when its name is declared one) and an EVAL score otherwise (``LLM``, ``CODE``, custom or absent: only a person's
@@ -74,7 +77,18 @@ import orjson
 from .adapter import Adapter, EventFields, add_session
 from .batch import Batch
 from .events import as_int, as_text, dump, llm_usage, parse_json, read_id
-from .otlp import NOT_OTLP, BadSpan, Span, SpanEvent, is_otlp_traces, iso_time, read_document
+from .otlp import (
+    NOT_OTLP,
+    BadSpan,
+    LogEvent,
+    Span,
+    SpanEvent,
+    is_otlp,
+    is_otlp_traces,
+    iso_time,
+    read_document,
+    read_log_document,
+)
 from .scores import Score, ScoreRules, add_score, score_rules
 
 FORMAT = "otel"
@@ -99,6 +113,7 @@ OUTPUT_TOKEN_KEYS = (
     "llm.token_count.completion",
     "llm.usage.completion_tokens",
 )
+COST_KEYS = ("llm.cost.total", "gen_ai.usage.cost")  # OpenInference; OpenLIT (openlit/openlit semcov)
 TOOL_NAME_KEYS = ("gen_ai.tool.name", "tool.name", "traceloop.entity.name")
 TOOL_ARGUMENT_KEYS = ("gen_ai.tool.call.arguments", "input.value", "traceloop.entity.input")
 TOOL_RESULT_KEYS = ("gen_ai.tool.call.result", "output.value", "traceloop.entity.output")
@@ -504,7 +519,7 @@ def span_usage(span: Span) -> tuple[int | None, int | None, float | None]:
     """(prompt tokens, completion tokens, cost in USD) the span reports, each None when it reports none."""
     prompt = as_int(first(span, INPUT_TOKEN_KEYS))
     completion = as_int(first(span, OUTPUT_TOKEN_KEYS))
-    cost = _number(span.attributes.get("llm.cost.total"))
+    cost = _number(first(span, COST_KEYS))
     if cost is None:
         parts = [_number(span.attributes.get(k)) for k in ("llm.cost.prompt", "llm.cost.completion")]
         cost = sum(p for p in parts if p is not None) if any(p is not None for p in parts) else None
@@ -629,11 +644,13 @@ class OtlpReader:
     batch: Batch
     rules: ScoreRules = field(default_factory=score_rules)
     spans: list[Span] = field(default_factory=list)
+    events: list[tuple[str, LogEvent]] = field(default_factory=list)  # (file, event) of the logs documents
     scored: Counter[tuple[str, int]] = field(default_factory=Counter)  # scores per (file, line): their item index
 
     def add(self, source_file: str, line: int, doc: dict[str, Any]) -> None:
-        """One OTLP/JSON document (a line of a file, or a whole file as line 0)."""
-        read = read_document(doc, line)
+        """One OTLP/JSON traces or logs document (a line of a file, or a whole file as line 0)."""
+        read = read_document(doc, line) if is_otlp_traces(doc) else read_log_document(doc, line)
+        self.events.extend((source_file, e) for e in read.events if e.name == EVALUATION_EVENT)
         for span in read.spans:
             span.source_file = source_file
         self.spans.extend(read.spans)
@@ -689,6 +706,30 @@ class OtlpReader:
         for trace in carriers:
             for span in trace.spans:
                 self._scores(span, None, trace.trace_id, session_of)
+        for source_file, event in self.events:
+            self._log_score(source_file, event, session_of)
+
+    def _log_score(self, source_file: str, event: LogEvent, session_of: dict[str, str]) -> None:
+        """A ``gen_ai.evaluation.result`` log record: an EVAL score of the span (else the trace) it names; its
+        session is its trace's when the trace is in this export, else staging finds the session holding the event."""
+        a = event.attributes
+        raw_text = dump({"event": event.name, "traceId": event.trace_id, "spanId": event.span_id, "attributes": a})
+        score = _score(
+            a.get("gen_ai.evaluation.name"),
+            a.get("gen_ai.evaluation.score.value"),
+            a.get("gen_ai.evaluation.score.label"),
+            a.get("gen_ai.evaluation.explanation"),
+            "EVAL",
+            iso_time(event.time_ns),
+        )
+        session = session_of.get(event.trace_id) if event.trace_id else None
+        self._add(source_file, event.line, _with_target(score, session, event.span_id or event.trace_id), raw_text)
+
+    def _add(self, source_file: str, line: int, score: Score, raw_text: str) -> None:
+        place = (source_file, line)
+        item_index = self.scored[place]
+        self.scored[place] += 1
+        add_score(self.batch, source_file, line, score, self.rules, raw_text, item_index)
 
     def _write_session(self, index: int, session_id: str, traces: list[_Trace]) -> int:
         raws: list[dict[str, Any]] = []
@@ -752,11 +793,7 @@ class OtlpReader:
                 target_session = first_id(span, SESSION_KEYS) or target_session
             if target_session is None and event_id is None:
                 target_session = first_id(span, SESSION_KEYS)
-            score = _with_target(item.score, target_session, event_id)
-            place = (span.source_file, span.line)
-            item_index = self.scored[place]
-            self.scored[place] += 1
-            add_score(self.batch, span.source_file, span.line, score, self.rules, item.raw_text, item_index)
+            self._add(span.source_file, span.line, _with_target(item.score, target_session, event_id), item.raw_text)
 
 
 def _with_target(score: Score, session_id: str | None, event_id: str | None) -> Score:
@@ -792,7 +829,7 @@ def read_otlp_documents(batch: Batch, source_file: str, docs: Iterable[tuple[int
     """One file of OTLP/JSON documents already parsed, as ``(record index, document)``."""
     reader = OtlpReader(batch)
     for line, doc in docs:
-        if is_otlp_traces(doc):
+        if is_otlp(doc):
             reader.add(source_file, line, doc)
         else:
             reader.other(source_file, line, doc)

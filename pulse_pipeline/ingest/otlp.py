@@ -102,6 +102,21 @@ class BadPart:
     raw_text: str
 
 
+@dataclass(frozen=True, slots=True)
+class LogEvent:
+    """A log record that is an OpenTelemetry event (its ``eventName``, else its older ``name`` field or
+    ``event.name`` attribute): GenAI events such as ``gen_ai.evaluation.result`` are log records, tied to the span
+    they describe by ``traceId``/``spanId``."""
+
+    name: str
+    trace_id: str | None
+    span_id: str | None
+    time_ns: int | None
+    attributes: dict[str, Any]
+    line: int
+    position: int
+
+
 @dataclass
 class Document:
     """What one OTLP/JSON document holds: its spans, and what could not be read."""
@@ -109,6 +124,7 @@ class Document:
     spans: list[Span] = field(default_factory=list)
     bad_spans: list[BadSpan] = field(default_factory=list)
     bad_parts: list[BadPart] = field(default_factory=list)
+    events: list[LogEvent] = field(default_factory=list)
 
 
 def starts_as_otlp(path: Path) -> bool:
@@ -116,12 +132,22 @@ def starts_as_otlp(path: Path) -> bool:
     space aside): read from its first bytes only, so a drop's files can be told apart before they are read."""
     with path.open("rb") as f:
         head = f.read(256).removeprefix(BOM).lstrip()
-    return head[:1] == b"{" and head[1:].lstrip().startswith(b'"resourceSpans"')
+    return head[:1] == b"{" and head[1:].lstrip().startswith((b'"resourceSpans"', b'"resourceLogs"'))
 
 
 def is_otlp_traces(obj: Any) -> bool:
     """Whether a parsed JSON value is an OTLP/JSON traces document (an object with a ``resourceSpans`` list)."""
     return isinstance(obj, dict) and isinstance(obj.get("resourceSpans"), list)
+
+
+def is_otlp_logs(obj: Any) -> bool:
+    """Whether a parsed JSON value is an OTLP/JSON logs document (an object with a ``resourceLogs`` list)."""
+    return isinstance(obj, dict) and isinstance(obj.get("resourceLogs"), list)
+
+
+def is_otlp(obj: Any) -> bool:
+    """An OTLP/JSON traces or logs document: what an OpenTelemetry Collector's file export holds."""
+    return is_otlp_traces(obj) or is_otlp_logs(obj)
 
 
 def decode_value(value: Any, depth: int = 0) -> Any:
@@ -252,6 +278,47 @@ def read_document(doc: dict[str, Any], line: int) -> Document:
     return out
 
 
+def read_log_document(doc: dict[str, Any], line: int) -> Document:
+    """Every event of one logs document (``resourceLogs`` > ``scopeLogs`` > ``logRecords``), with what cannot be
+    read (a log record that is not an object, or whose attributes or ids cannot be read, is a ``BadPart``). Log
+    records that are no event (no event name) are application logs, not read."""
+    out = Document()
+    position = 0
+    for r, resource_logs in enumerate(doc["resourceLogs"]):
+        scopes = resource_logs.get("scopeLogs") if isinstance(resource_logs, dict) else None
+        if not isinstance(scopes, list):
+            out.bad_parts.append(BadPart(line, f"resourceLogs[{r}] has no list of scopeLogs", dump(resource_logs)))
+            continue
+        for s, scope_logs in enumerate(scopes):
+            records = scope_logs.get("logRecords") if isinstance(scope_logs, dict) else None
+            if not isinstance(records, list):
+                reason = f"resourceLogs[{r}].scopeLogs[{s}] has no list of logRecords"
+                out.bad_parts.append(BadPart(line, reason, dump(scope_logs)))
+                continue
+            for raw in records:
+                try:
+                    event = _log_event(raw, line, position)
+                except (NotAValue, NotAnId) as error:
+                    out.bad_parts.append(BadPart(line, f"log record {position}: {error}", dump(raw)))
+                else:
+                    if event is not None:
+                        out.events.append(event)
+                position += 1
+    return out
+
+
+def _log_event(raw: Any, line: int, position: int) -> LogEvent | None:
+    if not isinstance(raw, dict):
+        raise NotAValue("is not a JSON object")
+    attributes = decode_attributes(raw.get("attributes"))
+    name = raw.get("eventName") or raw.get("name") or attributes.get("event.name")
+    if not isinstance(name, str) or not name:
+        return None
+    trace_id = _span_id(raw.get("traceId"), "log record's traceId")
+    span_id = _span_id(raw.get("spanId"), "log record's spanId")
+    return LogEvent(name, trace_id, span_id, nanos(raw.get("timeUnixNano")), attributes, line, position)
+
+
 def read_span(raw: Any, resource: dict[str, Any], line: int, position: int) -> Span | BadSpan:
     """One span, or why it cannot be read."""
     if not isinstance(raw, dict):
@@ -314,10 +381,10 @@ def _link(raw: Any) -> tuple[str, str | None]:
 
 
 NOT_OTLP = (
-    'not an OTLP/JSON traces document ({"resourceSpans": [...]}) in a file of them: the Collector\'s file exporter'
-    " writes one per line; keep other records in a file of their own"
+    'not an OTLP/JSON traces or logs document ({"resourceSpans": [...]}) in a file of them: the Collector\'s file'
+    " exporter writes one per line; keep other records in a file of their own"
 )
 OTLP_AMONG_RECORDS = (
-    "an OTLP/JSON traces document in a file whose first records are of another kind: spans of one trace may be on"
-    " many lines, so PULSE reads a Collector export only as a file of its own"
+    "an OTLP/JSON document in a file whose first records are of another kind: spans of one trace may be on many"
+    " lines, so PULSE reads a Collector export only as a file of its own"
 )

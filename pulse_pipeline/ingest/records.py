@@ -65,7 +65,7 @@ from .codex import Codex
 from .events import INT32, NotAnId, as_int, as_text, dump, read_id
 from .openhands_v0 import OpenHandsV0
 from .openhands_v1 import OpenHandsV1
-from .otlp import OTLP_AMONG_RECORDS, is_otlp_traces
+from .otlp import OTLP_AMONG_RECORDS, is_otlp
 
 # The formats a bare event can be in, tried in this order (a V1 ActionEvent has an ``action`` key, as V0 events do).
 EVENT_ADAPTERS: tuple[type[Adapter], ...] = (OpenHandsV1, OpenHandsV0, ClaudeCode, Codex)
@@ -89,7 +89,7 @@ def classify(obj: Any) -> str | None:
     """The record type of a parsed JSON value, or None when it is no record PULSE knows."""
     if not isinstance(obj, dict):
         return None
-    if is_otlp_traces(obj):
+    if is_otlp(obj):
         return "otlp"  # read by files.py as a whole file (otel.py); never one record among others
     if isinstance(obj.get("trajectory"), list):
         return "feedback" if any(k in obj for k in _FEEDBACK_KEYS) else "download"
