@@ -301,12 +301,15 @@ def test_a_collector_export_rotated_into_two_files_is_one_drop_of_whole_sessions
     first, second = _lines(GENAI)
     (drop / "traces-2026-11-30T10-00-05.000.json").write_text(json.dumps(first) + "\n")
     (drop / "traces.json").write_text(json.dumps(second) + "\n")
+    # a copy cut short, pretty-printed: one quarantine row for the file, not one for each of its lines
+    (drop / "partial.json").write_text(json.dumps(first, indent=2)[:5000])
     ingest_paths(wh, drop)
     found = sessions(wh)
     assert sorted(found) == [C, "conv-42"]
     assert (found["conv-42"]["n_events"], found["conv-42"]["n_segments"]) == (8, 2)
     assert found["conv-42"]["metadata"]["llm_usage"]["prompt_tokens"] == 450
-    assert rows(wh, "SELECT source_file, record_index, event_index FROM raw.quarantine ORDER BY 3") == [
+    assert rows(wh, "SELECT source_file, record_index, event_index FROM raw.quarantine ORDER BY 1, 3") == [
+        ("partial.json", None, None),
         ("traces.json", 0, 3),
         ("traces.json", 0, 4),
     ]

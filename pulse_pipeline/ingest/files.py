@@ -27,6 +27,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterable, Iterator
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -296,6 +297,22 @@ def read_otlp_files(drop_id: str, members: Iterable[tuple[Path, str]]) -> Iterat
                 f.seek(head)
             if is_otlp(whole):
                 reader.add(source_file, 0, whole)
+                continue
+            sample = [
+                x.excerpt if isinstance(x, Oversized) else x for x in islice(bounded_lines(f, limits.max_bytes), 20)
+            ]
+            f.seek(head)
+            if (
+                jsonl_mode(sample, limits=limits) is None
+            ):  # one document, unreadable or too large: one row, not one a line
+                size = path.stat().st_size
+                batch.read["unknown"] += 1
+                reason = (
+                    limits.too_many_bytes(size, "a file that is one JSON document")
+                    if size > limits.max_bytes
+                    else "not valid JSON: an OTLP/JSON document that does not parse (truncated or malformed)"
+                )
+                batch.quarantine(source_file, None, "unknown", reason, excerpt_text(f.read(EXCERPT_BYTES)))
                 continue
             for line, value in otlp_lines(batch, enumerate(bounded_lines(f, limits.max_bytes)), source_file, limits):
                 if is_otlp(value):
