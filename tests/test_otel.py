@@ -217,6 +217,29 @@ def test_genai_evaluation_results_as_log_records_score_the_spans_they_name(wh, t
     assert_reconciled(wh, drop.name)
 
 
+def test_messages_recorded_as_an_inference_details_event_are_their_spans(wh, tmp_path):
+    # C's chat span without its messages (content recorded to events only); logs.json's
+    # gen_ai.client.inference.operation.details record names that span and holds them
+    drop = tmp_path / "collector"
+    drop.mkdir()
+    lines = _lines(GENAI)
+    for span in lines[0]["resourceSpans"][0]["scopeSpans"][0]["spans"]:
+        if span["spanId"] == "c2c2c2c2c2c2c2c2":
+            span["attributes"] = [a for a in span["attributes"] if not a["key"].endswith(".messages")]
+    (drop / "traces.json").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    ingest_paths(wh, drop)
+    assert user_messages(wh, C) == [None]  # without the event: no words
+    wh.con.execute(
+        "DELETE FROM raw.sessions; DELETE FROM raw.events; DELETE FROM raw.drops; DELETE FROM raw.quarantine"
+    )
+    shutil.copy(FIX / "logs" / "logs.json", drop / "logs.json")
+    ingest_paths(wh, drop)
+    assert user_messages(wh, C) == ["List open issues"]
+    assert rows(wh, "SELECT text FROM raw.events WHERE event_id = 'c2c2c2c2c2c2c2c2'") == [
+        ("There are 3 open issues.",)
+    ]
+
+
 # --- OpenLLMetry's indexed attributes ---------------------------------------------------------------------------
 
 

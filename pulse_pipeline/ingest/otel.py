@@ -49,8 +49,8 @@ instrumentations); **OpenInference** = Arize-ai/openinference ``spec/semantic_co
 - **Scores** go through ``scores.add_score`` (one rule for every source): a ``gen_ai.evaluation.result`` event
   (``gen_ai.evaluation.name``, ``.score.value``, ``.score.label``, ``.explanation``) is an EVAL score of the span it
   is recorded on (GenAI has no human kind), as a span event or as an OpenTelemetry event, a log record of a
-  ``resourceLogs`` document (``eventName``) naming the span (else the trace) by ``spanId``/``traceId``; other log
-  records are not read; an OpenInference annotation or evaluation
+  ``resourceLogs`` document (``eventName``) naming the span (else the trace) by ``spanId``/``traceId``; an
+  OpenInference annotation or evaluation
   (``annotations.N.annotation.*``, ``evaluations.N.evaluation.*``, with ``trace.`` and ``session.`` scopes: name,
   score, label, explanation, annotator_kind) is an ANNOTATION when its ``annotator_kind`` is ``HUMAN`` (a rating
   when its name is declared one) and an EVAL score otherwise (``LLM``, ``CODE``, custom or absent: only a person's
@@ -59,6 +59,10 @@ instrumentations); **OpenInference** = Arize-ai/openinference ``spec/semantic_co
   carrying nothing but feedback) scores the span or trace its link names; its trace is no work and makes no
   session. A score's value is NUMERIC, BOOLEAN when written as ``boolValue``, CATEGORICAL with only a label, TEXT
   with only an explanation.
+- **Messages recorded apart from their span**: a ``gen_ai.client.inference.operation.details`` event (a log
+  record naming its span; current GenAI instrumentations write it when content goes to events, not spans) gives
+  the span it names the ``gen_ai.input.messages``, ``gen_ai.output.messages`` and ``gen_ai.system_instructions``
+  it lacks. Other log records (application logs, events of other names) are not read.
 - **Quarantine** (counts reconcile: every span is an accepted event, a quarantined one, or a carrier's feedback):
   a span ``otlp.py`` cannot read, a span whose id appears twice in its trace (each span is read once), an envelope
   part that holds no spans, a score with no name.
@@ -120,6 +124,8 @@ TOOL_RESULT_KEYS = ("gen_ai.tool.call.result", "output.value", "traceloop.entity
 LLM_OPERATIONS = frozenset(["chat", "text_completion", "generate_content"])
 TOOL_OPERATIONS = frozenset(["execute_tool"])
 EVALUATION_EVENT = "gen_ai.evaluation.result"
+DETAILS_EVENT = "gen_ai.client.inference.operation.details"  # a model call's messages, recorded apart from its span
+CONTENT_KEYS = ("gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions")
 USER_ROLES = frozenset(["user", "human"])
 
 # OpenInference feedback: (scope prefix, item word) -> the keys ``<prefix><word>s.<N>.<word>.<field>``
@@ -650,7 +656,7 @@ class OtlpReader:
     def add(self, source_file: str, line: int, doc: dict[str, Any]) -> None:
         """One OTLP/JSON traces or logs document (a line of a file, or a whole file as line 0)."""
         read = read_document(doc, line) if is_otlp_traces(doc) else read_log_document(doc, line)
-        self.events.extend((source_file, e) for e in read.events if e.name == EVALUATION_EVENT)
+        self.events.extend((source_file, e) for e in read.events if e.name in (EVALUATION_EVENT, DETAILS_EVENT))
         for span in read.spans:
             span.source_file = source_file
         self.spans.extend(read.spans)
@@ -686,6 +692,11 @@ class OtlpReader:
                 continue
             seen[key] = span
             traces.setdefault(span.trace_id, _Trace(span.trace_id)).spans.append(span)
+        for _, event in self.events:
+            described = seen.get((event.trace_id or "", event.span_id or "")) if event.name == DETAILS_EVENT else None
+            for content in CONTENT_KEYS if described is not None else ():
+                if content in event.attributes and content not in described.attributes:
+                    described.attributes[content] = event.attributes[content]
         work, carriers = [], []
         for trace in traces.values():
             ids = {s.span_id for s in trace.spans}
@@ -707,7 +718,8 @@ class OtlpReader:
             for span in trace.spans:
                 self._scores(span, None, trace.trace_id, session_of)
         for source_file, event in self.events:
-            self._log_score(source_file, event, session_of)
+            if event.name == EVALUATION_EVENT:
+                self._log_score(source_file, event, session_of)
 
     def _log_score(self, source_file: str, event: LogEvent, session_of: dict[str, str]) -> None:
         """A ``gen_ai.evaluation.result`` log record: an EVAL score of the span (else the trace) it names; its
