@@ -39,7 +39,7 @@ from .batch import Batch
 from .events import BOM, dump, parse_json
 from .limits import EXCERPT_BYTES, Oversized, RecordLimits, bounded_lines, excerpt_text, record_limits
 from .otel import OtlpReader, read_otlp_documents
-from .otlp import is_otlp
+from .otlp import is_otlp, starts_as_otlp
 from .records import adapter_for, add_assignment, add_rating, add_record, classify, content_id
 
 CHUNK_EVENTS = 50_000  # a batch is handed to the warehouse once it holds this many events
@@ -77,6 +77,9 @@ def read_file(drop_id: str, path: Path, source_file: str, name_id: str | None = 
     when the file holds one session whose content names none. A file larger than ``PULSE_MAX_RECORD_MB`` is
     read line by line (``_read_large_file``), and a file holding more JSON values than ``PULSE_MAX_RECORD_VALUES``
     is not parsed whole (``limits.py``)."""
+    if starts_as_otlp(path):  # an OpenTelemetry Collector's export, read a line at a time (otel.py)
+        yield from read_otlp_files(drop_id, [(path, source_file)])
+        return
     limits = record_limits()
     if path.stat().st_size > limits.max_bytes and _starts_as_json(path):
         yield from _read_large_file(drop_id, path, source_file, limits)
@@ -100,8 +103,7 @@ def read_file(drop_id: str, path: Path, source_file: str, name_id: str | None = 
             lines = raw.split(b"\n")
             mode = jsonl_mode(lines, limits=limits)
             if mode == "otlp":
-                _read_otlp_lines(batch, enumerate(lines), source_file, limits)
-                yield batch
+                yield from _read_otlp_lines(batch, enumerate(lines), source_file, limits)
                 return
             if mode == "records":
                 yield from read_record_lines(drop_id, enumerate(lines), source_file)
@@ -124,7 +126,8 @@ def read_file(drop_id: str, path: Path, source_file: str, name_id: str | None = 
         batch.read["unknown"] += 1
         batch.quarantine(source_file, None, "unknown", "file is an empty JSON array: no session, rating or event", "[]")
     elif is_otlp(whole):
-        read_otlp_documents(batch, source_file, [(0, whole)])
+        yield from read_otlp_documents(batch, source_file, [(0, whole)])
+        return
     elif isinstance(whole, list) and _is_event_list(whole):
         _add_event_stream(batch, source_file, whole, name_id)
     elif isinstance(whole, list):
@@ -186,9 +189,9 @@ def _read_large_file(drop_id: str, path: Path, source_file: str, limits: RecordL
             yield from read_record_lines(drop_id, enumerate(bounded_lines(f, limits.max_bytes)), source_file, limits)
             return
         if mode == "otlp":
-            batch = Batch(drop_id)
-            _read_otlp_lines(batch, enumerate(bounded_lines(f, limits.max_bytes)), source_file, limits)
-            yield batch
+            yield from _read_otlp_lines(
+                Batch(drop_id), enumerate(bounded_lines(f, limits.max_bytes)), source_file, limits
+            )
             return
         head = f.read(EXCERPT_BYTES)
     kind = "session" if mode == "events" else "unknown"
@@ -268,9 +271,9 @@ def otlp_lines(
 
 def _read_otlp_lines(
     batch: Batch, numbered_lines: Iterable[tuple[int, bytes | Oversized]], source_file: str, limits: RecordLimits
-) -> None:
+) -> Iterator[Batch]:
     """One file of an export, read whole (``otel.py``: a trace's spans may be on many lines)."""
-    read_otlp_documents(batch, source_file, otlp_lines(batch, numbered_lines, source_file, limits))
+    yield from read_otlp_documents(batch, source_file, otlp_lines(batch, numbered_lines, source_file, limits))
 
 
 def read_otlp_files(drop_id: str, members: Iterable[tuple[Path, str]]) -> Iterator[Batch]:
@@ -280,7 +283,7 @@ def read_otlp_files(drop_id: str, members: Iterable[tuple[Path, str]]) -> Iterat
     quarantined, never held (a file is read line by line whatever its size)."""
     limits = record_limits()
     batch = Batch(drop_id)
-    reader = OtlpReader(batch)
+    reader = OtlpReader(batch, CHUNK_EVENTS)
     for path, source_file in members:
         with path.open("rb") as f:
             if f.read(len(BOM)) != BOM:
@@ -289,11 +292,11 @@ def read_otlp_files(drop_id: str, members: Iterable[tuple[Path, str]]) -> Iterat
             whole = None
             if path.stat().st_size <= limits.max_bytes:
                 raw = f.read()
-                batch.held_bytes += len(raw)
                 try:
                     whole = None if limits.why_too_large(raw) else parse_json(raw)
                 except orjson.JSONDecodeError:
                     whole = None
+                raw = b""  # JSON lines are read again from the file, one at a time
                 f.seek(head)
             if is_otlp(whole):
                 reader.add(source_file, 0, whole)
@@ -319,8 +322,7 @@ def read_otlp_files(drop_id: str, members: Iterable[tuple[Path, str]]) -> Iterat
                     reader.add(source_file, line, value)
                 else:
                     reader.other(source_file, line, value)
-    reader.finish()
-    yield batch
+    yield from reader.finish()
 
 
 def _read_event_lines(batch: Batch, lines: list[bytes], source_file: str, name_id: str | None) -> None:

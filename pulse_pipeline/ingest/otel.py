@@ -72,12 +72,13 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
+from .. import tables
 from .adapter import Adapter, EventFields, add_session
 from .batch import Batch
 from .events import as_int, as_text, dump, llm_usage, parse_json, read_id
@@ -279,8 +280,8 @@ def _chat_message(obj: Any) -> Message | None:
     if "parts" in obj:
         return _parts_message(role, _json(obj["parts"]))
     content = obj.get("content", obj.get("message.content"))
-    contents = indexed(obj, "message.contents")
-    if content is None and contents:
+    if content is None:
+        contents = indexed(obj, "message.contents")
         texts = [c.get("message_content.text") for c in contents if isinstance(c.get("message_content.text"), str)]
         content = "\n".join(texts) if texts else None
     content = _json(content) if isinstance(content, str) and content[:1] == "[" else content
@@ -401,7 +402,7 @@ def span_events(span: Span, is_root: bool) -> list[EventFields]:
                     "observation",
                     "error",
                     original_name="llm_error",
-                    text=as_text(span.raw.get("status")),
+                    text=as_text(span.status),
                     event_id=span.span_id,
                 )
             ]
@@ -441,7 +442,7 @@ def span_events(span: Span, is_root: bool) -> list[EventFields]:
                     "observation",
                     "error",
                     original_name=as_text(what),
-                    text=as_text(span.raw.get("status")),
+                    text=as_text(span.status),
                     event_id=span.span_id,
                 )
             ]
@@ -648,6 +649,7 @@ class OtlpReader:
     sessions, as ``record_index``) of its first span; a quarantined span or score names its own file and line."""
 
     batch: Batch
+    chunk_events: int = 50_000  # a batch is handed on once it holds this many events (memory stays bounded)
     rules: ScoreRules = field(default_factory=score_rules)
     spans: list[Span] = field(default_factory=list)
     events: list[tuple[str, LogEvent]] = field(default_factory=list)  # (file, event) of the logs documents
@@ -675,8 +677,9 @@ class OtlpReader:
         self.batch.read["event"] += 1
         self.batch.quarantine(source_file, bad.line, "event", bad.reason, bad.raw_text, event_index=bad.position)
 
-    def finish(self) -> None:
-        """Group the spans into traces and sessions, write each session and its scores."""
+    def finish(self) -> Iterator[Batch]:
+        """Group the spans into traces and sessions, write each session and its scores: the batch, handed on every
+        ``chunk_events`` events and at the end (a session's rows are never split)."""
         traces: dict[str, _Trace] = {}
         seen: dict[tuple[str, str], Span] = {}
         for span in self.spans:
@@ -688,7 +691,9 @@ class OtlpReader:
                     f" {first_seen.source_file}):"
                     " each span is read once; export each span once"
                 )
-                self._quarantine_span(span.source_file, BadSpan(span.line, span.position, reason, dump(span.raw)))
+                self._quarantine_span(
+                    span.source_file, BadSpan(span.line, span.position, reason, span.raw_json.decode())
+                )
                 continue
             seen[key] = span
             traces.setdefault(span.trace_id, _Trace(span.trace_id)).spans.append(span)
@@ -714,12 +719,17 @@ class OtlpReader:
             for trace in session_traces:
                 for span in trace.spans:
                     self._scores(span, sid, trace.trace_id, session_of)
+            if self.batch.count(tables.EVENTS) >= self.chunk_events:
+                yield self.batch
+                self.batch = Batch(self.batch.drop_id)
         for trace in carriers:
             for span in trace.spans:
                 self._scores(span, None, trace.trace_id, session_of)
         for source_file, event in self.events:
             if event.name == EVALUATION_EVENT:
                 self._log_score(source_file, event, session_of)
+        self.spans, self.events = [], []
+        yield self.batch
 
     def _log_score(self, source_file: str, event: LogEvent, session_of: dict[str, str]) -> None:
         """A ``gen_ai.evaluation.result`` log record: an EVAL score of the span (else the trace) it names; its
@@ -761,7 +771,9 @@ class OtlpReader:
             ids = {s.span_id for s in trace.spans}
             for i, span in enumerate(ordered):
                 is_root = i == len(ordered) - 1 and (span.parent_id is None or span.parent_id not in ids)
-                raws.append({"timestamp": iso_time(span.end_ns or span.start_ns), "span": span.raw})
+                raws.append(
+                    {"timestamp": iso_time(span.end_ns or span.start_ns), "span": orjson.Fragment(span.raw_json)}
+                )
                 planned.append(span_events(span, is_root))
         usage, model = session_usage(traces)
         spans = [s for t in traces for s in sorted(t.spans, key=_start_key)]
@@ -837,12 +849,13 @@ def trace_session(trace: _Trace) -> str:
 # --- entry point for files.py -----------------------------------------------------------------------------------
 
 
-def read_otlp_documents(batch: Batch, source_file: str, docs: Iterable[tuple[int, Any]]) -> None:
-    """One file of OTLP/JSON documents already parsed, as ``(record index, document)``."""
+def read_otlp_documents(batch: Batch, source_file: str, docs: Iterable[tuple[int, Any]]) -> Iterator[Batch]:
+    """One file of OTLP/JSON documents already parsed, as ``(record index, document)``: its batches, the first
+    ``batch`` (which may hold rows already)."""
     reader = OtlpReader(batch)
     for line, doc in docs:
         if is_otlp(doc):
             reader.add(source_file, line, doc)
         else:
             reader.other(source_file, line, doc)
-    reader.finish()
+    yield from reader.finish()
