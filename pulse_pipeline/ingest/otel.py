@@ -691,9 +691,7 @@ class OtlpReader:
                     f" {first_seen.source_file}):"
                     " each span is read once; export each span once"
                 )
-                self._quarantine_span(
-                    span.source_file, BadSpan(span.line, span.position, reason, span.raw_json.decode())
-                )
+                self._quarantine_span(span.source_file, BadSpan(span.line, span.position, reason, span.raw_json))
                 continue
             seen[key] = span
             traces.setdefault(span.trace_id, _Trace(span.trace_id)).spans.append(span)
