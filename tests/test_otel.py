@@ -376,6 +376,23 @@ def test_malformed_lines_and_parts_are_quarantined_with_their_reasons(wh, tmp_pa
     assert_reconciled(wh, path.name)
 
 
+def test_other_services_traces_are_said_in_one_row_not_read_as_sessions(wh, tmp_path):
+    # the Collector exports every trace: two HTTP traces (three spans) with no GenAI attribute beside the fixture's
+    http = [
+        {"traceId": f"{i:x}" * 32, "spanId": f"{i:x}{j}" * 8, "name": "GET /health", "attributes": [
+            {"key": "http.request.method", "value": {"stringValue": "GET"}}]}
+        for i, j in ((10, 1), (10, 2), (11, 1))
+    ]  # fmt: skip
+    path = tmp_path / "traces.json"
+    doc = {"resourceSpans": [{"resource": {}, "scopeSpans": [{"spans": http}]}]}
+    path.write_text(GENAI.read_text() + json.dumps(doc) + "\n")
+    ingest_paths(wh, path)
+    assert sorted(sessions(wh)) == [C, "conv-42"]
+    (reason,) = rows(wh, "SELECT reason FROM raw.quarantine WHERE record_type = 'unknown'")
+    assert reason[0].startswith("2 traces (3 spans) carry no GenAI, OpenInference, OpenLLMetry or Langfuse attribute")
+    assert_reconciled(wh, path.name)
+
+
 def test_an_otlp_document_among_other_records_says_why(wh, tmp_path):
     path = tmp_path / "mixed.jsonl"
     ratings = [json.dumps({"session_id": f"s{i}", "rating": 4}) for i in range(3)]

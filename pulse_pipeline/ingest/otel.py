@@ -63,6 +63,10 @@ instrumentations); **OpenInference** = Arize-ai/openinference ``spec/semantic_co
   record naming its span; current GenAI instrumentations write it when content goes to events, not spans) gives
   the span it names the ``gen_ai.input.messages``, ``gen_ai.output.messages`` and ``gen_ai.system_instructions``
   it lacks. Other log records (application logs, events of other names) are not read.
+- **Other services' traces**: a trace none of whose spans carries an attribute of these conventions
+  (``gen_ai.``, ``llm.``, ``openinference.``, ``traceloop.``, ``langfuse.``) or a session id is no LLM
+  application's work (the Collector exports every trace of a service: HTTP, database): not read, and said in one
+  quarantine row per file with how many traces and spans.
 - **Quarantine** (counts reconcile: every span is an accepted event, a quarantined one, or a carrier's feedback):
   a span ``otlp.py`` cannot read, a span whose id appears twice in its trace (each span is read once), an envelope
   part that holds no spans, a score with no name.
@@ -210,6 +214,15 @@ def is_tool(span: Span) -> bool:
         or oi_kind(span) == "TOOL"
         or span.attributes.get("traceloop.span.kind") == "tool"
     )
+
+
+GENAI_PREFIXES = ("gen_ai.", "llm.", "openinference.", "traceloop.", "langfuse.")
+
+
+def is_genai(span: Span) -> bool:
+    """Whether a span speaks one of the conventions read here (an attribute of theirs, or a session id): the
+    Collector exports every trace of a service, and an HTTP or database trace alone is no LLM application's work."""
+    return any(k.startswith(GENAI_PREFIXES) or k in SESSION_KEYS for k in span.attributes)
 
 
 def is_feedback_key(key: str) -> bool:
@@ -701,10 +714,24 @@ class OtlpReader:
                 if content in event.attributes and content not in described.attributes:
                     described.attributes[content] = event.attributes[content]
         work, carriers = [], []
+        plain: dict[str, list[_Trace]] = {}  # traces of no LLM application, by the file of their first span
         for trace in traces.values():
             ids = {s.span_id for s in trace.spans}
             roots = [s for s in trace.spans if s.parent_id is None or s.parent_id not in ids]
-            (carriers if roots and all(is_carrier(r) for r in roots) else work).append(trace)
+            if roots and all(is_carrier(r) for r in roots):
+                carriers.append(trace)
+            elif any(is_genai(s) for s in trace.spans):
+                work.append(trace)
+            else:
+                plain.setdefault(min(trace.spans, key=_start_key).source_file, []).append(trace)
+        for source_file, found in plain.items():
+            self.batch.read["unknown"] += 1
+            spans = sum(len(t.spans) for t in found)
+            reason = (
+                f"{len(found)} traces ({spans} spans) carry no GenAI, OpenInference, OpenLLMetry or Langfuse attribute"
+                " and no session id: not an LLM application's work, not read (the first trace ids are in raw_text)"
+            )
+            self.batch.quarantine(source_file, None, "unknown", reason, dump([t.trace_id for t in found[:100]]))
         sessions: dict[str, list[_Trace]] = {}
         session_of: dict[str, str] = {}
         for trace in work:
