@@ -21,6 +21,9 @@ folder still being filled is taken once a file in it holds data. Why: an empty f
 and a full pipeline run (issue 33). A folder holding only a link, a FIFO or a file that is not JSON is not empty:
 each becomes a quarantine row saying why, which an ingest prints.
 
+Every OpenTelemetry Collector export file of a drop (OTLP/JSON, ``otlp.starts_as_otlp``) is one unit together
+(``otlp_export``): the Collector's rotation cuts a trace's spans and a conversation's traces between files.
+
 Each unit gets the session id its location gives (``name_id``; ``records.py`` has the whole precedence). When two
 units of a drop would get the same one, each takes its path within the drop instead: files with the same stem in
 different sub-folders stay distinct sessions.

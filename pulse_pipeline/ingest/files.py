@@ -8,6 +8,10 @@ Shapes (tried in this order):
 3. CSV with a header: rating and ask rows (a ``rating`` or ``ask_probability`` column) or assignment rows
    (``experiment``/``variant``).
 
+An OpenTelemetry Collector's export (a file starting ``{"resourceSpans"`` or ``{"resourceLogs"``: one OTLP/JSON
+document per line, or one per file) is read first and whole, a line at a time (``read_otlp_files``, ``otel.py``):
+a trace's spans may be on any of its lines, so its lines are never records on their own.
+
 A file that holds one session (shapes 1 except an array of records, and a JSON-lines event stream) takes the id
 its location gives (``name_id``) when its content names none; records of a file of many records never do (see
 ``records.py`` for the whole precedence). Folders that hold one session are read by ``folders.py``.
