@@ -484,3 +484,20 @@ def test_cost_from_openinference_or_openlit_and_prompt_plus_completion():
     assert usage({"llm.cost.total": 0.5, "gen_ai.usage.cost": 9.0}) == (None, None, 0.5)
     assert usage({"gen_ai.usage.cost": 0.25}) == (None, None, 0.25)  # OpenLIT's key
     assert usage({"llm.cost.prompt": 0.125, "llm.cost.completion": 0.25}) == (None, None, 0.375)
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ("Summarize the failing test", "Summarize the failing test"),
+        (json.dumps([{"role": "system", "content": "rules"}, {"role": "user", "content": "hi"}]), "hi"),
+        (json.dumps({"messages": [["system", "rules"], ["human", "hello"]]}), "hello"),  # LangChain tuples
+        (json.dumps({"input": "hi", "chat_history": []}), None),  # call arguments: not a conversation
+    ],
+)
+def test_plain_input_value_as_text_or_a_conversation(value, words):
+    from pulse_pipeline.ingest.otel import plain_input
+
+    pairs = [{"key": "input.value", "value": {"stringValue": value}}]
+    messages = plain_input(read_span({"traceId": A, "spanId": "f0f0f0f0f0f0f0f0", "attributes": pairs}, {}, 0, 0))
+    assert (users_words(messages) if messages else None) == words

@@ -318,14 +318,16 @@ def input_messages(span: Span) -> list[Message] | None:
 
 
 def plain_input(span: Span) -> list[Message] | None:
-    """OpenInference's ``input.value`` as the user's message (text), or as a conversation (JSON with a
-    ``messages`` list); None when it is absent or JSON of another shape (not a conversation)."""
+    """OpenInference's ``input.value`` as the user's message (text), or as a conversation (a JSON list of messages,
+    or an object with a ``messages`` list); None when it is absent or JSON of another shape (not a conversation)."""
     value = span.attributes.get("input.value")
     if not isinstance(value, str) or not value.strip():
         return None
     parsed = _json(value) if span.attributes.get("input.mime_type") != "text/plain" else value
     if isinstance(parsed, str):
         return [Message("user", parsed, False)]
+    if isinstance(parsed, list) and any(isinstance(m, dict) and "role" in m for m in parsed):
+        return [m for m in map(_chat_message, parsed) if m is not None]  # a list of messages (OpenAI Agents SDK)
     if isinstance(parsed, dict) and isinstance(parsed.get("messages"), list):
         messages = parsed["messages"]
         if messages and isinstance(messages[0], list) and messages[0] and not isinstance(messages[0][0], str):
