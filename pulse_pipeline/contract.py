@@ -115,7 +115,8 @@ def ensure_tables(con: duckdb.DuckDBPyConnection, which: Iterable[Table] = table
     A derived table (``DERIVED_SCHEMAS``, ``RECOMPUTED_TABLES``) whose columns differ from the contract, i.e. one
     written by an older PULSE, is dropped and created anew: its next materialization recomputes it whole. Raw,
     staging and the other feature tables are never dropped on their own (the ingested records and paid-for LLM
-    answers live there), so a mismatch there is an error that says what differs.
+    answers live there), so a mismatch there is an error that says what differs; the one change made to a raw
+    table in place is columns the contract added at its end (``raw.ratings.scale``), added with NULL in old rows.
 
     The changes are one transaction (in a lake each statement on its own is a catalog commit: a new home's tables
     took 6.7 s one by one, 0.3 s in one), retried when it meets another process's commit (two runs starting at once
@@ -170,6 +171,12 @@ def _create_missing(con: duckdb.DuckDBPyConnection, which: Iterable[Table]) -> N
         if have == t.column_names:
             continue
         con.execute(f"CREATE SCHEMA IF NOT EXISTS {t.schema}")
+        if have and t.schema == "raw" and have == t.column_names[: len(have)]:
+            # an older PULSE's raw table lacks columns added at the end (raw.ratings' scale): added, NULL in the
+            # rows it holds, which their readers take for what those rows meant (a NULL scale is stars)
+            for column, typ in t.columns[len(have) :]:
+                con.execute(f'ALTER TABLE {t.qualified} ADD COLUMN "{column}" {typ}')
+            continue
         if have:
             if t.schema not in DERIVED_SCHEMAS and t.qualified not in RECOMPUTED_TABLES:
                 raise RuntimeError(

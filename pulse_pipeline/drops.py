@@ -58,6 +58,7 @@ ID_COLUMNS: dict[tables.Table, tuple[str, ...]] = {
     tables.RATINGS: ("session_id", "event_id", "rating_id"),
     tables.ASKS: ("session_id", "event_id", "rating_id"),
     tables.ASSIGNMENTS: ("session_id", "experiment", "variant", "user_id"),
+    tables.EVAL_SCORES: ("session_id", "event_id", "score_id"),
 }
 """The raw columns that hold ids (``ingest/events.read_id``), where an earlier PULSE may have stored a NUL."""
 

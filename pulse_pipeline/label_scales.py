@@ -3,7 +3,8 @@
 - ``stars_1_5``: 1-5 stars (OpenHands' hosted ``conversation_feedback``, ratings files, canonical sessions), one
   per rated work segment; ``label = (stars - 1) / 4`` (``stars.py``).
 - ``thumbs``: OpenHands' thumbs up or down (``feedback: "positive" | "negative"`` on a feedback-dataset record,
-  ``polarity`` in newer ones), one per conversation; ``label = 1`` for up, ``0`` for down.
+  ``polarity`` in newer ones), one per conversation; a trace tool's BOOLEAN rating score (``ingest/scores.py``),
+  one per scored trace (segment); ``label = 1`` for up, ``0`` for down.
 
 Both labels lie in [0, 1], but they are not the same measurement: a thumbs-up is not five stars, and the share of
 thumbs up is not a mean star rating. So a label always carries its scale (``staging.segment_ratings.scale``,

@@ -22,6 +22,9 @@ an optional mapping in place of ``os.environ`` so tests can pass settings withou
 | PULSE_RUBRIC | the paper's rubric | a rubric TOML file |
 | PULSE_HUMAN_LABELS | none | human annotations to measure annotator agreement against |
 | PULSE_SCORE_FIELDS | none | JSON paths of numeric scores in session metadata, each a ``score_*`` column |
+| PULSE_RATING_SCORES | user-feedback, user_feedback, rating, feedback, thumbs | trace tools' rating score names |
+| PULSE_SCORE_RANGES | 1:5; ``thumbs=thumbs`` | ``name=LOW:HIGH`` or ``name=thumbs`` per score name, comma-separated |
+| PULSE_SCORE_CATEGORIES | none | JSON ``{name: {label: value}}``: a CATEGORICAL score's labels as values on its range |
 | PULSE_LLM_* | see ``LLMSettings`` | the LLM annotator and judge |
 | PULSE_MODEL_FAMILIES | all eight | families to compare (4 tabular, ``text``, ``sentiment``, ``baseline``, ``stack``) |
 | PULSE_MODEL_CHOICE | pearson | how the family is chosen: pearson, mse or mae |
@@ -48,6 +51,8 @@ an optional mapping in place of ``os.environ`` so tests can pass settings withou
 
 from __future__ import annotations
 
+import json
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -242,6 +247,68 @@ def score_fields(environ: Env | None = None) -> tuple[str, ...]:
     if len(set(columns)) != len(columns):
         raise SettingsError(f"PULSE_SCORE_FIELDS={raw!r}: two paths give the same column name")
     return fields
+
+
+# --- trace tools' scores (ingest/scores.py) ---------------------------------------------------------------------
+
+RATING_SCORE_NAMES = ("user-feedback", "user_feedback", "rating", "feedback", "thumbs")
+THUMBS_RANGE = "thumbs"
+
+
+@dataclass(frozen=True)
+class ScoreSettings:
+    """Which scores of a trace tool (Langfuse, OpenTelemetry) are users' ratings, and on what scale they are given.
+
+    ``rating_names``: lower-cased score names; ``ranges``: lower-cased name -> ``(low, high)`` or ``"thumbs"``;
+    ``categories``: lower-cased name -> {label: value on the name's range}."""
+
+    rating_names: frozenset[str] = frozenset(RATING_SCORE_NAMES)
+    ranges: dict[str, tuple[float, float] | str] = field(default_factory=lambda: {"thumbs": THUMBS_RANGE})
+    categories: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+def score_settings(environ: Env | None = None) -> ScoreSettings:
+    """PULSE_RATING_SCORES (comma-separated score names, case ignored), PULSE_SCORE_RANGES (``name=LOW:HIGH`` or
+    ``name=thumbs``, comma-separated; added to the default ``thumbs=thumbs``) and PULSE_SCORE_CATEGORIES (a JSON
+    object ``{"name": {"label": value}}``)."""
+    env = _env(environ)
+    raw_names = _text(env, "PULSE_RATING_SCORES")
+    names = RATING_SCORE_NAMES if raw_names is None else tuple(n.strip() for n in raw_names.split(",") if n.strip())
+    ranges: dict[str, tuple[float, float] | str] = {"thumbs": THUMBS_RANGE}
+    for item in (_text(env, "PULSE_SCORE_RANGES") or "").split(","):
+        if not item.strip():
+            continue
+        name, _, spec = item.partition("=")
+        low, _, high = spec.partition(":")
+        try:
+            bounds = (float(low), float(high)) if spec.strip().lower() != THUMBS_RANGE else None
+        except ValueError:
+            bounds = ()
+        if not name.strip() or bounds == () or (bounds and not (math.isfinite(bounds[0]) and bounds[0] < bounds[1])):
+            raise SettingsError(
+                f"PULSE_SCORE_RANGES: {item.strip()!r} is not name=LOW:HIGH (LOW < HIGH, e.g. rating=1:10) or"
+                " name=thumbs"
+            )
+        ranges[name.strip().lower()] = THUMBS_RANGE if bounds is None else bounds
+    categories: dict[str, dict[str, float]] = {}
+    raw_categories = _text(env, "PULSE_SCORE_CATEGORIES")
+    if raw_categories is not None:
+        try:
+            parsed = json.loads(raw_categories)
+        except ValueError as error:
+            raise SettingsError(f"PULSE_SCORE_CATEGORIES is not JSON ({error})") from None
+        ok = isinstance(parsed, dict) and all(
+            isinstance(m, dict)
+            and all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in m.values())
+            for m in parsed.values()
+        )
+        if not ok:
+            raise SettingsError(
+                "PULSE_SCORE_CATEGORIES: expected a JSON object of score name -> {label: number}, e.g."
+                ' {"feedback": {"good": 5, "ok": 3, "bad": 1}}'
+            )
+        categories = {name.strip().lower(): {str(k): float(v) for k, v in m.items()} for name, m in parsed.items()}
+    return ScoreSettings(frozenset(n.lower() for n in names), ranges, categories)
 
 
 def feature_settings(environ: Env | None = None) -> FeatureSettings:

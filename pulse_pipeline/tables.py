@@ -99,9 +99,7 @@ EVENTS = _t(
     ("raw_json", VARCHAR),
 )
 
-RATINGS = _t(
-    "raw.ratings",
-    "One row per star rating read, from feedback files or from inside canonical sessions.",
+_RATING_COLUMNS = (
     ("drop_id", VARCHAR),
     ("source_file", VARCHAR),
     ("record_index", INTEGER),
@@ -116,13 +114,45 @@ RATINGS = _t(
     ("origin", VARCHAR),
 )
 
+RATINGS = _t(
+    "raw.ratings",
+    "One row per rating read, from feedback files, from inside canonical sessions, or from a trace tool's scores"
+    " (ingest/scores.py): scale 'stars_1_5' (NULL in rows of an older PULSE, read as stars) or 'thumbs' (1 up,"
+    " 0 down); score_json keeps a score's own name, value, data type, source and the range it was mapped from.",
+    *_RATING_COLUMNS,
+    ("scale", VARCHAR),
+    ("score_json", VARCHAR),
+)
+
 ASKS = _t(
     "raw.asks",
     "One row per ask read: the rating widget shown to a session with a known probability (ask_probability), with"
     " the user's rating when they answered (NULL when they did not). Ratings logged without a probability stay in"
     " raw.ratings.",
-    *RATINGS.columns,
+    *_RATING_COLUMNS,
     ("ask_probability", DOUBLE),
+)
+
+EVAL_SCORES = _t(
+    "raw.eval_scores",
+    "One row per evaluator (judge) score read from a trace tool (a Langfuse score whose source is EVAL, an"
+    " OpenTelemetry gen_ai.evaluation.result, an OpenInference LLM or CODE annotation): never a label, a feature"
+    " (features.session_features eval_score_*). event_id is the trace (segment) or observation it scores; NULL"
+    " session_id: the session is found through event_id.",
+    ("drop_id", VARCHAR),
+    ("source_file", VARCHAR),
+    ("record_index", INTEGER),
+    ("item_index", INTEGER),
+    ("score_id", VARCHAR),
+    ("session_id", VARCHAR),
+    ("event_id", VARCHAR),
+    ("name", VARCHAR),
+    ("value", DOUBLE),
+    ("string_value", VARCHAR),
+    ("data_type", VARCHAR),
+    ("source", VARCHAR),
+    ("comment", VARCHAR),
+    ("created_at", TIMESTAMP),
 )
 
 ASSIGNMENTS = _t(
@@ -483,7 +513,7 @@ EXPERIMENT_EFFECTS = _t(
     ("design", VARCHAR),
 )
 
-RAW_TABLES = (DROPS, SESSIONS, EVENTS, RATINGS, ASKS, ASSIGNMENTS, QUARANTINE)
+RAW_TABLES = (DROPS, SESSIONS, EVENTS, RATINGS, ASKS, ASSIGNMENTS, QUARANTINE, EVAL_SCORES)
 STAGING_TABLES = (
     STAGING_SESSIONS,
     REPLACED_SESSIONS,

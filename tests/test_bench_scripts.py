@@ -364,3 +364,11 @@ def test_recalibration_bench_prints_each_familys_widths_raw_and_calibrated():
     rows = re.findall(r"^ordinal_logit +0\.\d\d +[01]/1 +([\d.]+)/[\d.]+ ([\d.]+) ([\d.]+)/[\d.]+ ([\d.]+)", out, re.M)
     assert len(rows) == 3, out  # one row per rated share
     assert all(float(cell) > 0 for row in rows for cell in row)
+
+
+def test_otel_export_bench_reads_its_export():
+    out = _run("bench/otel_export.py", "--traces", "200")
+    # 200 traces of 4 spans, 5 traces a conversation; per trace a user message, 2 chat calls, a tool call and its
+    # result, the root: 6 events
+    assert "OTLP export: 800 spans, 200 traces" in out
+    assert "40 sessions, 1,200 events" in out and "peak memory:" in out

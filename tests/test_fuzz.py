@@ -296,6 +296,9 @@ RATINGS_JSONL = _as_objects(RATINGS_CSV) + [
 ]
 ASSIGNMENTS_JSONL = _as_objects(ASSIGNMENTS_CSV)
 MIXED_ARRAY = [CANONICAL[0], RATINGS_JSONL[0], ASSIGNMENTS_JSONL[0]]  # a JSON array of records of every kind
+OTEL_GENAI = _lines(FIXTURES / "otel" / "genai.jsonl")  # OpenTelemetry Collector exports (ingest/otel.py)
+OTEL_OPENINFERENCE = _lines(FIXTURES / "otel" / "openinference.jsonl")
+OTEL_DOCUMENT = json.loads((FIXTURES / "otel" / "openllmetry.json").read_text())
 
 CASES: dict[str, tuple[str, Callable[[], st.SearchStrategy[bytes]]]] = {
     "canonical": ("sessions.jsonl", lambda: jsonl_file(CANONICAL)),
@@ -314,6 +317,9 @@ CASES: dict[str, tuple[str, Callable[[], st.SearchStrategy[bytes]]]] = {
     "ratings_jsonl": ("ratings.jsonl", lambda: jsonl_file(RATINGS_JSONL)),
     "assignments_csv": ("assignments.csv", lambda: csv_file(ASSIGNMENTS_CSV)),
     "assignments_jsonl": ("assignments.jsonl", lambda: jsonl_file(ASSIGNMENTS_JSONL)),
+    "otel_genai": ("traces.json", lambda: jsonl_file(OTEL_GENAI)),
+    "otel_openinference": ("openinference.jsonl", lambda: jsonl_file(OTEL_OPENINFERENCE)),
+    "otel_document": ("otel.json", lambda: json_file(OTEL_DOCUMENT)),
 }
 
 

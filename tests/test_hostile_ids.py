@@ -168,6 +168,7 @@ def test_drop_rm_repairs_a_lake_an_earlier_pulse_poisoned_with_a_nul_id(storage,
         "raw.asks": 0,
         "raw.assignments": 0,
         "raw.quarantine": 0,
+        "raw.eval_scores": 0,
     }
     # its staged session, its segment (a user message, then the agent waits: one) and their bookkeeping
     assert removed.nul_id_rows == {

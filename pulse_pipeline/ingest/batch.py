@@ -19,7 +19,7 @@ from .. import tables
 from ..contract import check_schema
 from ..tables import Table
 
-RECORD_TYPES = ("session", "rating", "assignment", "unknown")
+RECORD_TYPES = ("session", "rating", "assignment", "score", "unknown")  # "score": a trace tool's (scores.py)
 
 
 def _empty_columns() -> dict[str, dict[str, list[Any]]]:

@@ -24,6 +24,9 @@ folder still being filled is taken once a file in it holds data. Why: an empty f
 and a full pipeline run (issue 33). A folder holding only a link, a FIFO or a file that is not JSON is not empty:
 each becomes a quarantine row saying why, which an ingest prints.
 
+Every OpenTelemetry Collector export file of a drop (OTLP/JSON, ``otlp.starts_as_otlp``) is one unit together
+(``otlp_export``): the Collector's rotation cuts a trace's spans and a conversation's traces between files.
+
 Each unit gets the session id its location gives (``name_id``; ``records.py`` has the whole precedence). When two
 units of a drop would get the same one, each takes its path within the drop instead: files with the same stem in
 different sub-folders stay distinct sessions.
@@ -48,7 +51,7 @@ from .aider import is_aider_history, read_aider_history
 from .batch import RECORD_TYPES, ArrowBatch, Batch
 from .cline import EXTENSION_STATE, extension_state
 from .events import BOM
-from .files import jsonl_mode, read_file, read_record_lines
+from .files import jsonl_mode, read_file, read_otlp_files, read_record_lines
 from .folders import folder_layout, folder_name_id, read_session_folder, session_files
 from .limits import bounded_lines, record_limits
 from .opencode import (
@@ -60,6 +63,7 @@ from .opencode import (
     read_storage,
     storage_files,
 )
+from .otlp import starts_as_otlp
 from .records import file_name_id
 
 log = logging.getLogger(__name__)
@@ -171,6 +175,7 @@ class DropUnit:
     # opencode_storage
     name_id: str | None = None  # the session id the unit's location gives (records.py)
     skipped: str | None = None
+    members: tuple[tuple[Path, str], ...] = ()  # an OpenTelemetry export: its files and names, read as one
 
 
 def _entries(folder: Path) -> tuple[list[str], list[str], list[str], list[str]]:
@@ -234,6 +239,7 @@ def drop_units(path: Path) -> list[DropUnit]:
         for f in sorted(files)
         if f not in claimed
     ]
+    units = otlp_export(units)
     repeated = {n for n, count in Counter(u.name_id for u in units).items() if count > 1}
     # a session folder's hidden files are its format's own (the SDK's lock); OpenCode's storage/ has none
     sessions = [u.path for u in folders if u.layout != STORAGE_LAYOUT]
@@ -243,6 +249,18 @@ def drop_units(path: Path) -> list[DropUnit]:
         for p in sorted(others + hidden)
     ] + [DropUnit(p, p.relative_to(path).as_posix(), False, skipped=EXTENSION_STATE) for p in extension_entries]
     return [replace(u, name_id=u.source_file) if u.name_id in repeated else u for u in units] + skipped
+
+
+def otlp_export(units: list[DropUnit]) -> list[DropUnit]:
+    """The drop's units with its OTLP/JSON trace files (``otlp.starts_as_otlp``) made one unit, in the place of the
+    first: a Collector's rotated export is many files, and one trace's spans may be in two of them (``otel.py``)."""
+    files = [u for u in units if not u.is_session_dir and starts_as_otlp(u.path)]
+    if len(files) < 2:
+        return units
+    first = files[0]
+    export = replace(first, name_id=None, layout="otlp_export", members=tuple((u.path, u.source_file) for u in files))
+    kept = {id(u) for u in files[1:]}
+    return [export if u is first else u for u in units if id(u) not in kept]
 
 
 def _tree(path: Path) -> list[tuple[Path, os.stat_result]]:
@@ -299,6 +317,8 @@ def unit_bytes(unit: DropUnit) -> int:
     """The unit's size on disk: the file's, the sum of the files a session folder's reader reads, 0 if not read."""
     if unit.skipped:
         return 0
+    if unit.members:
+        return sum(path.stat().st_size for path, _ in unit.members)
     if not unit.is_session_dir:
         return unit.path.stat().st_size
     return sum(f.lstat().st_size for f in unit_files(unit.path, unit.layout))
@@ -355,7 +375,7 @@ def plan(unit: DropUnit, split_bytes: int | None = None) -> list[Piece]:
     Streams the file (1 MiB at a time) to find the cuts and number the lines: memory stays bounded whatever the
     file's size."""
     split_bytes = split_bytes or SPLIT_BYTES
-    if unit.is_session_dir or unit.skipped or unit.path.stat().st_size <= split_bytes:
+    if unit.is_session_dir or unit.skipped or unit.members or unit.path.stat().st_size <= split_bytes:
         return [Piece(unit)]
     size = unit.path.stat().st_size
     pieces: list[Piece] = []
@@ -391,6 +411,8 @@ def read_piece(drop_id: str, piece: Piece) -> Iterator[Batch]:
         yield batch
     elif unit.layout == STORAGE_LAYOUT:
         yield from read_storage(drop_id, unit.path, unit.source_file)
+    elif unit.members:
+        yield from read_otlp_files(drop_id, unit.members)
     elif unit.is_session_dir:
         yield from read_session_folder(drop_id, unit.path, unit.source_file, unit.layout, unit.name_id)
     elif piece.end is None and is_sqlite(unit.path):  # an OpenCode database, whatever its name
@@ -421,7 +443,7 @@ class DropTally:
 
     def add(self, batch: ArrowBatch) -> None:
         self.records_read += sum(batch.read[t] for t in RECORD_TYPES)
-        accepted = (tables.SESSIONS, tables.RATINGS, tables.ASKS, tables.ASSIGNMENTS)
+        accepted = (tables.SESSIONS, tables.RATINGS, tables.ASKS, tables.ASSIGNMENTS, tables.EVAL_SCORES)
         self.records_accepted += sum(batch.count(t) for t in accepted)
         self.records_quarantined += sum(batch.quarantined[t] for t in RECORD_TYPES)
         self.events_read += batch.read["event"]

@@ -8,6 +8,10 @@ Shapes (tried in this order):
 3. CSV with a header: rating and ask rows (a ``rating`` or ``ask_probability`` column) or assignment rows
    (``experiment``/``variant``).
 
+An OpenTelemetry Collector's export (a file starting ``{"resourceSpans"`` or ``{"resourceLogs"``: one OTLP/JSON
+document per line, or one per file) is read first and whole, a line at a time (``read_otlp_files``, ``otel.py``):
+a trace's spans may be on any of its lines, so its lines are never records on their own.
+
 A file that holds one session (shapes 1 except an array of records, and a JSON-lines event stream) takes the id
 its location gives (``name_id``) when its content names none; records of a file of many records never do (see
 ``records.py`` for the whole precedence). Folders that hold one session are read by ``folders.py``.
@@ -27,6 +31,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterable, Iterator
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +42,8 @@ from .adapter import add_session
 from .batch import Batch
 from .events import BOM, dump, parse_json
 from .limits import EXCERPT_BYTES, Oversized, RecordLimits, bounded_lines, excerpt_text, record_limits
+from .otel import OtlpReader, read_otlp_documents
+from .otlp import is_otlp, starts_as_otlp
 from .records import adapter_for, add_assignment, add_rating, add_record, classify, content_id
 
 CHUNK_EVENTS = 50_000  # a batch is handed to the warehouse once it holds this many events
@@ -75,6 +82,9 @@ def read_file(drop_id: str, path: Path, source_file: str, name_id: str | None = 
     when the file holds one session whose content names none. A file larger than ``PULSE_MAX_RECORD_MB`` is
     read line by line (``_read_large_file``), and a file holding more JSON values than ``PULSE_MAX_RECORD_VALUES``
     is not parsed whole (``limits.py``)."""
+    if starts_as_otlp(path):  # an OpenTelemetry Collector's export, read a line at a time (otel.py)
+        yield from read_otlp_files(drop_id, [(path, source_file)])
+        return
     limits = record_limits()
     if path.stat().st_size > limits.max_bytes and _starts_as_json(path):
         yield from _read_large_file(drop_id, path, source_file, limits)
@@ -97,6 +107,9 @@ def read_file(drop_id: str, path: Path, source_file: str, name_id: str | None = 
         else:
             lines = raw.split(b"\n")
             mode = jsonl_mode(lines, limits=limits)
+            if mode == "otlp":
+                yield from _read_otlp_lines(batch, enumerate(lines), source_file, limits)
+                return
             if mode == "records":
                 yield from read_record_lines(drop_id, enumerate(lines), source_file)
                 return
@@ -117,6 +130,9 @@ def read_file(drop_id: str, path: Path, source_file: str, name_id: str | None = 
     if isinstance(whole, list) and not whole:
         batch.read["unknown"] += 1
         batch.quarantine(source_file, None, "unknown", "file is an empty JSON array: no session, rating or event", "[]")
+    elif is_otlp(whole):
+        yield from read_otlp_documents(batch, source_file, [(0, whole)])
+        return
     elif isinstance(whole, list) and _is_event_list(whole):
         _add_event_stream(batch, source_file, whole, name_id)
     elif isinstance(whole, list):
@@ -150,6 +166,8 @@ def jsonl_mode(lines: Iterable[bytes], sample: int = 20, limits: RecordLimits | 
             break
     if not objects or objects * 2 < seen:
         return None
+    if is_otlp(first):
+        return "otlp"  # an OpenTelemetry Collector's file export: one file, read whole (otel.py)
     return "events" if classify(first) == "event" else "records"
 
 
@@ -174,6 +192,11 @@ def _read_large_file(drop_id: str, path: Path, source_file: str, limits: RecordL
         f.seek(start)
         if mode == "records":
             yield from read_record_lines(drop_id, enumerate(bounded_lines(f, limits.max_bytes)), source_file, limits)
+            return
+        if mode == "otlp":
+            yield from _read_otlp_lines(
+                Batch(drop_id), enumerate(bounded_lines(f, limits.max_bytes)), source_file, limits
+            )
             return
         head = f.read(EXCERPT_BYTES)
     kind = "session" if mode == "events" else "unknown"
@@ -225,6 +248,86 @@ def read_record_lines(
             yield batch
             batch = Batch(drop_id)
     yield batch
+
+
+def otlp_lines(
+    batch: Batch, numbered_lines: Iterable[tuple[int, bytes | Oversized]], source_file: str, limits: RecordLimits
+) -> Iterator[tuple[int, Any]]:
+    """The parsed lines of an OpenTelemetry Collector's file export (one ``{"resourceSpans": [...]}`` per line),
+    as ``(line, value)``; a line too large or not JSON is quarantined as any JSON line is."""
+    for i, line in numbered_lines:
+        if isinstance(line, Oversized):
+            batch.read["unknown"] += 1
+            batch.quarantine(source_file, i, "unknown", limits.too_many_bytes(line.size), line.text())
+            continue
+        if not line.strip():
+            continue
+        too_large = limits.why_too_large(line)
+        if too_large:
+            batch.read["unknown"] += 1
+            batch.quarantine(source_file, i, "unknown", too_large, excerpt_text(line))
+            continue
+        try:
+            yield i, parse_json(line)
+        except orjson.JSONDecodeError as error:
+            batch.read["unknown"] += 1
+            batch.quarantine(source_file, i, "unknown", why_unparseable(line, error), line.decode("utf-8", "replace"))
+
+
+def _read_otlp_lines(
+    batch: Batch, numbered_lines: Iterable[tuple[int, bytes | Oversized]], source_file: str, limits: RecordLimits
+) -> Iterator[Batch]:
+    """One file of an export, read whole (``otel.py``: a trace's spans may be on many lines)."""
+    yield from read_otlp_documents(batch, source_file, otlp_lines(batch, numbered_lines, source_file, limits))
+
+
+def read_otlp_files(drop_id: str, members: Iterable[tuple[Path, str]]) -> Iterator[Batch]:
+    """Every OTLP/JSON file of a drop (``drop.drop_units`` puts them in one unit), read as one export: the
+    Collector's rotation renames a full file and starts a new one, so a trace's spans and a session's traces may be
+    in several files. Each file is one document or JSON lines; a line larger than ``PULSE_MAX_RECORD_MB`` is
+    quarantined, never held (a file is read line by line whatever its size)."""
+    limits = record_limits()
+    batch = Batch(drop_id)
+    reader = OtlpReader(batch, CHUNK_EVENTS)
+    for path, source_file in members:
+        with path.open("rb") as f:
+            if f.read(len(BOM)) != BOM:
+                f.seek(0)
+            head = f.tell()
+            whole = None
+            if path.stat().st_size <= limits.max_bytes:
+                raw = f.read()
+                try:
+                    whole = None if limits.why_too_large(raw) else parse_json(raw)
+                except orjson.JSONDecodeError:
+                    whole = None
+                raw = b""  # JSON lines are read again from the file, one at a time
+                f.seek(head)
+            if is_otlp(whole):
+                reader.add(source_file, 0, whole)
+                continue
+            sample = [
+                x.excerpt if isinstance(x, Oversized) else x for x in islice(bounded_lines(f, limits.max_bytes), 20)
+            ]
+            f.seek(head)
+            if (
+                jsonl_mode(sample, limits=limits) is None
+            ):  # one document, unreadable or too large: one row, not one a line
+                size = path.stat().st_size
+                batch.read["unknown"] += 1
+                reason = (
+                    limits.too_many_bytes(size, "a file that is one JSON document")
+                    if size > limits.max_bytes
+                    else "not valid JSON: an OTLP/JSON document that does not parse (truncated or malformed)"
+                )
+                batch.quarantine(source_file, None, "unknown", reason, excerpt_text(f.read(EXCERPT_BYTES)))
+                continue
+            for line, value in otlp_lines(batch, enumerate(bounded_lines(f, limits.max_bytes)), source_file, limits):
+                if is_otlp(value):
+                    reader.add(source_file, line, value)
+                else:
+                    reader.other(source_file, line, value)
+    yield from reader.finish()
 
 
 def _read_event_lines(batch: Batch, lines: list[bytes], source_file: str, name_id: str | None) -> None:

@@ -263,11 +263,11 @@ def reconcile_drop(wh: Warehouse, drop_id: str) -> tuple[bool, dict[str, int]]:
     records_read, events_read = row
     n = {
         t.name: wh.count(t, "drop_id = ?", [drop_id])
-        for t in (tables.SESSIONS, tables.RATINGS, tables.ASKS, tables.ASSIGNMENTS, tables.EVENTS)
+        for t in (tables.SESSIONS, tables.RATINGS, tables.ASKS, tables.ASSIGNMENTS, tables.EVENTS, tables.EVAL_SCORES)
     }
     q_records = wh.count(tables.QUARANTINE, "drop_id = ? AND stage = 'ingest' AND record_type <> 'event'", [drop_id])
     q_events = wh.count(tables.QUARANTINE, "drop_id = ? AND stage = 'ingest' AND record_type = 'event'", [drop_id])
-    accepted = n["sessions"] + n["ratings"] + n["asks"] + n["assignments"]
+    accepted = n["sessions"] + n["ratings"] + n["asks"] + n["assignments"] + n["eval_scores"]
     facts = {
         "records_read": records_read,
         "records_accepted": accepted,

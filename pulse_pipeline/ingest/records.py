@@ -55,6 +55,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from .. import tables
+from ..label_scales import STARS
 from .adapter import Adapter, add_session
 from .batch import Batch
 from .canonical import Canonical
@@ -65,6 +66,7 @@ from .events import INT32, NotAnId, as_int, as_text, dump, read_id
 from .gemini_cli import PROMPT_LOG, GeminiCli, is_prompt_log_entry
 from .openhands_v0 import OpenHandsV0
 from .openhands_v1 import OpenHandsV1
+from .otlp import OTLP_AMONG_RECORDS, is_otlp
 
 # The formats a bare event can be in, tried in this order (a V1 ActionEvent has an ``action`` key, as V0 events do).
 EVENT_ADAPTERS: tuple[type[Adapter], ...] = (OpenHandsV1, OpenHandsV0, ClaudeCode, Codex, GeminiCli)
@@ -88,6 +90,8 @@ def classify(obj: Any) -> str | None:
     """The record type of a parsed JSON value, or None when it is no record PULSE knows."""
     if not isinstance(obj, dict):
         return None
+    if is_otlp(obj):
+        return "otlp"  # read by files.py as a whole file (otel.py); never one record among others
     if isinstance(obj.get("trajectory"), list):
         return "feedback" if any(k in obj for k in _FEEDBACK_KEYS) else "download"
     if isinstance(obj.get("history"), list):
@@ -194,6 +198,9 @@ def add_record(
         add_rating(batch, source_file, record_index, obj, raw.decode("utf-8", "replace"), "feedback_file")
     elif kind == "assignment":
         add_assignment(batch, source_file, record_index, obj, raw.decode("utf-8", "replace"))
+    elif kind == "otlp":
+        batch.read["unknown"] += 1
+        batch.quarantine(source_file, record_index, "unknown", OTLP_AMONG_RECORDS, raw.decode("utf-8", "replace"))
     else:
         batch.read["unknown"] += 1
         batch.quarantine(source_file, record_index, "unknown", _why_unknown(obj), raw.decode("utf-8", "replace"))
@@ -307,7 +314,7 @@ def add_rating(
     if is_ask:
         batch.add(tables.ASKS, {**row, "ask_probability": probability})
     else:
-        batch.add(tables.RATINGS, row)
+        batch.add(tables.RATINGS, {**row, "scale": STARS, "score_json": None})
 
 
 def add_assignment(batch: Batch, source_file: str, record_index: int, obj: dict[str, Any], raw_text: str) -> None:

@@ -20,6 +20,12 @@ Rules, each in one query below:
   else they rate the session's last segment. A segment rated twice keeps its latest rating (by
   ``created_at``, then delivery order). Ratings that join nothing (unknown session, unknown event, no such
   segment) go to ``raw.quarantine`` with stage ``staging``; they come back if the session arrives later.
+- **Ratings from trace tools' scores** (``ingest/scores.py``) carry their scale (``raw.ratings.scale``: stars, or a
+  thumb from a BOOLEAN score; NULL, an older PULSE's row, is stars) and may name only an event: a score on a trace
+  names the trace id, the event id of the user message that opens the trace's segment, and a trace inside a
+  Langfuse session does not know that session. Such a rating joins the staged session that has the event (none:
+  quarantined, and it comes back when its trace arrives in a later drop; more than one: quarantined, name the
+  session).
 - **Asks** (``raw.asks``: the widget shown with a known ``ask_probability``, answered or not) join their session
   by the same rules as ratings, and are quarantined for the same reasons (worded "ask names ..." when unanswered).
   An answered ask is a rating like any other. ``staging.session_asks`` has one row per asked session: its asks,
@@ -129,9 +135,21 @@ def resolved_sql(source: str = RATINGS_AND_ASKS) -> str:
     (``seg``) or the ``problem`` that it joins none. A row's resolution reads only its own record's events, so
     resolving a subset gives those rows as resolving everything would."""
     return f"""
-WITH r AS (
+WITH src AS (
+    {source}
+), named AS (  -- an event a rating names without its session (a trace tool's score): the staged sessions holding it
+    SELECT e.event_id, min(e.session_id) AS session_id, count(DISTINCT e.session_id) AS n_named
+    FROM {tables.EVENTS.qualified} e JOIN {tables.STAGING_SESSIONS.qualified} s USING (record_key)
+    WHERE e.event_id IN (SELECT event_id FROM src WHERE session_id IS NULL AND event_id IS NOT NULL)
+    GROUP BY e.event_id
+), found AS (
+    SELECT src.* REPLACE (coalesce(src.session_id, CASE WHEN named.n_named = 1 THEN named.session_id END)
+                          AS session_id),
+           CASE WHEN src.session_id IS NULL THEN coalesce(named.n_named, 0) END AS n_named
+    FROM src LEFT JOIN named ON src.session_id IS NULL AND named.event_id = src.event_id
+), r AS (
     SELECT r.*, s.record_key, s.n_segments, CASE WHEN r.rating IS NULL THEN 'ask' ELSE 'rating' END AS kind
-    FROM ({source}) r
+    FROM found r
     LEFT JOIN {tables.STAGING_SESSIONS.qualified} s ON s.session_id = r.session_id
 ), segment_so_far AS (  -- each event of a record some rating names an event of: the last segment begun by it
     SELECT e.record_key, e.event_id, e.seq, max(e.segment_index) OVER (PARTITION BY e.record_key ORDER BY e.seq) AS seg
@@ -140,11 +158,15 @@ WITH r AS (
     SELECT r.drop_id, r.source_file, r.record_index, r.item_index, e.seq, e.seg
     FROM r JOIN segment_so_far e ON e.record_key = r.record_key AND e.event_id = r.event_id
 )
-SELECT r.*, d.mtime AS drop_mtime,
+SELECT r.* EXCLUDE (n_named), d.mtime AS drop_mtime,
     CASE WHEN r.event_id IS NOT NULL THEN ev.seg
          WHEN r.segment_index IS NOT NULL THEN r.segment_index
          ELSE r.n_segments - 1 END AS seg,
-    CASE WHEN r.record_key IS NULL THEN r.kind || ' names session ' || r.session_id || ', which no drop contains'
+    CASE WHEN r.n_named = 0 THEN r.kind || ' names event ' || r.event_id || ' and no session, and no session has'
+                                     || ' that event (its trace may come in a later drop)'
+         WHEN r.n_named > 1 THEN r.kind || ' names event ' || r.event_id || ' and no session, and ' || r.n_named
+                                 || ' sessions have that event: name the session'
+         WHEN r.record_key IS NULL THEN r.kind || ' names session ' || r.session_id || ', which no drop contains'
          WHEN r.event_id IS NOT NULL AND ev.seq IS NULL
               THEN r.kind || ' names event ' || r.event_id || ', which session ' || r.session_id || ' does not have'
          WHEN r.event_id IS NOT NULL AND ev.seg IS NULL
@@ -182,9 +204,9 @@ SEGMENT_RATINGS_SQL = f"""
 (SELECT session_id, seg, rating, reason, created_at, rating_id,
         CASE WHEN event_id IS NOT NULL THEN 'event_id' WHEN segment_index IS NOT NULL THEN 'segment_index'
              ELSE 'last_segment' END,
-        drop_id, source_file, record_index, '{STARS}'
+        drop_id, source_file, record_index, coalesce(scale, '{STARS}')
  FROM {RESOLVED_RATINGS} WHERE problem IS NULL AND rating IS NOT NULL
- QUALIFY row_number() OVER (PARTITION BY session_id, seg
+ QUALIFY row_number() OVER (PARTITION BY session_id, seg, coalesce(scale, '{STARS}')
      ORDER BY created_at DESC NULLS LAST, drop_mtime DESC, drop_id DESC, source_file DESC, record_index DESC,
               item_index DESC) = 1)
 UNION ALL
@@ -193,7 +215,8 @@ UNION ALL
  FROM ({THUMBS_SQL}) WHERE problem IS NULL)
 ORDER BY 1, 2, 11
 """
-"""One star rating per rated segment (the latest), and each session's thumb on its last segment."""
+"""One rating per rated segment and scale (the latest: stars, or a thumb a trace tool's BOOLEAN score gave; a NULL
+scale, an older PULSE's row, is stars), and each session's ``feedback`` thumb on its last segment."""
 
 RATING_QUARANTINE_SQL = f"""
 SELECT drop_id, 'staging', source_file, record_index, item_index, 'rating', problem,
