@@ -363,3 +363,12 @@ def test_recalibration_bench_prints_each_familys_widths_raw_and_calibrated():
     rows = re.findall(r"^ordinal_logit +0\.\d\d +[01]/1 +([\d.]+)/[\d.]+ ([\d.]+) ([\d.]+)/[\d.]+ ([\d.]+)", out, re.M)
     assert len(rows) == 3, out  # one row per rated share
     assert all(float(cell) > 0 for row in rows for cell in row)
+
+
+def test_langfuse_export_bench_reads_each_file_kind(tmp_path):
+    out = _run(
+        "bench/langfuse_export.py", "--observations", "400", "--formats", "parquet", "jsonl", "--workdir", str(tmp_path)
+    )
+    assert "100 traces, 400 observations" in out
+    assert out.count("read:") == 2 and out.count("reconciled=True") == 2
+    assert "orjson parse alone" in out

@@ -55,6 +55,7 @@ class EventFields:
     cause: str | None = None  # id of the event this one answers
     wait_for_response: bool | None = None
     event_id: str | None = None  # the event's id when the format keeps it elsewhere than the raw event's ``id``
+    timestamp: str | None = None  # its time when the format keeps it elsewhere than ``timestamp`` (Langfuse startTime)
 
 
 class Adapter:
@@ -130,7 +131,7 @@ def read_events(adapter: Adapter, raw_events: Iterable[Any]) -> tuple[list[Event
                     Event,
                     (
                         event_id or f"#{len(events)}",
-                        timestamp,
+                        fields.timestamp or timestamp,
                         fields.source,
                         fields.kind,
                         fields.name,

@@ -37,7 +37,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from .. import tables
@@ -45,6 +45,7 @@ from .batch import RECORD_TYPES, ArrowBatch, Batch
 from .events import BOM
 from .files import jsonl_mode, read_file, read_record_lines
 from .folders import folder_layout, folder_name_id, read_session_folder, session_files
+from .langfuse_files import is_langfuse_file, read_langfuse_unit
 from .limits import bounded_lines, record_limits
 from .records import file_name_id
 
@@ -77,6 +78,7 @@ def skip_reason(path: Path, mode: int) -> str | None:
 
 
 DATA_SUFFIXES = (".json", ".jsonl", ".ndjson", ".csv")
+LANGFUSE_UNIT = "langfuse"  # a DropUnit's layout: the drop's Langfuse files (``langfuse_files.py``)
 HIDDEN_DATA = (
     "hidden file not read: its name starts with '.', which marks a hidden or partial file, yet it is named like"
     " data; rename it without the leading '.' (then deliver the drop again under another name) if it holds sessions"
@@ -147,6 +149,7 @@ class DropUnit:
     layout: str | None = None  # for a session folder: v0_events_dir | sdk_conversation | app_server_events
     name_id: str | None = None  # the session id the unit's location gives (records.py)
     skipped: str | None = None
+    files: tuple[Path, ...] = ()  # layout ``langfuse``: the drop's Langfuse files, read together
 
 
 def _entries(folder: Path) -> tuple[list[str], list[str], list[str], list[str]]:
@@ -178,6 +181,8 @@ def drop_units(path: Path) -> list[DropUnit]:
     mode = path.stat().st_mode
     if not stat.S_ISDIR(mode):
         reason = skip_reason(path, mode)
+        if reason is None and is_langfuse_file(path, PurePosixPath(path.name)):
+            return [DropUnit(path, path.name, True, LANGFUSE_UNIT, files=(path,))]
         return [DropUnit(path, path.name, False, name_id=None if reason else file_name_id(path.name), skipped=reason)]
     folders: list[DropUnit] = []
     files: list[Path] = []
@@ -197,10 +202,14 @@ def drop_units(path: Path) -> list[DropUnit]:
         others.extend(folder / n for n in other_names)
         hidden.extend(folder / n for n in hidden_names)
         pending.extend(folder / d for d in reversed(subfolders))
+    unclaimed = [f for f in sorted(files) if f not in claimed]
+    langfuse = [f for f in unclaimed if is_langfuse_file(f, PurePosixPath(path.name) / f.relative_to(path))]
+    if langfuse:  # one unit: a Langfuse session's traces, observations and scores may be in different files
+        folders.append(DropUnit(path, path.name, True, LANGFUSE_UNIT, files=tuple(langfuse)))
+        unclaimed = [f for f in unclaimed if f not in set(langfuse)]
     units = folders + [
         DropUnit(f, f.relative_to(path).as_posix(), False, name_id=file_name_id(f.relative_to(path).as_posix()))
-        for f in sorted(files)
-        if f not in claimed
+        for f in unclaimed
     ]
     repeated = {n for n, count in Counter(u.name_id for u in units).items() if count > 1}
     sessions = [u.path for u in folders]  # a session folder's hidden files are its format's own (the SDK's lock)
@@ -266,6 +275,8 @@ def unit_bytes(unit: DropUnit) -> int:
     """The unit's size on disk: the file's, the sum of the files a session folder's reader reads, 0 if not read."""
     if unit.skipped:
         return 0
+    if unit.files:
+        return sum(f.stat().st_size for f in unit.files)
     if not unit.is_session_dir:
         return unit.path.stat().st_size
     return sum(f.lstat().st_size for f in session_files(unit.path, unit.layout))
@@ -350,6 +361,8 @@ def read_piece(drop_id: str, piece: Piece) -> Iterator[Batch]:
         batch.read["unknown"] += 1
         batch.quarantine(unit.source_file, None, "unknown", unit.skipped, "")
         yield batch
+    elif unit.layout == LANGFUSE_UNIT:
+        yield from read_langfuse_unit(drop_id, unit.path, unit.files)
     elif unit.is_session_dir:
         yield from read_session_folder(drop_id, unit.path, unit.source_file, unit.layout, unit.name_id)
     elif piece.end is None:
