@@ -284,6 +284,8 @@ def test_the_pulls_camelcase_v2_observations_and_v3_scores(wh, tmp_path):
          "source": "API", "timestamp": "2026-01-05T10:06:00Z", "subject": {"kind": "session", "id": "chat-9"}},
         {"id": "s4", "projectId": "p1", "name": "helpfulness", "dataType": "NUMERIC", "value": 0.9,
          "source": "EVAL", "timestamp": "2026-01-05T10:06:00Z", "subject": {"kind": "trace", "id": "t-1"}},
+        {"id": "s5", "projectId": "p1", "name": "rating", "dataType": "NUMERIC", "value": 4,
+         "source": "API", "timestamp": "2026-01-05T10:07:00Z", "subject": {"kind": "session", "id": "chat-9"}},
     ]  # fmt: skip
     (drop / "scores" / "scores-00001.jsonl").write_bytes(b"".join(orjson.dumps(s) + b"\n" for s in scores))
     ingest_paths(wh, drop)
@@ -304,9 +306,10 @@ def test_the_pulls_camelcase_v2_observations_and_v3_scores(wh, tmp_path):
         ("t-1", "rename the function"),
         ("t-2", "now add a test"),
     ]
-    assert rows(wh, "SELECT segment_index, rating, scale FROM staging.segment_ratings ORDER BY 1") == [
+    assert rows(wh, "SELECT segment_index, rating, scale FROM staging.segment_ratings ORDER BY 1, 3") == [
         (0, 2.0, STARS),  # the observation's score, on the trace it belongs to
-        (1, 1.0, THUMBS),  # true: a thumb up
+        (1, 4.0, STARS),  # the session's score, on its last segment
+        (1, 1.0, THUMBS),  # true: a thumb up on the second trace
     ]
     (reason,) = rows(wh, "SELECT reason FROM raw.quarantine WHERE record_type = 'score'")
     assert "no declared map" in reason[0]  # a CATEGORICAL rating without PULSE_SCORE_CATEGORIES

@@ -642,7 +642,13 @@ def _user_words(trace: Trace, generations: list[Observation]) -> str | None:
 
 
 def _order(obs: Observation) -> tuple[str, str]:
-    return (obs.start or "", obs.id)
+    return (_sortable(obs.start), obs.id)
+
+
+def _sortable(stamp: str | None) -> str:
+    """A timestamp that sorts with the others: the API writes ``2026-01-05T09:00:00.000Z``, the export ``2026-01-05
+    09:00:00.000000``, and one session may mix the two (a pull's observations, an export's traces)."""
+    return stamp.replace("T", " ", 1) if stamp else ""
 
 
 def trace_events(trace: Trace, totals: SessionTotals) -> tuple[list[dict[str, Any]], list[EventFields]]:
@@ -680,7 +686,7 @@ def in_order(observations: list[Observation]) -> list[Observation]:
             d, parent = d + 1, parents[parent]
         return d
 
-    return sorted(observations, key=lambda o: (o.start or "", depth(o), o.id))
+    return sorted(observations, key=lambda o: (_sortable(o.start), depth(o), o.id))
 
 
 def _derived_head(trace: Trace) -> dict[str, Any]:
@@ -801,7 +807,7 @@ def add_sessions(batch: Batch, collected: Collected, rules: ScoreRules) -> None:
     for trace in collected.traces.values():
         by_session.setdefault(_session_of(trace), []).append(trace)
     for session_id, traces in by_session.items():
-        traces.sort(key=lambda t: (t.timestamp or _earliest(t), t.id))
+        traces.sort(key=lambda t: (_sortable(t.timestamp) or _earliest(t), t.id))
         totals = SessionTotals()
         raws: list[dict[str, Any]] = []
         fields: list[EventFields] = []
@@ -841,7 +847,7 @@ def _with_session(score: Score, session_id: str) -> Score:
 
 
 def _earliest(trace: Trace) -> str:
-    return min((o.start or "" for o in trace.observations), default="")
+    return min((_sortable(o.start) for o in trace.observations), default="")
 
 
 def _session_where(traces: list[Trace]) -> Where:
