@@ -31,6 +31,7 @@ import shutil
 import orjson
 import pytest
 
+from pulse_pipeline import tables
 from pulse_pipeline.features.rubric import load_rubric
 from pulse_pipeline.features.wide import build_session_features
 from pulse_pipeline.ingest.drop import drop_units
@@ -378,3 +379,28 @@ def test_one_sample_file_is_a_drop_of_its_own(wh, tmp_path):
     assert rows(wh, "SELECT session_id, source_format FROM raw.sessions") == [
         ("fee618f96dc31e0ca38b2f7b26eb8b29", "langfuse")
     ]
+
+
+def test_a_large_unit_hands_its_sessions_on_in_batches_that_add_up(tmp_path):
+    """Sessions are built into batches of about ``chunk_events`` events, so the warehouse is given bounded
+    inserts; together they hold every session, event and score once."""
+    from pulse_pipeline.ingest.batch import Batch
+    from pulse_pipeline.ingest.langfuse import TABLE_KINDS, Where, collect, session_batches
+    from pulse_pipeline.ingest.langfuse_files import _rows
+    from pulse_pipeline.ingest.scores import ScoreRules
+
+    export = tmp_path / "export"
+    truth = write_export(export, traces=20, fmt="jsonl", seed=4)
+    first = Batch("d")
+    records = [
+        (obj, Where(path.name, i), TABLE_KINDS[path.parent.name])
+        for path in sorted(export.rglob("*.jsonl"))
+        for obj, i in _rows(first, path, path.name)
+    ]
+    collected = collect(first, records, lambda obj, where: pytest.fail(f"not Langfuse: {obj}"))
+    batches = list(session_batches(first, collected, ScoreRules(), chunk_events=12))
+    assert len(batches) > 3
+    assert all(b.count(tables.EVENTS) < 12 + 5 * 4 for b in batches)  # one session past the chunk at most
+    assert sum(b.read["session"] for b in batches) == len(truth.sessions)
+    assert sum(b.count(tables.EVENTS) for b in batches) == truth.observations + 20
+    assert sum(b.count(tables.RATINGS) for b in batches) == len(truth.ratings)

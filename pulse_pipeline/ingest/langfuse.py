@@ -55,19 +55,21 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
 import orjson
 
+from .. import tables
 from .adapter import Adapter, EventFields, add_session
 from .batch import Batch
 from .events import NotAnId, as_text, dump, llm_usage, read_id
 from .scores import Score, ScoreRules, add_score, score_rules, score_value
 
 LANGFUSE = "langfuse"
+CHUNK_EVENTS = 50_000  # a batch of sessions is handed to the warehouse once it holds this many events (files.py's)
 EXPORT_TABLES = ("traces", "observations", "observations_v2", "scores")
 """The blob-storage export's folders (``<project>/<table>/<timestamp>.<ext>``), and the pull's."""
 
@@ -801,8 +803,17 @@ def session_metadata(traces: list[Trace], totals: SessionTotals) -> dict[str, An
 
 
 def add_sessions(batch: Batch, collected: Collected, rules: ScoreRules) -> None:
+    """The sessions of everything collected, then the scores, all into ``batch``."""
+    for _ in session_batches(batch, collected, rules, chunk_events=None):
+        pass
+
+
+def session_batches(
+    batch: Batch, collected: Collected, rules: ScoreRules, chunk_events: int | None = CHUNK_EVENTS
+) -> Iterator[Batch]:
     """The sessions of everything collected, then the scores (a score on a trace read here gets that trace's
-    session; on a trace not read here it names only the trace, and staging finds its session)."""
+    session; on a trace not read here it names only the trace, and staging finds its session), written into
+    ``batch`` and handed on, a new batch begun, each time it holds ``chunk_events`` events (None: never)."""
     by_session: dict[str, list[Trace]] = {}
     for trace in collected.traces.values():
         by_session.setdefault(_session_of(trace), []).append(trace)
@@ -820,6 +831,9 @@ def add_sessions(batch: Batch, collected: Collected, rules: ScoreRules) -> None:
         add_session(
             batch, where.source_file, where.record_index, session_id, LANGFUSE, LangfuseAdapter(fields), raws, info
         )
+        if chunk_events is not None and batch.count(tables.EVENTS) >= chunk_events:
+            yield batch
+            batch = Batch(batch.drop_id)
     trace_sessions = {trace.id: _session_of(trace) for trace in collected.traces.values()}
     observation_traces = {o.id: t.id for t in collected.traces.values() for o in t.observations}
     for score, where, raw_text in collected.scores:
@@ -829,6 +843,7 @@ def add_sessions(batch: Batch, collected: Collected, rules: ScoreRules) -> None:
             if session_id is not None:
                 score = _with_session(score, session_id)
         add_score(batch, where.source_file, where.record_index, score, rules, raw_text, where.item_index)
+    yield batch
 
 
 def _with_session(score: Score, session_id: str) -> Score:
@@ -859,15 +874,12 @@ def _session_where(traces: list[Trace]) -> Where:
     return first.where
 
 
-def read_records(
-    batch: Batch,
-    records: Iterable[tuple[Any, Where, str | None]],
-    rules: ScoreRules,
-    other: Callable[[Any, Where], None],
-) -> None:
-    """Collect the Langfuse records of ``records`` (``(object, where, table kind or None)``: the kind an export
-    folder gives, else found by content) and write their sessions and scores into ``batch``; a record that is no
-    Langfuse record is handed to ``other``."""
+def collect(
+    batch: Batch, records: Iterable[tuple[Any, Where, str | None]], other: Callable[[Any, Where], None]
+) -> Collected:
+    """The Langfuse records of ``records`` (``(object, where, table kind or None)``: the kind an export folder
+    gives, else found by content), gathered (what cannot be read is quarantined into ``batch``); a record that is
+    no Langfuse record is handed to ``other``."""
     collected = Collected()
     for obj, where, kind in records:
         found = row_kind(obj) if kind is None or kind == "trace" else kind  # a trace with details in traces/
@@ -875,7 +887,7 @@ def read_records(
             other(obj, where)
             continue
         add_row(batch, collected, found, obj, where)
-    add_sessions(batch, collected, rules)
+    return collected
 
 
 def read_trace_record(batch: Batch, source_file: str, record_index: int, obj: dict[str, Any]) -> None:
