@@ -659,11 +659,13 @@ def trace_events(trace: Trace, totals: SessionTotals) -> tuple[list[dict[str, An
     generations = [o for o in observations if o.type == "GENERATION"]
     tools: set[str] = set()
     outputs = {}
+    inner_spans = any(o.type == "SPAN" and o.parent is not None for o in observations)
     for generation in generations:
         totals.add_generation(generation.raw)
-        tools.update(_names(pick(generation.raw, "toolCallNames", "tool_call_names")))
         output = outputs[generation.id] = decoded(generation.raw.get("output"))
-        called_tools(output, tools)
+        if inner_spans:  # the tools the generations called tell which spans are tool calls (no span: not needed)
+            tools.update(_names(pick(generation.raw, "toolCallNames", "tool_call_names")))
+            called_tools(output, tools)
     start = trace.timestamp or (observations[0].start if observations else None)
     head = trace.raw if trace.raw is not None else _derived_head(trace)
     raws: list[dict[str, Any]] = [head]
@@ -680,6 +682,10 @@ def in_order(observations: list[Observation]) -> list[Observation]:
     in the same millisecond as their first child), then by id."""
     if len(observations) < 2:
         return list(observations)
+    by_start = sorted(observations, key=_order)
+    starts = [_sortable(o.start) for o in by_start]
+    if len(set(starts)) == len(starts):  # no two start together: start order is the order
+        return by_start
     parents = {o.id: o.parent for o in observations}
 
     def depth(obs: Observation) -> int:
