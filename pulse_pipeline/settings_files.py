@@ -113,6 +113,7 @@ def check_environment(environ: Env | None = None) -> None:
     settings.dagster_postgres_url(env)
     settings.lake_settings(env)
     settings.ingest_settings(env)
+    settings.score_settings(env)
     features = settings.feature_settings(env)
     settings.modeling_settings(env)
     settings.estimate_settings(env)

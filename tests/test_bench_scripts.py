@@ -372,3 +372,12 @@ def test_otel_export_bench_reads_its_export():
     # result, the root: 6 events
     assert "OTLP export: 800 spans, 200 traces" in out
     assert "40 sessions, 1,200 events" in out and "peak memory:" in out
+
+
+def test_langfuse_export_bench_reads_each_file_kind(tmp_path):
+    out = _run(
+        "bench/langfuse_export.py", "--observations", "400", "--formats", "parquet", "jsonl", "--workdir", str(tmp_path)
+    )
+    assert "100 traces, 400 observations" in out
+    assert out.count("read:") == 2 and out.count("reconciled=True") == 2
+    assert "orjson parse alone" in out

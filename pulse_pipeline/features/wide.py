@@ -15,6 +15,8 @@ Then the scores that already exist, as features (``SCORE_COLUMNS`` then one colu
   a JSON number; NULL when the path is absent, and NULL when the value is not a number (a string, a boolean, an
   object): those are counted per column in ``WideBuild.non_numeric`` and the asset's metadata.
 - The OpenHands critic's scores are event features already (``critic_score_last``/``_mean``/``_min``).
+- ``eval_score_mean``, ``eval_score_min``, ``eval_scored``: trace tools' judge scores (``raw.eval_scores``), each on
+  [0, 1] (``eval_scores.py``); only when some eval score was read.
 
 What the models see where a score is NULL: the pipelines impute a constant 0 (``modeling/families.py``). For
 ``judge_likert`` 0 lies below the 1-5 scale, so a tree separates "not judged" from any score; a linear model (the
@@ -25,10 +27,13 @@ nothing and changes no prediction, so an unconfigured judge or an absent metadat
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .. import tables
+from ..settings import score_settings
 from ..warehouse import Warehouse
+from .eval_scores import EVAL_COLUMNS, eval_features_sql, has_eval_scores
 from .rubric import Rubric
 
 
@@ -45,7 +50,7 @@ def feature_columns(rubric: Rubric) -> list[str]:
     return cols
 
 
-SCORE_COLUMNS = ("judge_likert",)
+SCORE_COLUMNS = ("judge_likert", *EVAL_COLUMNS)
 """Scores PULSE itself may have computed, as columns after the rubric's (see the module docstring)."""
 
 
@@ -74,10 +79,12 @@ def build_session_features(
     prompt_version: str,
     judge_model: str | None = None,
     score_fields: tuple[str, ...] = (),
+    score_ranges: Mapping[str, tuple[float, float] | str] | None = None,
 ) -> WideBuild:
     """Rebuild ``features.session_features`` from the event features, ``annotator``'s answers of
     ``prompt_version``, ``judge_model``'s Likert scores (None: the column is all NULL) and the metadata scores at
-    ``score_fields`` (see the module docstring)."""
+    ``score_fields``, and the trace tools' eval scores on their ``score_ranges`` (``PULSE_SCORE_RANGES`` when None;
+    see the module docstring)."""
     pivots = []
     for f in rubric.features:
         value = f"max(CASE WHEN v.feature = {_q(f.name)} AND v.value <> '' THEN v.value END)"
@@ -97,6 +104,15 @@ def build_session_features(
         f' THEN json_extract(s.metadata_json, {_q(path)})::DOUBLE END AS "{col}"'
         for col, path in paths
     )
+    with_evals = has_eval_scores(wh.con)
+    ranges = score_settings().ranges if score_ranges is None else score_ranges
+    evals_cte = f", evals AS ({eval_features_sql(ranges)})" if with_evals else ""
+    eval_cols = (
+        ", ev.eval_score_mean, ev.eval_score_min, coalesce(ev.eval_scored, 0)::INTEGER AS eval_scored"
+        if with_evals
+        else ""
+    )
+    eval_join = "LEFT JOIN evals ev USING (session_id)" if with_evals else ""
     wh.con.execute(
         f"""
         CREATE OR REPLACE TABLE {tables.SESSION_FEATURES.qualified} AS
@@ -110,15 +126,16 @@ def build_session_features(
         ), judge AS (
             SELECT session_id, max(likert_score) AS judge_likert FROM {tables.JUDGE_SCORES.qualified}
             WHERE model = ? AND status IN ('ok', 'truncated') GROUP BY session_id
-        )
+        ){evals_cte}
         SELECT s.session_id, {event_cols}, {feature_cols},
-               j.judge_likert::DOUBLE AS judge_likert{score_cols},
+               j.judge_likert::DOUBLE AS judge_likert{eval_cols}{score_cols},
                coalesce(st.status, 'missing') AS annotation_status
         FROM {tables.STAGING_SESSIONS.qualified} s
         LEFT JOIN {tables.EVENT_FEATURES.qualified} ef USING (session_id)
         LEFT JOIN answers a USING (session_id)
         LEFT JOIN status st USING (session_id)
         LEFT JOIN judge j USING (session_id)
+        {eval_join}
         ORDER BY s.session_id
     """,
         [annotator, prompt_version, annotator, prompt_version, judge_model],

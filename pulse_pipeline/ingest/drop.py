@@ -43,7 +43,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from .. import tables
@@ -53,6 +53,7 @@ from .cline import EXTENSION_STATE, extension_state
 from .events import BOM
 from .files import jsonl_mode, read_file, read_otlp_files, read_record_lines
 from .folders import folder_layout, folder_name_id, read_session_folder, session_files
+from .langfuse_files import is_langfuse_file, read_langfuse_unit
 from .limits import bounded_lines, record_limits
 from .opencode import (
     STORAGE_LAYOUT,
@@ -95,6 +96,7 @@ def skip_reason(path: Path, mode: int) -> str | None:
 
 
 DATA_SUFFIXES = (".json", ".jsonl", ".ndjson", ".csv")
+LANGFUSE_UNIT = "langfuse"  # a DropUnit's layout: the drop's Langfuse files (``langfuse_files.py``)
 HIDDEN_DATA = (
     "hidden file not read: its name starts with '.', which marks a hidden or partial file, yet it is named like"
     " data; rename it without the leading '.' (then deliver the drop again under another name) if it holds sessions"
@@ -175,7 +177,8 @@ class DropUnit:
     # opencode_storage
     name_id: str | None = None  # the session id the unit's location gives (records.py)
     skipped: str | None = None
-    members: tuple[tuple[Path, str], ...] = ()  # an OpenTelemetry export: its files and names, read as one
+    # a unit of many files read as one (layout ``otlp_export``, ``langfuse``): each file and its name in the drop
+    members: tuple[tuple[Path, str], ...] = ()
 
 
 def _entries(folder: Path) -> tuple[list[str], list[str], list[str], list[str]]:
@@ -207,6 +210,8 @@ def drop_units(path: Path) -> list[DropUnit]:
     mode = path.stat().st_mode
     if not stat.S_ISDIR(mode):
         reason = skip_reason(path, mode)
+        if reason is None and is_langfuse_file(path, PurePosixPath(path.name)):
+            return [DropUnit(path, path.name, True, LANGFUSE_UNIT, members=((path, path.name),))]
         return [DropUnit(path, path.name, False, name_id=None if reason else file_name_id(path.name), skipped=reason)]
     folders: list[DropUnit] = []
     files: list[Path] = []
@@ -234,10 +239,15 @@ def drop_units(path: Path) -> list[DropUnit]:
         hidden.extend(folder / n for n in hidden_names)
         pending.extend(folder / d for d in reversed(subfolders))
     claimed.update(database_companions(files))  # a SQLite database's -wal, -shm, -journal: read with it
+    unclaimed = [f for f in sorted(files) if f not in claimed]
+    langfuse = [f for f in unclaimed if is_langfuse_file(f, PurePosixPath(path.name) / f.relative_to(path))]
+    if langfuse:  # one unit: a Langfuse session's traces, observations and scores may be in different files
+        members = tuple((f, f.relative_to(path).as_posix()) for f in langfuse)
+        folders.append(DropUnit(path, path.name, True, LANGFUSE_UNIT, members=members))
+        unclaimed = [f for f in unclaimed if f not in set(langfuse)]
     units = folders + [
         DropUnit(f, f.relative_to(path).as_posix(), False, name_id=file_name_id(f.relative_to(path).as_posix()))
-        for f in sorted(files)
-        if f not in claimed
+        for f in unclaimed
     ]
     units = otlp_export(units)
     repeated = {n for n, count in Counter(u.name_id for u in units).items() if count > 1}
@@ -411,6 +421,8 @@ def read_piece(drop_id: str, piece: Piece) -> Iterator[Batch]:
         yield batch
     elif unit.layout == STORAGE_LAYOUT:
         yield from read_storage(drop_id, unit.path, unit.source_file)
+    elif unit.layout == LANGFUSE_UNIT:
+        yield from read_langfuse_unit(drop_id, unit.path, tuple(f for f, _ in unit.members))
     elif unit.members:
         yield from read_otlp_files(drop_id, unit.members)
     elif unit.is_session_dir:

@@ -12,6 +12,8 @@ Which kind of record an object is, is read from its keys, never from its file's 
 ``events`` list            PULSE canonical session (see ``canonical.py``)
 ``rating``                 a star rating row (OpenHands ``conversation_feedback`` shape)
 ``variant``/``experiment`` an assignment row
+``observations`` list      a Langfuse trace with its details (``langfuse.py``; a drop's Langfuse files are read
+                           together by ``langfuse_files.py``, so a session's traces in several files make one)
 an event of a known format a bare event (``EVENT_ADAPTERS``): a file of them is one session
 ========================  ==========================================================
 
@@ -64,6 +66,7 @@ from .claude_code import ClaudeCode
 from .codex import Codex
 from .events import INT32, NotAnId, as_int, as_text, dump, read_id
 from .gemini_cli import PROMPT_LOG, GeminiCli, is_prompt_log_entry
+from .langfuse import is_trace_with_details, read_trace_record
 from .openhands_v0 import OpenHandsV0
 from .openhands_v1 import OpenHandsV1
 from .otlp import OTLP_AMONG_RECORDS, is_otlp
@@ -108,6 +111,8 @@ def classify(obj: Any) -> str | None:
         return None
     if any(adapter.recognizes(obj) for adapter in EVENT_ADAPTERS):
         return "event"
+    if is_trace_with_details(obj):
+        return "langfuse"
     return None
 
 
@@ -201,6 +206,8 @@ def add_record(
     elif kind == "otlp":
         batch.read["unknown"] += 1
         batch.quarantine(source_file, record_index, "unknown", OTLP_AMONG_RECORDS, raw.decode("utf-8", "replace"))
+    elif kind == "langfuse":  # a trace with its details met outside a drop's Langfuse files (langfuse_files.py)
+        read_trace_record(batch, source_file, record_index, obj)
     else:
         batch.read["unknown"] += 1
         batch.quarantine(source_file, record_index, "unknown", _why_unknown(obj), raw.decode("utf-8", "replace"))

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from .. import tables
@@ -230,8 +230,14 @@ def _why_ignored(score: Score, rules: ScoreRules) -> str:
 def _add_rating(
     batch: Batch, source_file: str, record_index: int, item_index: int | None, score: Score, rated: Rated
 ) -> None:
-    original = {k: v for k, v in asdict(score).items() if k in ("name", "value", "string_value", "data_type", "source")}
-    original["range"] = list(rated.range) if isinstance(rated.range, tuple) else rated.range
+    original = {
+        "name": score.name,
+        "value": score.value,
+        "string_value": score.string_value,
+        "data_type": score.data_type,
+        "source": score.source,
+        "range": list(rated.range) if isinstance(rated.range, tuple) else rated.range,
+    }
     batch.add(
         tables.RATINGS,
         {

@@ -130,13 +130,13 @@ def annotator_agreement(
 
 @dg.asset(
     key=SESSION_FEATURES_KEY,
-    deps=[key(tables.EVENT_FEATURES), key(tables.ANNOTATION_VALUES), key(tables.JUDGE_SCORES)],
+    deps=[key(tables.EVENT_FEATURES), key(tables.ANNOTATION_VALUES), key(tables.JUDGE_SCORES), key(tables.EVAL_SCORES)],
     group_name="features",
     kinds={"duckdb"},
     automation_condition=EAGER,
     description="One row per session: event features, the chosen annotator's rubric answers, one-hot, the LLM "
-    "judge's Likert score and the PULSE_SCORE_FIELDS metadata scores, in a stable column order (the model stage "
-    "reads this).",
+    "judge's Likert score, trace tools' eval scores and the PULSE_SCORE_FIELDS metadata scores, in a stable "
+    "column order (the model stage reads this).",
 )
 def session_features(warehouse: WarehouseResource, annotator: AnnotatorResource) -> dg.MaterializeResult:
     rubric = annotator.rubric()
