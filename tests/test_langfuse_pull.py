@@ -168,8 +168,8 @@ def test_the_drop_is_one_entry_the_drop_folder_lists_and_nothing_half_built_is_l
     assert list(drops.iterdir()) == [report.drop.path]  # no hidden building folder left behind
     assert why_empty(report.drop.path) is None
     assert list(list_drops(drops).values()) == [report.drop.path]
-    units = drop_units(report.drop.path)  # ingest reads the JSONL file; the sidecar is not read
-    assert [Path(u.path).name for u in units] == ["observations-00001.jsonl"]
+    [unit] = drop_units(report.drop.path)  # one Langfuse unit of the JSONL file; the sidecar is not read
+    assert [name for _, name in unit.members] == ["observations_v2/observations-00001.jsonl"]
 
 
 def test_a_pull_with_nothing_new_writes_no_drop(served, tmp_path):
