@@ -8,11 +8,15 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import progress, tables
 from .hooks.cli import add_arguments as hook_arguments
 from .hooks.cli import main as hook_main
 from .paths import HUMAN_LABELS, PROJECT_ROOT, PulseHome
+
+if TYPE_CHECKING:  # only a type: importing runs loads Dagster, which `pulse hook` must not wait for
+    from .runs import DropSummary
 
 
 def _say(message: str) -> None:
@@ -73,7 +77,6 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     is refused (missing, empty, or a different drop of that name already there)."""
     from dataclasses import asdict
 
-    from .quarantine import summary_lines
     from .runs import ingest
 
     with progress.showing(not args.json):
@@ -82,18 +85,26 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(asdict(summary), indent=2))
     else:
-        print(
-            f"drop {summary.drop}: {summary.sessions} sessions, {summary.events} events, {summary.segments} "
-            f"segments, {summary.ratings} ratings, {summary.asks} asks, {summary.assignments} assignments, "
-            f"{summary.quarantined} quarantined{'' if summary.reconciled else ' (COUNTS DO NOT RECONCILE)'}"
-        )
-        for line in [*summary_lines(summary.quarantine_reasons, summary.drop), *summary.replacement_lines()]:
-            print(line)
-        print(f"warehouse: {summary.warehouse}")
-        print("\n".join(PulseHome.from_env().settings_lines()))
+        _print_drop_summary(summary)
     if strict_failed:
         _say(f"pulse ingest --strict: {summary.quarantined} records of drop {summary.drop} were quarantined (exit 1)")
     return 0 if summary.reconciled and not strict_failed else 1
+
+
+def _print_drop_summary(summary: DropSummary) -> None:
+    """What ``pulse ingest`` (and ``pulse pull`` after it) prints of a drop it ran: counts, quarantine reasons,
+    replaced sessions, where the warehouse and the settings files are."""
+    from .quarantine import summary_lines
+
+    print(
+        f"drop {summary.drop}: {summary.sessions} sessions, {summary.events} events, {summary.segments} "
+        f"segments, {summary.ratings} ratings, {summary.asks} asks, {summary.assignments} assignments, "
+        f"{summary.quarantined} quarantined{'' if summary.reconciled else ' (COUNTS DO NOT RECONCILE)'}"
+    )
+    for line in [*summary_lines(summary.quarantine_reasons, summary.drop), *summary.replacement_lines()]:
+        print(line)
+    print(f"warehouse: {summary.warehouse}")
+    print("\n".join(PulseHome.from_env().settings_lines()))
 
 
 def cmd_quarantine(args: argparse.Namespace) -> int:
@@ -568,9 +579,17 @@ def cmd_pull(args: argparse.Namespace) -> int:
         say=_say,
     )
     print(report.line())
-    if report.drop is not None:
-        print("the drop sensor loads it under `pulse ui`; or run `pulse materialize`")
-    return 0
+    if report.drop is None:
+        return 0
+    if args.no_ingest:
+        print(f"the drop sensor loads it under `pulse ui`; or run `pulse ingest {report.drop.path}`")
+        return 0
+    from .runs import ingest  # the drop is in the drop folder already: this runs it as `pulse ingest` would
+
+    with progress.showing(True):
+        summary = ingest(home, report.drop.path, say=_say)
+    _print_drop_summary(summary)
+    return 0 if summary.reconciled else 1
 
 
 def cmd_discover(args: argparse.Namespace) -> int:
@@ -722,6 +741,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("source", choices=["langfuse"], help="where from (docs/sources/langfuse-pull.md)")
     s.add_argument("--page-size", type=int, help="rows a page (default and most: 1000 observations, 100 scores)")
     s.add_argument("--max-pages", type=int, help="pages of each endpoint at most; the next pull resumes")
+    s.add_argument("--no-ingest", action="store_true", help="only write the drop (the drop sensor loads it later)")
     s.set_defaults(func=cmd_pull)
 
     s = sub.add_parser("discover", help="an LLM proposes rubric features; each is annotated and its rho gain shown")

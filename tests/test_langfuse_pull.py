@@ -16,6 +16,7 @@ lastId}``). Every count below is worked out from the rows each test serves.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -413,19 +414,32 @@ def _cli(home: Path, url: str | None, *args: str, public=PUBLIC_KEY, secret=SECR
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,  # a pull that wrote a drop runs it through every stage, as `pulse ingest` does
     )
+
+
+def test_the_command_with_no_ingest_only_writes_the_drop(served, tmp_path):
+    served.observations = _session_a()
+    done = _cli(tmp_path / "home", served.url, "--no-ingest")
+    assert done.returncode == 0, done.stderr
+    assert "the drop sensor loads it under `pulse ui`; or run `pulse ingest " in done.stdout
+    assert not (tmp_path / "home" / "pulse.duckdb").exists()  # nothing ran, nothing published
 
 
 def _files_hold(root: Path, text: str) -> list[Path]:
     return [p for p in root.rglob("*") if p.is_file() and text.encode() in p.read_bytes()]
 
 
-def test_the_command_pulls_and_never_writes_the_secret(served, tmp_path):
+def test_the_command_pulls_ingests_and_never_writes_the_secret(served, tmp_path):
+    """`pulse pull langfuse` writes the drop, then runs it as `pulse ingest` would (the sessions of
+    ``_session_a``: ``sess-a`` and the session-less trace ``t3``), and no file under the home (the store, the drop,
+    the warehouse, Dagster's run logs) holds either key."""
     served.observations = _session_a()
     done = _cli(tmp_path / "home", served.url)
     assert done.returncode == 0, done.stderr
     assert "wrote drop langfuse-pull-" in done.stdout and "2 sessions whole (7 observations, 0 scores)" in done.stdout
+    # 10 events: each of the 3 traces opens its segment with the user's words, then its 7 observations in all
+    assert re.search(r"^drop langfuse-pull-\w+: 2 sessions, 10 events, 3 segments, 0 ratings", done.stdout, re.M)
     assert SECRET_KEY not in done.stdout + done.stderr
     assert _files_hold(tmp_path / "home", SECRET_KEY) == [] and _files_hold(tmp_path / "home", PUBLIC_KEY) == []
 

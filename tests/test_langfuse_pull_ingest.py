@@ -1,7 +1,6 @@
 """End to end: drops written by `pulse pull langfuse` (from the fake Langfuse) read by ingest and staging.
 
-The Langfuse reader belongs to branch i39-langfuse (CONTRACT39.md); until it is merged this module skips. After
-the merge it checks that the pull's drops mean what the contract says, with values worked out from the rows
+It checks that the pull's drops mean what the Langfuse reader's mapping says, with values worked out from the rows
 served (``test_langfuse_pull._session_a``: session ``sess-a`` = traces ``t1`` (a1-a3) and ``t2`` (b1, b2); trace
 ``t3`` (c1, c2) has no session, so it is its own; every observation by ``user-1``):
 
@@ -19,18 +18,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import pytest
-
 from pulse_pipeline import tables
 from pulse_pipeline.label_scales import STARS, THUMBS
 
 from .fake_langfuse import running_fake_langfuse, score
 from .helpers import assert_reconciled, ingest_paths, rows
 from .test_langfuse_pull import PULL_1, PULL_2, T0, Puller, _session_a
-
-pytestmark = pytest.mark.skipif(
-    not hasattr(tables, "EVAL_SCORES"), reason="needs the Langfuse reader and ingest/scores.py (branch i39-langfuse)"
-)
 
 
 def test_pulled_drops_become_sessions_segments_ratings_and_eval_scores(wh, tmp_path):
