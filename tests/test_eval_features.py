@@ -58,6 +58,21 @@ def test_eval_scores_reach_the_unit_interval_and_each_session_gets_mean_min_and_
     assert got["B"] == (0.0, 0.0, 1)
     assert got["C"] == (pytest.approx((1 + 1 + 0.25) / 3), 0.25, 3)
     assert got["D"] == (None, None, 0)
+    # and a column per judge name, each name's mean on [0, 1], so "high is bad" and "high is good" stay apart; the
+    # CATEGORICAL "tone" has no number and no column
+    per_name = {
+        r[0]: r[1:]
+        for r in rows(
+            wh,
+            "SELECT session_id, eval__quality, eval__latency_judge, eval__passed FROM features.session_features",
+        )
+    }
+    assert per_name["A"] == (pytest.approx(0.75), None, None)
+    assert per_name["B"] == (None, 0.0, None)
+    assert per_name["C"] == (0.25, 1.0, 1.0)
+    assert per_name["D"] == (None, None, None)
+    columns = [d[0] for d in wh.con.execute("SELECT * FROM features.session_features LIMIT 0").description]
+    assert [c for c in columns if c.startswith("eval__")] == ["eval__quality", "eval__latency_judge", "eval__passed"]
 
 
 def test_without_eval_scores_the_columns_are_not_added(wh, tmp_path):

@@ -16,11 +16,12 @@ Each score is put on [0, 1] first, so scores of different names can be averaged:
 - ``CATEGORICAL``, ``TEXT``, ``CORRECTION``: no number, left out.
 
 Per session: the mean and the minimum of its scores on [0, 1] (NULL when it has none) and how many it has
-(``eval_scored``, 0 when none), as the critic scores are (``event_features.py``). A score names its session, or only
-its trace or observation (then the staged session holding that event is its session, as for ratings;
-``staging/sql.py``). The names are not told apart: one judge's "toxicity" (high is bad) and another's "helpfulness"
-(high is good) both enter the mean, which the models then weigh; a team with one judge of each kind can read
-``raw.eval_scores`` directly.
+(``eval_scored``, 0 when none), as the critic scores are (``event_features.py``); and, for each of the
+``MAX_NAMED`` most frequent names, that name's mean on [0, 1] as a column of its own, ``eval__<name>``
+(``name_column``). Why both: one judge's "toxicity" (high is bad) and another's "helpfulness" (high is good) both
+enter the mean, which loses their directions; a column per name keeps each judge's meaning for the models to weigh,
+and the mean still serves a corpus of many rare names. A score names its session, or only its trace or observation
+(then the staged session holding that event is its session, as for ratings; ``staging/sql.py``).
 
 The columns exist only when some staged session has an eval score: a column NULL for every session carries nothing,
 and adding it would change the random forest's draws of features (``max_features``) on corpora without any.
@@ -28,12 +29,34 @@ and adding it would change the random forest's draws of features (``max_features
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 
 from .. import tables
 from ..settings import THUMBS_RANGE
 
 EVAL_COLUMNS = ("eval_score_mean", "eval_score_min", "eval_scored")
+MAX_NAMED = 10
+"""The most frequent judge names that get a column each (``eval__<name>``); the others count in the mean only."""
+
+
+def name_column(name: str) -> str:
+    """The column of one judge name: ``Answer Relevance`` -> ``eval__answer_relevance``."""
+    return "eval__" + (re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") or "unnamed")
+
+
+def eval_names(con) -> list[str]:  # noqa: ANN001 - a DuckDB connection
+    """The (lower-cased) names of numeric and boolean eval scores, most frequent first, at most ``MAX_NAMED``,
+    one per column (two names that give the same column: the more frequent)."""
+    found = con.execute(
+        f"SELECT lower(name) AS n, count(*) AS c FROM {tables.EVAL_SCORES.qualified}"
+        " WHERE value IS NOT NULL AND isfinite(value) AND upper(data_type) IN ('NUMERIC', 'BOOLEAN')"
+        " GROUP BY 1 ORDER BY c DESC, n"
+    ).fetchall()
+    kept: dict[str, str] = {}
+    for name, _ in found:
+        kept.setdefault(name_column(name), name)
+    return list(kept.values())[:MAX_NAMED]
 
 
 def _ranges_sql(ranges: Mapping[str, tuple[float, float] | str]) -> str:
@@ -45,8 +68,12 @@ def _ranges_sql(ranges: Mapping[str, tuple[float, float] | str]) -> str:
     return ", ".join(rows) or "(NULL, NULL, NULL)"
 
 
-def eval_features_sql(ranges: Mapping[str, tuple[float, float] | str]) -> str:
-    """One row per staged session with an eval score: ``session_id`` and ``EVAL_COLUMNS`` (module docstring)."""
+def eval_features_sql(ranges: Mapping[str, tuple[float, float] | str], names: Sequence[str] = ()) -> str:
+    """One row per staged session with an eval score: ``session_id``, ``EVAL_COLUMNS`` and one column per name of
+    ``names`` (``name_column``; module docstring)."""
+    named = "".join(
+        f", avg(v) FILTER (WHERE name = '{n.replace(chr(39), chr(39) * 2)}') AS \"{name_column(n)}\"" for n in names
+    )
     return f"""
 WITH declared(name, low, high) AS (VALUES {_ranges_sql(ranges)}),
 scores AS (
@@ -63,7 +90,7 @@ scores AS (
 ), spread AS (
     SELECT name, min(value) AS lo, max(value) AS hi FROM placed WHERE data_type = 'NUMERIC' GROUP BY name
 ), unit AS (
-    SELECT p.session_id,
+    SELECT p.session_id, p.name,
         CASE WHEN p.data_type = 'BOOLEAN' THEN p.value
              WHEN p.data_type <> 'NUMERIC' THEN NULL
              WHEN d.name IS NOT NULL THEN least(1.0, greatest(0.0, (p.value - d.low) / (d.high - d.low)))
@@ -73,7 +100,7 @@ scores AS (
     FROM placed p LEFT JOIN declared d USING (name) LEFT JOIN spread sp USING (name)
     WHERE p.session_id IN (SELECT session_id FROM {tables.STAGING_SESSIONS.qualified})
 )
-SELECT session_id, avg(v) AS eval_score_mean, min(v) AS eval_score_min, count(v)::INTEGER AS eval_scored
+SELECT session_id, avg(v) AS eval_score_mean, min(v) AS eval_score_min, count(v)::INTEGER AS eval_scored{named}
 FROM unit GROUP BY session_id
 """
 

@@ -15,8 +15,9 @@ Then the scores that already exist, as features (``SCORE_COLUMNS`` then one colu
   a JSON number; NULL when the path is absent, and NULL when the value is not a number (a string, a boolean, an
   object): those are counted per column in ``WideBuild.non_numeric`` and the asset's metadata.
 - The OpenHands critic's scores are event features already (``critic_score_last``/``_mean``/``_min``).
-- ``eval_score_mean``, ``eval_score_min``, ``eval_scored``: trace tools' judge scores (``raw.eval_scores``), each on
-  [0, 1] (``eval_scores.py``); only when some eval score was read.
+- ``eval_score_mean``, ``eval_score_min``, ``eval_scored``, and ``eval__<name>`` for the most frequent judge names:
+  trace tools' judge scores (``raw.eval_scores``), each on [0, 1] (``eval_scores.py``); only when some eval score
+  was read.
 
 What the models see where a score is NULL: the pipelines impute a constant 0 (``modeling/families.py``). For
 ``judge_likert`` 0 lies below the 1-5 scale, so a tree separates "not judged" from any score; a linear model (the
@@ -33,7 +34,7 @@ from dataclasses import dataclass, field
 from .. import tables
 from ..settings import score_settings
 from ..warehouse import Warehouse
-from .eval_scores import EVAL_COLUMNS, eval_features_sql, has_eval_scores
+from .eval_scores import EVAL_COLUMNS, eval_features_sql, eval_names, has_eval_scores, name_column
 from .rubric import Rubric
 
 
@@ -106,9 +107,11 @@ def build_session_features(
     )
     with_evals = has_eval_scores(wh.con)
     ranges = score_settings().ranges if score_ranges is None else score_ranges
-    evals_cte = f", evals AS ({eval_features_sql(ranges)})" if with_evals else ""
+    names = eval_names(wh.con) if with_evals else []
+    evals_cte = f", evals AS ({eval_features_sql(ranges, names)})" if with_evals else ""
     eval_cols = (
         ", ev.eval_score_mean, ev.eval_score_min, coalesce(ev.eval_scored, 0)::INTEGER AS eval_scored"
+        + "".join(f', ev."{name_column(n)}"' for n in names)
         if with_evals
         else ""
     )
