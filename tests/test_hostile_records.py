@@ -401,7 +401,8 @@ def test_review_found_a_record_whose_type_is_a_list(wh, tmp_path):
             "unknown",
             "not a record PULSE knows (object with keys payload, type): expected a session (a history, trajectory or"
             " events list), a rating (rating, with conversation_id or session_id) or an assignment (session_id,"
-            " experiment, variant)",
+            " experiment, variant); or a file of a format in docs/formats.md (agents' logs, Langfuse traces,"
+            " OTLP/JSON)",
         )
     ]
 

@@ -224,7 +224,8 @@ def _why_unknown(obj: Any) -> str:
         what = "object with keys " + ", ".join(sorted(map(str, obj))[:8])
     return (
         f"not a record PULSE knows ({what}): expected a session (a history, trajectory or events list), a rating"
-        " (rating, with conversation_id or session_id) or an assignment (session_id, experiment, variant)"
+        " (rating, with conversation_id or session_id) or an assignment (session_id, experiment, variant); or a file"
+        " of a format in docs/formats.md (agents' logs, Langfuse traces, OTLP/JSON)"
     )
 
 
