@@ -34,7 +34,12 @@ def test_definitions_load_with_every_contract_table(pulse_home):
     assert keys == expected | {"features/session_features", "report/index_html"}
     jobs = {j.name for j in defs.resolve_all_job_defs()}
     assert jobs >= {"ingest_drop", "refresh_downstream", "ingest_drop_and_refresh"}
-    assert {s.name for s in defs.sensors} == {"drop_sensor", "pulse_automation", "publish_warehouse"}
+    assert {s.name for s in defs.sensors} == {
+        "drop_sensor",
+        "pulse_automation",
+        "publish_warehouse",
+        "langfuse_pull_sensor",
+    }
 
 
 def test_workspace_module_exposes_defs():
