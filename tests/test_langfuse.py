@@ -404,3 +404,25 @@ def test_a_large_unit_hands_its_sessions_on_in_batches_that_add_up(tmp_path):
     assert sum(b.read["session"] for b in batches) == len(truth.sessions)
     assert sum(b.count(tables.EVENTS) for b in batches) == truth.observations + 20
     assert sum(b.count(tables.RATINGS) for b in batches) == len(truth.ratings)
+
+
+def test_export_lines_with_long_integers_nan_and_a_byte_order_mark_read_as_parse_json_reads_them(wh, tmp_path):
+    # The JSON-lines reader asks orjson alone for a line unless the file holds a 20-digit integer somewhere (then
+    # every line goes through parse_json) or orjson refuses the line (a BOM, NaN): each case keeps its value.
+    drop = tmp_path / "export"
+    write_export(drop, traces=3, fmt="jsonl", seed=2)
+    observations = drop / "proj-synth" / "observations_v2" / "2026-01-05T09-00-00.jsonl"
+    lines = observations.read_bytes().split(b"\n")
+    first, second, third = (orjson.loads(line) for line in lines[:3])
+    first["metadata"] = {"n": 12345678901234567890123}  # beyond 64 bits: orjson alone would give a double
+    second["metadata"] = {"cost": float("nan")}  # written by Python's json as NaN, which orjson refuses
+    bom = b"\xef\xbb\xbf" + orjson.dumps(third)  # a line starting with a byte order mark
+    text = json.dumps(first).encode() + b"\n" + json.dumps(second).encode() + b"\n" + bom + b"\n"
+    observations.write_bytes(text + b"\n".join(lines[3:]))
+    ingest_paths(wh, drop)
+    assert_reconciled(wh, drop.name)
+    assert rows(wh, "SELECT count(*) FROM raw.quarantine") == [(0,)]
+    raw = dict(rows(wh, "SELECT event_id, raw_json FROM raw.events"))
+    assert '"metadata":{"n":12345678901234567890123}' in raw[first["id"]]
+    assert '"metadata":{"cost":"NaN"}' in raw[second["id"]]
+    assert orjson.loads(raw[third["id"]]) == third

@@ -277,13 +277,13 @@ def parse_json(raw: bytes) -> Any:
         if exact is _UNREAD:
             raise
         return exact
-    if _has_long_integer(raw):
+    if has_long_integer(raw):
         exact = _parse_exactly(raw)
         return value if exact is _UNREAD else exact
     return value
 
 
-def _has_long_integer(raw: bytes) -> bool:
+def has_long_integer(raw: bytes) -> bool:
     """Whether ``raw`` holds 20 digits in a row, or 19 after a minus sign: an integer orjson reads as a double."""
     runs = raw.translate(_DIGIT_RUNS)
     return b"0" * 20 in runs or b"-" + b"0" * 19 in runs
