@@ -35,6 +35,7 @@ from pulse_pipeline import tables
 from pulse_pipeline.features.rubric import load_rubric
 from pulse_pipeline.features.wide import build_session_features
 from pulse_pipeline.ingest.drop import drop_units
+from pulse_pipeline.ingest.events import lines_with_long_integers
 from pulse_pipeline.ingest.langfuse import conversation, last_turn_user_words, trace_input_words
 from pulse_pipeline.ingest.load import load_drop
 from pulse_pipeline.label_scales import STARS, THUMBS
@@ -426,3 +427,15 @@ def test_export_lines_with_long_integers_nan_and_a_byte_order_mark_read_as_parse
     assert '"metadata":{"n":12345678901234567890123}' in raw[first["id"]]
     assert '"metadata":{"cost":"NaN"}' in raw[second["id"]]
     assert orjson.loads(raw[third["id"]]) == third
+
+
+def test_the_lines_read_again_for_long_integers_are_those_with_twenty_digits_in_a_row():
+    raw = (
+        b'{"a": 1}\n'  # 0: none
+        b'{"x": 12345678901234567890}\n'  # 1: twenty digits
+        b'{"id": "4bf92f3577b34da6a3ce929d0e0e4736"}\n'  # 2: a hex id, no twenty digits
+        b'{"n": -1234567890123456789, "m": 1234567890123456789012345}\n'  # 3: nineteen after a minus, and more
+        b"\n"  # 4: blank
+        b'{"s": "00000000000000000000"}'  # 5: twenty digits in a string (read again all the same)
+    )
+    assert lines_with_long_integers(raw) == {1, 3, 5}

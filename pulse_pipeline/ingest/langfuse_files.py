@@ -42,7 +42,7 @@ import orjson
 
 from ..settings import SettingsError
 from .batch import Batch
-from .events import BOM, dump, has_long_integer, parse_json
+from .events import BOM, dump, lines_with_long_integers, parse_json
 from .files import read_file, why_unparseable
 from .langfuse import EXPORT_TABLES, TABLE_KINDS, Where, collect, row_kind, session_batches
 from .records import add_record
@@ -222,16 +222,16 @@ def _is_json_lines(raw: bytes) -> bool:
 
 
 def _json_lines(batch: Batch, raw: bytes, source_file: str) -> Iterator[tuple[Any, int]]:
-    """Each line as ``parse_json`` reads it. The check for integers orjson would read inexactly (``parse_json``)
-    is made once on the whole file: a line is given to ``parse_json`` only when orjson refuses it or the file
-    holds such an integer somewhere (a third of the reading time for a 100 000-observation export, line by line)."""
-    exact = not has_long_integer(raw)  # no line has 20 digits in a row: orjson reads every number exactly
+    """Each line as ``parse_json`` reads it. Its check for integers orjson would read inexactly is made once on the
+    whole file, and a line is given to ``parse_json`` only when it holds such digits or orjson refuses it (line by
+    line, the check was a third of the reading time of a 100 000-observation export)."""
+    again = lines_with_long_integers(raw)  # the lines orjson alone may read inexactly
     loads = orjson.loads
     for i, line in enumerate(raw.split(b"\n")):
         if not line or line.isspace():  # (``strip`` would copy every line)
             continue
         try:
-            obj = loads(line) if exact else parse_json(line)
+            obj = parse_json(line) if i in again else loads(line)
         except orjson.JSONDecodeError:
             try:
                 obj = parse_json(line)  # a byte order mark, NaN, 1e400: read as ``parse_json`` reads them
