@@ -37,6 +37,7 @@ from pulse_pipeline.features.wide import build_session_features
 from pulse_pipeline.ingest.drop import drop_units
 from pulse_pipeline.ingest.events import lines_with_long_integers
 from pulse_pipeline.ingest.langfuse import conversation, last_turn_user_words, trace_input_words
+from pulse_pipeline.ingest.langfuse_files import timestamp_texts
 from pulse_pipeline.ingest.load import load_drop
 from pulse_pipeline.label_scales import STARS, THUMBS
 from pulse_pipeline.synth.langfuse_export import FORMATS, write_export
@@ -439,3 +440,25 @@ def test_the_lines_read_again_for_long_integers_are_those_with_twenty_digits_in_
         b'{"s": "00000000000000000000"}'  # 5: twenty digits in a string (read again all the same)
     )
     assert lines_with_long_integers(raw) == {1, 3, 5}
+
+
+@pytest.mark.parametrize("unit", ["s", "ms", "us", "ns"])
+@pytest.mark.parametrize("zone", [None, "UTC", "Europe/Berlin"])
+def test_parquet_timestamps_are_read_as_the_text_arrows_cast_writes(unit, zone):
+    # timestamp_texts writes them with Polars where it writes the same text; the truth is Arrow's own cast.
+    import random
+
+    import pyarrow as pa
+
+    rng = random.Random(7)
+    per_second = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}[unit]
+    first, last = (-9_000_000_000, 200_000_000_000) if unit != "ns" else (-9_000_000_000, 9_000_000_000)
+    values = [
+        rng.randint(first, last) * per_second + rng.randrange(per_second) if rng.random() > 0.1 else None
+        for _ in range(2000)
+    ]
+    values.append(-30_000_000_000 * per_second if unit != "ns" else None)  # the year 1019 ... or none
+    column = pa.chunked_array([pa.array(values, type=pa.timestamp(unit, zone))])
+    assert timestamp_texts(column) == column.cast(pa.string()).to_pylist()
+    early = pa.chunked_array([pa.array([-50_000_000_000], type=pa.timestamp("s", zone))])  # the year 385
+    assert timestamp_texts(early) == early.cast(pa.string()).to_pylist()

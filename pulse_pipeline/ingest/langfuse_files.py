@@ -275,13 +275,37 @@ def _parquet_rows(batch: Batch, raw: bytes, source_file: str) -> Iterator[tuple[
     columns = {}
     for name in table.column_names:
         column = table.column(name)
-        if pa.types.is_timestamp(column.type) or pa.types.is_date(column.type):
+        if pa.types.is_timestamp(column.type):
+            columns[name] = timestamp_texts(column)
+            continue
+        if pa.types.is_date(column.type):
             column = column.cast(pa.string())  # ISO text, in Arrow: three times faster than Python datetimes
         columns[name] = _plain_column(column.to_pylist())
     names = list(columns)
     values = [columns[n] for n in names]
     for i, row in enumerate(zip(*values, strict=True)):
         yield dict(zip(names, row, strict=True)), i
+
+
+_TIME_TEXT = {"s": "%Y-%m-%d %H:%M:%S", "ms": "%Y-%m-%d %H:%M:%S%.3f", "us": "%Y-%m-%d %H:%M:%S%.6f"}
+_TIME_TEXT["ns"] = "%Y-%m-%d %H:%M:%S%.9f"
+
+
+def timestamp_texts(column: Any) -> list[str | None]:
+    """A Parquet timestamp column as the text Arrow's cast to string writes (``2026-01-05 09:00:00.000000``, with
+    ``Z`` when the column is in UTC), written by Polars where it writes the same (no zone or UTC, years 1000 to
+    9999; checked value for value against Arrow's in the tests), more than twice as fast: a 100 000-observation
+    export's five timestamp columns were a tenth of its read. Any other column is cast by Arrow."""
+    import polars as pl
+    import pyarrow as pa
+
+    kind = column.type
+    if kind.tz in (None, "UTC") and kind.unit in _TIME_TEXT:
+        series = pl.from_arrow(column)
+        years = series.dt.year()
+        if series.null_count() == len(series) or (years.min() >= 1000 and years.max() <= 9999):
+            return series.dt.to_string(_TIME_TEXT[kind.unit] + ("Z" if kind.tz else "")).to_list()
+    return column.cast(pa.string()).to_pylist()
 
 
 def _plain_column(values: list[Any]) -> list[Any]:
