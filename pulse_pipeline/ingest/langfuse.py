@@ -327,16 +327,28 @@ def observation_from(row: dict[str, Any], where: Where) -> Observation:
     if trace_id is None:
         raise ValueError(f"observation {obs_id} names no trace (traceId)")
     kind = row.get("type")
+    name = row.get("name")
+    start = row.get("startTime")
+    if start is None:
+        start = row.get("start_time")
+    if start.__class__ is not str or not start:  # (a string, as it mostly is, needs no call)
+        start = _time(start)
+    parent = row.get("parentObservationId")
+    if parent is None:
+        parent = row.get("parent_observation_id")
+    if parent is not None:
+        parent = read_id(parent, "parent observation id")
+    level = row.get("level")
     return Observation(
         obs_id,
         trace_id,
         kind.upper() if isinstance(kind, str) else "OBSERVATION",
-        row.get("name") if isinstance(row.get("name"), str) else None,
-        _time(pick(row, "startTime", "start_time")),
+        name if isinstance(name, str) else None,
+        start,
         row,
         where,
-        _text_id(pick(row, "parentObservationId", "parent_observation_id"), "parent observation id"),
-        row.get("level") if isinstance(row.get("level"), str) else None,
+        parent,
+        level if isinstance(level, str) else None,
     )
 
 
@@ -884,8 +896,10 @@ def collect(
         found = row_kind(obj) if kind is None or kind == "trace" else kind  # a trace with details in traces/
         if found is None or not isinstance(obj, dict):
             other(obj, where)
-            continue
-        add_row(batch, collected, found, obj, where)
+        elif found == "observation":  # most records: no dispatch
+            _add_observation(batch, collected, obj, where)
+        else:
+            add_row(batch, collected, found, obj, where)
     return collected
 
 
