@@ -214,8 +214,8 @@ def add_session(
     log the task as one) nothing is added: the request is not counted twice.
 
     ``events``: the session's events already read, as ``read_events`` would give them (none unreadable), for a
-    format that builds them together (``langfuse.py``: a quarter of its reading time went to ``EventFields`` handed
-    through an adapter one by one); then ``adapter`` gives only ``session_id`` and ``session_info``.
+    format that builds them together (``langfuse.py``: ``EventFields`` handed one by one through an adapter were
+    about a twentieth of its reading time); then ``adapter`` gives only ``session_id`` and ``session_info``.
     """
     batch.read["session"] += 1
     try:
