@@ -25,6 +25,7 @@ from pathlib import Path
 
 import duckdb
 import orjson
+import pyarrow as pa
 
 from pulse_pipeline.ingest.drop import Piece, drop_units, read_piece
 from pulse_pipeline.ingest.load import load_drop, reconcile_drop
@@ -70,6 +71,7 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=None, help="where the exports are written (a temp folder)")
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="pulse-langfuse-bench-"))
+    pa.array(["warm-up"])  # pyarrow imports pandas on its first conversion: once a process, not the reader's cost
     traces = max(1, args.observations // OBSERVATIONS_PER_TRACE)
     print(f"Langfuse export: {traces:,} traces, {traces * OBSERVATIONS_PER_TRACE:,} observations, in {workdir}")
     for fmt in args.formats:

@@ -35,7 +35,9 @@ from pulse_pipeline import tables
 from pulse_pipeline.features.rubric import load_rubric
 from pulse_pipeline.features.wide import build_session_features
 from pulse_pipeline.ingest.drop import drop_units
+from pulse_pipeline.ingest.events import lines_with_long_integers
 from pulse_pipeline.ingest.langfuse import conversation, last_turn_user_words, trace_input_words
+from pulse_pipeline.ingest.langfuse_files import timestamp_texts
 from pulse_pipeline.ingest.load import load_drop
 from pulse_pipeline.label_scales import STARS, THUMBS
 from pulse_pipeline.synth.langfuse_export import FORMATS, write_export
@@ -404,3 +406,59 @@ def test_a_large_unit_hands_its_sessions_on_in_batches_that_add_up(tmp_path):
     assert sum(b.read["session"] for b in batches) == len(truth.sessions)
     assert sum(b.count(tables.EVENTS) for b in batches) == truth.observations + 20
     assert sum(b.count(tables.RATINGS) for b in batches) == len(truth.ratings)
+
+
+def test_export_lines_with_long_integers_nan_and_a_byte_order_mark_read_as_parse_json_reads_them(wh, tmp_path):
+    # The JSON-lines reader asks orjson alone for a line unless the file holds a 20-digit integer somewhere (then
+    # every line goes through parse_json) or orjson refuses the line (a BOM, NaN): each case keeps its value.
+    drop = tmp_path / "export"
+    write_export(drop, traces=3, fmt="jsonl", seed=2)
+    observations = drop / "proj-synth" / "observations_v2" / "2026-01-05T09-00-00.jsonl"
+    lines = observations.read_bytes().split(b"\n")
+    first, second, third = (orjson.loads(line) for line in lines[:3])
+    first["metadata"] = {"n": 12345678901234567890123}  # beyond 64 bits: orjson alone would give a double
+    second["metadata"] = {"cost": float("nan")}  # written by Python's json as NaN, which orjson refuses
+    bom = b"\xef\xbb\xbf" + orjson.dumps(third)  # a line starting with a byte order mark
+    text = json.dumps(first).encode() + b"\n" + json.dumps(second).encode() + b"\n" + bom + b"\n"
+    observations.write_bytes(text + b"\n".join(lines[3:]))
+    ingest_paths(wh, drop)
+    assert_reconciled(wh, drop.name)
+    assert rows(wh, "SELECT count(*) FROM raw.quarantine") == [(0,)]
+    raw = dict(rows(wh, "SELECT event_id, raw_json FROM raw.events"))
+    assert '"metadata":{"n":12345678901234567890123}' in raw[first["id"]]
+    assert '"metadata":{"cost":"NaN"}' in raw[second["id"]]
+    assert orjson.loads(raw[third["id"]]) == third
+
+
+def test_the_lines_read_again_for_long_integers_are_those_with_twenty_digits_in_a_row():
+    raw = (
+        b'{"a": 1}\n'  # 0: none
+        b'{"x": 12345678901234567890}\n'  # 1: twenty digits
+        b'{"id": "4bf92f3577b34da6a3ce929d0e0e4736"}\n'  # 2: a hex id, no twenty digits
+        b'{"n": -1234567890123456789, "m": 1234567890123456789012345}\n'  # 3: nineteen after a minus, and more
+        b"\n"  # 4: blank
+        b'{"s": "00000000000000000000"}'  # 5: twenty digits in a string (read again all the same)
+    )
+    assert lines_with_long_integers(raw) == {1, 3, 5}
+
+
+@pytest.mark.parametrize("unit", ["s", "ms", "us", "ns"])
+@pytest.mark.parametrize("zone", [None, "UTC", "Europe/Berlin"])
+def test_parquet_timestamps_are_read_as_the_text_arrows_cast_writes(unit, zone):
+    # timestamp_texts writes them with Polars where it writes the same text; the truth is Arrow's own cast.
+    import random
+
+    import pyarrow as pa
+
+    rng = random.Random(7)
+    per_second = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}[unit]
+    first, last = (-9_000_000_000, 200_000_000_000) if unit != "ns" else (-9_000_000_000, 9_000_000_000)
+    values = [
+        rng.randint(first, last) * per_second + rng.randrange(per_second) if rng.random() > 0.1 else None
+        for _ in range(2000)
+    ]
+    values.append(-30_000_000_000 * per_second if unit != "ns" else None)  # the year 1019 ... or none
+    column = pa.chunked_array([pa.array(values, type=pa.timestamp(unit, zone))])
+    assert timestamp_texts(column) == column.cast(pa.string()).to_pylist()
+    early = pa.chunked_array([pa.array([-50_000_000_000], type=pa.timestamp("s", zone))])  # the year 385
+    assert timestamp_texts(early) == early.cast(pa.string()).to_pylist()

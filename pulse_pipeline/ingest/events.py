@@ -21,6 +21,7 @@ import json
 import math
 import re
 import sys
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import orjson
@@ -287,6 +288,33 @@ def _has_long_integer(raw: bytes) -> bool:
     """Whether ``raw`` holds 20 digits in a row, or 19 after a minus sign: an integer orjson reads as a double."""
     runs = raw.translate(_DIGIT_RUNS)
     return b"0" * 20 in runs or b"-" + b"0" * 19 in runs
+
+
+def lines_with_long_integers(raw: bytes) -> set[int]:
+    """The lines of ``raw`` (0-based, as ``raw.split(b"\\n")`` counts them) that hold what ``parse_json`` reads
+    again with Python's ``json`` (``_has_long_integer``): a JSON-lines file is looked at once, and only those lines
+    need more than orjson. (Digits inside strings count too, such as a hexadecimal trace id's: a line read again
+    gives the same value, only slower.)"""
+    runs = raw.translate(_DIGIT_RUNS)
+    hits = sorted(at for needle in (b"0" * 20, b"-" + b"0" * 19) for at in _finds(runs, needle, raw))
+    lines: set[int] = set()
+    line, counted = 0, 0
+    for at in hits:
+        line += raw.count(b"\n", counted, at)
+        counted = at
+        lines.add(line)
+    return lines
+
+
+def _finds(runs: bytes, needle: bytes, raw: bytes) -> Iterator[int]:
+    """Where ``needle`` starts in ``runs`` (``raw`` translated, its line breaks made spaces), at most once a line."""
+    at = runs.find(needle)
+    while at != -1:
+        yield at
+        end = raw.find(b"\n", at)
+        if end == -1:
+            return
+        at = runs.find(needle, end)
 
 
 _UNREAD = object()

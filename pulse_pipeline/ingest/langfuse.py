@@ -63,9 +63,9 @@ from typing import Any
 import orjson
 
 from .. import tables
-from .adapter import Adapter, EventFields, add_session
+from .adapter import Adapter, add_session
 from .batch import Batch
-from .events import NotAnId, as_text, dump, llm_usage, read_id
+from .events import Event, NotAnId, as_text, dump, llm_usage, read_id
 from .scores import Score, ScoreRules, add_score, score_rules, score_value
 
 LANGFUSE = "langfuse"
@@ -327,16 +327,28 @@ def observation_from(row: dict[str, Any], where: Where) -> Observation:
     if trace_id is None:
         raise ValueError(f"observation {obs_id} names no trace (traceId)")
     kind = row.get("type")
+    name = row.get("name")
+    start = row.get("startTime")
+    if start is None:
+        start = row.get("start_time")
+    if start.__class__ is not str or not start:  # (a string, as it mostly is, needs no call)
+        start = _time(start)
+    parent = row.get("parentObservationId")
+    if parent is None:
+        parent = row.get("parent_observation_id")
+    if parent is not None:
+        parent = read_id(parent, "parent observation id")
+    level = row.get("level")
     return Observation(
         obs_id,
         trace_id,
         kind.upper() if isinstance(kind, str) else "OBSERVATION",
-        row.get("name") if isinstance(row.get("name"), str) else None,
-        _time(pick(row, "startTime", "start_time")),
+        name if isinstance(name, str) else None,
+        start,
         row,
         where,
-        _text_id(pick(row, "parentObservationId", "parent_observation_id"), "parent observation id"),
-        row.get("level") if isinstance(row.get("level"), str) else None,
+        parent,
+        level if isinstance(level, str) else None,
     )
 
 
@@ -579,17 +591,14 @@ def _add_score_row(batch: Batch, collected: Collected, obj: dict[str, Any], wher
 
 
 class LangfuseAdapter(Adapter):
-    """Hands over the events ``session_events`` has already read: a Langfuse session's events are built from its
-    traces and observations together (which trace a span is a tool of, the earliest generation's words), so the
-    fields are known before the driver walks the raw events."""
+    """The adapter of a Langfuse session, whose events ``trace_events`` has already built (``add_session``'s
+    ``events``): a session's events are made from its traces and observations together (which trace a span is a
+    tool of, the earliest generation's words), so no raw event is parsed on its own."""
 
     format = LANGFUSE
 
-    def __init__(self, fields: list[EventFields]) -> None:
-        self._fields = iter(fields)
 
-    def parse_all(self, event: dict[str, Any]) -> list[EventFields]:
-        return [next(self._fields)]
+ADAPTER = LangfuseAdapter()
 
 
 @dataclass
@@ -653,8 +662,9 @@ def _sortable(stamp: str | None) -> str:
     return stamp.replace("T", " ", 1) if stamp else ""
 
 
-def trace_events(trace: Trace, totals: SessionTotals) -> tuple[list[dict[str, Any]], list[EventFields]]:
-    """One trace's raw events and their fields: its user message, then its observations in start order."""
+def trace_events(trace: Trace, totals: SessionTotals) -> list[Event]:
+    """One trace's events: its user message, then its observations in start order (each event as
+    ``adapter.read_events`` would make it of the raw trace or observation and its ``EventFields``)."""
     observations = in_order(trace.observations)
     generations = [o for o in observations if o.type == "GENERATION"]
     tools: set[str] = set()
@@ -668,13 +678,30 @@ def trace_events(trace: Trace, totals: SessionTotals) -> tuple[list[dict[str, An
             called_tools(output, tools)
     start = trace.timestamp or (observations[0].start if observations else None)
     head = trace.raw if trace.raw is not None else _derived_head(trace)
-    raws: list[dict[str, Any]] = [head]
     words = _user_words(trace, generations)
-    fields = [EventFields("user", "action", "message", text=words, event_id=trace.id, timestamp=start)]
+    fields = ("user", "action", "message", None, words)
+    events = [_event(trace.id, start, fields, head)]
     for obs in observations:
-        raws.append(obs.raw)
-        fields.append(_observation_fields(obs, trace.id, tools, totals, outputs))
-    return raws, fields
+        event_id = obs.id if obs.id != trace.id else f"{obs.id}#observation"
+        events.append(_event(event_id, obs.start, _observation_fields(obs, tools, totals, outputs), obs.raw))
+    return events
+
+
+def _event(event_id: str, timestamp: str | None, fields: tuple[Any, ...], raw: dict[str, Any]) -> Event:
+    """The event ``adapter.read_events`` makes of ``raw`` and its fields ``(source, kind, name, original_name,
+    text)``: the fields' timestamp, else the raw object's own when it is text; its JSON as orjson writes it."""
+    if not timestamp:
+        timestamp = raw.get("timestamp")
+        if timestamp.__class__ is not str:
+            timestamp = None
+    try:
+        raw_json = orjson.dumps(raw).decode()
+    except TypeError:  # deeper than orjson writes, or an integer beyond 64 bits: ``dump`` writes any
+        raw_json = dump(raw)
+    return _new_event(Event, (event_id, timestamp, *fields, None, None, None, None, None, raw_json))
+
+
+_new_event = tuple.__new__  # Event(*fields) without the Python-level __new__ a named tuple adds
 
 
 def in_order(observations: list[Observation]) -> list[Observation]:
@@ -717,46 +744,27 @@ def _derived_head(trace: Trace) -> dict[str, Any]:
 
 
 def _observation_fields(
-    obs: Observation, trace_id: str, tools: set[str], totals: SessionTotals, outputs: dict[str, Any]
-) -> EventFields:
-    event_id = obs.id if obs.id != trace_id else f"{obs.id}#observation"
-    raw = obs.raw
+    obs: Observation, tools: set[str], totals: SessionTotals, outputs: dict[str, Any]
+) -> tuple[Any, ...]:
+    """An observation's ``(source, kind, name, original_name, text)``."""
     if obs.level == "ERROR":
-        message = pick(raw, "statusMessage", "status_message")
-        return EventFields(
+        message = pick(obs.raw, "statusMessage", "status_message")
+        return (
             "environment",
             "observation",
             "error",
-            original_name=obs.type.lower(),
-            text=message if isinstance(message, str) else obs.name,
-            event_id=event_id,
-            timestamp=obs.start,
+            obs.type.lower(),
+            message if isinstance(message, str) else obs.name,
         )
     if obs.type == "GENERATION":
-        return EventFields(
-            "agent",
-            "action",
-            "message",
-            text=assistant_text(outputs[obs.id]),
-            event_id=event_id,
-            timestamp=obs.start,
-        )
+        return ("agent", "action", "message", None, assistant_text(outputs[obs.id]))
     if obs.type == "TOOL" or (obs.type == "SPAN" and obs.name in tools):
         if obs.name:
             totals.tools.add(obs.name)
-        arguments = raw.get("input")  # the arguments as Langfuse keeps them (JSON text, mostly)
-        return EventFields(
-            "agent",
-            "action",
-            "other",
-            original_name=obs.name or "tool",
-            text=arguments if isinstance(arguments, str) or arguments is None else dump(arguments),
-            event_id=event_id,
-            timestamp=obs.start,
-        )
-    return EventFields(
-        "agent", "other", "other", original_name=obs.type.lower(), text=obs.name, event_id=event_id, timestamp=obs.start
-    )
+        arguments = obs.raw.get("input")  # the arguments as Langfuse keeps them (JSON text, mostly)
+        text = arguments if isinstance(arguments, str) or arguments is None else dump(arguments)
+        return ("agent", "action", "other", obs.name or "tool", text)
+    return ("agent", "other", "other", obs.type.lower(), obs.name)
 
 
 def _session_of(trace: Trace) -> str:
@@ -826,16 +834,13 @@ def session_batches(
     for session_id, traces in by_session.items():
         traces.sort(key=lambda t: (_sortable(t.timestamp) or _earliest(t), t.id))
         totals = SessionTotals()
-        raws: list[dict[str, Any]] = []
-        fields: list[EventFields] = []
+        events: list[Event] = []
         for trace in traces:
-            r, f = trace_events(trace, totals)
-            raws.extend(r)
-            fields.extend(f)
+            events.extend(trace_events(trace, totals))
         where = _session_where(traces)
         info = session_metadata(traces, totals)
         add_session(
-            batch, where.source_file, where.record_index, session_id, LANGFUSE, LangfuseAdapter(fields), raws, info
+            batch, where.source_file, where.record_index, session_id, LANGFUSE, ADAPTER, (), info, events=events
         )
         if chunk_events is not None and batch.count(tables.EVENTS) >= chunk_events:
             yield batch
@@ -891,8 +896,10 @@ def collect(
         found = row_kind(obj) if kind is None or kind == "trace" else kind  # a trace with details in traces/
         if found is None or not isinstance(obj, dict):
             other(obj, where)
-            continue
-        add_row(batch, collected, found, obj, where)
+        elif found == "observation":  # most records: no dispatch
+            _add_observation(batch, collected, obj, where)
+        else:
+            add_row(batch, collected, found, obj, where)
     return collected
 
 

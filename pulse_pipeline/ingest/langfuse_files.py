@@ -42,7 +42,7 @@ import orjson
 
 from ..settings import SettingsError
 from .batch import Batch
-from .events import BOM, dump, parse_json
+from .events import BOM, dump, lines_with_long_integers, parse_json
 from .files import read_file, why_unparseable
 from .langfuse import EXPORT_TABLES, TABLE_KINDS, Where, collect, row_kind, session_batches
 from .records import add_record
@@ -139,17 +139,26 @@ def read_langfuse_unit(drop_id: str, root: Path, files: tuple[Path, ...]) -> Ite
 
     # Every record is held until the sessions are built: hundreds of thousands of dicts that the cyclic garbage
     # collector would walk again and again as more are made, finding nothing (no cycle is made here). Paused (not
-    # while a batch is with the caller), the read of a 100 000-observation export took a third less time.
+    # while a batch is with the caller), the read of a 100 000-observation export took a third less time. While a
+    # batch is with the caller the collector runs, but the records held are frozen (``gc.freeze``: left out of its
+    # walks), unless the process froze objects of its own, which ``gc.unfreeze`` would release too: the caller's
+    # first allocations after the pause otherwise set off full walks of them (with the collector off throughout,
+    # the read took up to a tenth less).
     collecting = gc.isenabled()
+    freezing = gc.get_freeze_count() == 0
     gc.disable()
     try:
         collected = collect(batch, records(), other)
         for done in session_batches(batch, collected, rules):
+            if freezing:
+                gc.freeze()
             if collecting:
                 gc.enable()
             yield done
             gc.disable()
     finally:
+        if freezing:
+            gc.unfreeze()
         if collecting:
             gc.enable()
     for path, source_file in delegated:
@@ -185,27 +194,51 @@ def _json_rows(batch: Batch, raw: bytes, source_file: str) -> Iterator[tuple[Any
     if not raw.strip():
         _unreadable(batch, source_file, None, "file is empty", "")
         return
+    if _is_json_lines(raw):
+        yield from _json_lines(batch, raw, source_file)
+        return
     try:
         whole = parse_json(raw)
     except orjson.JSONDecodeError:
-        whole = None
-        lines = True
-    else:
-        lines = False
-    if not lines:
-        if isinstance(whole, dict) and isinstance(whole.get("data"), list) and "meta" in whole:
-            whole = whole["data"]  # a page of the API: {"data": [...], "meta": {...}}
-        items = whole if isinstance(whole, list) else [whole]
-        yield from ((obj, i) for i, obj in enumerate(items))
+        yield from _json_lines(batch, raw, source_file)
         return
+    if isinstance(whole, dict) and isinstance(whole.get("data"), list) and "meta" in whole:
+        whole = whole["data"]  # a page of the API: {"data": [...], "meta": {...}}
+    items = whole if isinstance(whole, list) else [whole]
+    yield from ((obj, i) for i, obj in enumerate(items))
+
+
+def _is_json_lines(raw: bytes) -> bool:
+    """Whether ``raw`` is surely JSON lines, not one document: its first line is a whole JSON document and more
+    follows, so the whole cannot be one. Reading a large export file as one document first only to be refused at
+    its first line's end cost a tenth of a second for the benchmark's 120 MB file of observations."""
+    end = raw.find(b"\n")
+    if end == -1 or not raw[end : end + 65536].strip():  # (a file of one line and a blank tail: one document)
+        return False
+    try:
+        orjson.loads(raw[:end])
+    except orjson.JSONDecodeError:
+        return False  # read as before: the whole is tried as one document (it may be one, spread over lines)
+    return True
+
+
+def _json_lines(batch: Batch, raw: bytes, source_file: str) -> Iterator[tuple[Any, int]]:
+    """Each line as ``parse_json`` reads it. Its check for integers orjson would read inexactly is made once on the
+    whole file, and a line is given to ``parse_json`` only when it holds such digits or orjson refuses it
+    (``parse_json`` on every line took half as long again as orjson alone)."""
+    again = lines_with_long_integers(raw)  # the lines orjson alone may read inexactly
+    loads = orjson.loads
     for i, line in enumerate(raw.split(b"\n")):
-        if not line.strip():
+        if not line or line.isspace():  # (``strip`` would copy every line)
             continue
         try:
-            obj = parse_json(line)
-        except orjson.JSONDecodeError as error:
-            _unreadable(batch, source_file, i, why_unparseable(line, error), line.decode("utf-8", "replace"))
-            continue
+            obj = parse_json(line) if i in again else loads(line)
+        except orjson.JSONDecodeError:
+            try:
+                obj = parse_json(line)  # a byte order mark, NaN, 1e400: read as ``parse_json`` reads them
+            except orjson.JSONDecodeError as error:
+                _unreadable(batch, source_file, i, why_unparseable(line, error), line.decode("utf-8", "replace"))
+                continue
         yield obj, i
 
 
@@ -243,13 +276,37 @@ def _parquet_rows(batch: Batch, raw: bytes, source_file: str) -> Iterator[tuple[
     columns = {}
     for name in table.column_names:
         column = table.column(name)
-        if pa.types.is_timestamp(column.type) or pa.types.is_date(column.type):
+        if pa.types.is_timestamp(column.type):
+            columns[name] = timestamp_texts(column)
+            continue
+        if pa.types.is_date(column.type):
             column = column.cast(pa.string())  # ISO text, in Arrow: three times faster than Python datetimes
         columns[name] = _plain_column(column.to_pylist())
     names = list(columns)
     values = [columns[n] for n in names]
     for i, row in enumerate(zip(*values, strict=True)):
         yield dict(zip(names, row, strict=True)), i
+
+
+_TIME_TEXT = {"s": "%Y-%m-%d %H:%M:%S", "ms": "%Y-%m-%d %H:%M:%S%.3f", "us": "%Y-%m-%d %H:%M:%S%.6f"}
+_TIME_TEXT["ns"] = "%Y-%m-%d %H:%M:%S%.9f"
+
+
+def timestamp_texts(column: Any) -> list[str | None]:
+    """A Parquet timestamp column as the text Arrow's cast to string writes (``2026-01-05 09:00:00.000000``, with
+    ``Z`` when the column is in UTC), written by Polars where it writes the same (no zone or UTC, years 1000 to
+    9999; checked value for value against Arrow's in the tests), more than twice as fast: a 100 000-observation
+    export's five timestamp columns were a tenth of its read. Any other column is cast by Arrow."""
+    import polars as pl
+    import pyarrow as pa
+
+    kind = column.type
+    if kind.tz in (None, "UTC") and kind.unit in _TIME_TEXT:
+        series = pl.from_arrow(column)
+        years = series.dt.year()
+        if series.null_count() == len(series) or (years.min() >= 1000 and years.max() <= 9999):
+            return series.dt.to_string(_TIME_TEXT[kind.unit] + ("Z" if kind.tz else "")).to_list()
+    return column.cast(pa.string()).to_pylist()
 
 
 def _plain_column(values: list[Any]) -> list[Any]:
