@@ -102,6 +102,18 @@ class Adapter:
         return {}
 
 
+def number_events(events: list[EventFields], raw_id: str | None) -> list[EventFields]:
+    """The raw record's id names its first canonical event without an id of its own; a later one is
+    ``<raw_id>:<k>`` (``k`` its position among the record's events). For formats whose one record holds several
+    events (a Claude Code line, a Gemini CLI message)."""
+    first = True
+    for k, fields in enumerate(events):
+        if fields.event_id is None and raw_id:
+            fields.event_id = raw_id if first else f"{raw_id}:{k}"
+            first = False
+    return events
+
+
 def read_events(adapter: Adapter, raw_events: Iterable[Any]) -> tuple[list[Event], list[BadEvent]]:
     """A session's canonical events, and the events that could not be read, by position: those that are not JSON
     objects, and those with an id field (their own, a ``cause``, a tool call's) that holds no id

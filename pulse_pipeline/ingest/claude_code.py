@@ -73,7 +73,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from .adapter import Adapter, EventFields
+from .adapter import Adapter, EventFields, number_events
 from .events import OBSERVATION_NAMES, as_int, as_text, llm_usage, read_id
 
 _LINE_TYPES = frozenset(["user", "assistant", "summary", "system", "file-history-snapshot", "queue-operation"])
@@ -165,16 +165,6 @@ def _user_text(line: dict[str, Any], text: str | None, sidechain: bool) -> Event
     return EventFields(source, "action", "message", text=text)
 
 
-def _number(events: list[EventFields], uuid: str | None) -> list[EventFields]:
-    """The line's uuid names its first event without an id of its own; a later one is ``<uuid>:<k>``."""
-    first = True
-    for k, fields in enumerate(events):
-        if fields.event_id is None and uuid:
-            fields.event_id = uuid if first else f"{uuid}:{k}"
-            first = False
-    return events
-
-
 class ClaudeCode(Adapter):
     """Claude Code session lines (one file is one session)."""
 
@@ -214,7 +204,7 @@ class ClaudeCode(Adapter):
             events = [EventFields("environment", "state", line_type.replace("-", "_"))]
         else:
             events = [_other("unknown", line_type)]
-        return _number(events, read_id(event.get("uuid"), "uuid"))
+        return number_events(events, read_id(event.get("uuid"), "uuid"))  # the line's uuid
 
     def session_id(self) -> str | None:
         return self.main_session or self.side_session

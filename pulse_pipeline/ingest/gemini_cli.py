@@ -75,7 +75,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from .adapter import Adapter, EventFields
+from .adapter import Adapter, EventFields, number_events
 from .events import OBSERVATION_NAMES, as_id, as_int, as_text, dump, llm_usage
 
 _MESSAGE_TYPES = frozenset(["user", "gemini", "info", "error", "warning"])
@@ -270,13 +270,7 @@ class GeminiCli(Adapter):
             events = [EventFields("environment", "observation", "error", text=_joined(event.get("content")))]
         else:
             events = [_other("unknown", message_type if isinstance(message_type, str) else "record")]
-        message_id = as_id(event.get("id"))
-        first = True
-        for k, fields in enumerate(events):
-            if fields.event_id is None and message_id:
-                fields.event_id = message_id if first else f"{message_id}:{k}"
-                first = False
-        return events
+        return number_events(events, as_id(event.get("id")))
 
     def _user(self, message: dict[str, Any], subagent: bool) -> list[EventFields]:
         parts = _parts(message.get("content"))
