@@ -213,6 +213,31 @@ def _read_large_file(drop_id: str, path: Path, source_file: str, limits: RecordL
     yield batch
 
 
+def json_lines(
+    numbered_lines: Iterable[tuple[int, bytes | Oversized]], limits: RecordLimits
+) -> Iterator[tuple[int, bytes | None, Any, tuple[str, str] | None]]:
+    """Each non-blank line of a JSON-lines file as ``(line number, its bytes, its value, None)``, or, for a line
+    that is no record, ``(line number, its bytes or None, None, (reason, raw text))`` for its quarantine row: a line
+    too large to hold or parse (``limits.py``; its bytes None, never held) or one that is not JSON. The caller
+    writes the rows, into whichever batch is current (a reader hands batches on as it goes)."""
+    for i, line in numbered_lines:
+        if isinstance(line, Oversized):
+            yield i, None, None, (limits.too_many_bytes(line.size), line.text())
+            continue
+        if not line.strip():
+            continue
+        too_large = limits.why_too_large(line)
+        if too_large:
+            yield i, None, None, (too_large, excerpt_text(line))
+            continue
+        try:
+            value = parse_json(line)
+        except orjson.JSONDecodeError as error:
+            yield i, line, None, (why_unparseable(line, error), line.decode("utf-8", "replace"))
+            continue
+        yield i, line, value, None
+
+
 def read_record_lines(
     drop_id: str,
     numbered_lines: Iterable[tuple[int, bytes | Oversized]],
@@ -224,24 +249,12 @@ def read_record_lines(
     ``CHUNK_BYTES`` bytes of lines."""
     limits = limits or record_limits()
     batch = Batch(drop_id)
-    for i, line in numbered_lines:
-        if isinstance(line, Oversized):
+    for i, line, obj, problem in json_lines(numbered_lines, limits):
+        if line is not None:
+            batch.held_bytes += len(line)
+        if problem is not None:
             batch.read["unknown"] += 1
-            batch.quarantine(source_file, i, "unknown", limits.too_many_bytes(line.size), line.text())
-            continue
-        if not line.strip():
-            continue
-        too_large = limits.why_too_large(line)
-        if too_large:
-            batch.read["unknown"] += 1
-            batch.quarantine(source_file, i, "unknown", too_large, excerpt_text(line))
-            continue
-        batch.held_bytes += len(line)
-        try:
-            obj = parse_json(line)
-        except orjson.JSONDecodeError as error:
-            batch.read["unknown"] += 1
-            batch.quarantine(source_file, i, "unknown", why_unparseable(line, error), line.decode("utf-8", "replace"))
+            batch.quarantine(source_file, i, "unknown", *problem)
             continue
         add_record(batch, source_file, i, obj, line)
         if batch.count(tables.EVENTS) >= CHUNK_EVENTS or batch.held_bytes >= CHUNK_BYTES:
@@ -255,23 +268,12 @@ def otlp_lines(
 ) -> Iterator[tuple[int, Any]]:
     """The parsed lines of an OpenTelemetry Collector's file export (one ``{"resourceSpans": [...]}`` per line),
     as ``(line, value)``; a line too large or not JSON is quarantined as any JSON line is."""
-    for i, line in numbered_lines:
-        if isinstance(line, Oversized):
+    for i, _, value, problem in json_lines(numbered_lines, limits):
+        if problem is None:
+            yield i, value
+        else:
             batch.read["unknown"] += 1
-            batch.quarantine(source_file, i, "unknown", limits.too_many_bytes(line.size), line.text())
-            continue
-        if not line.strip():
-            continue
-        too_large = limits.why_too_large(line)
-        if too_large:
-            batch.read["unknown"] += 1
-            batch.quarantine(source_file, i, "unknown", too_large, excerpt_text(line))
-            continue
-        try:
-            yield i, parse_json(line)
-        except orjson.JSONDecodeError as error:
-            batch.read["unknown"] += 1
-            batch.quarantine(source_file, i, "unknown", why_unparseable(line, error), line.decode("utf-8", "replace"))
+            batch.quarantine(source_file, i, "unknown", *problem)
 
 
 def _read_otlp_lines(
