@@ -89,7 +89,8 @@ def label_moments() -> tuple[float, float, float]:
     return mean, sd, moment / sd
 
 
-def _stars(latent: np.ndarray) -> np.ndarray:
+def stars_of_latent(latent: np.ndarray) -> np.ndarray:
+    """1-5 stars cut from a standard normal latent at the quantiles of ``STAR_SHARES``."""
     cuts = stats.norm.ppf(np.cumsum(STAR_SHARES)[:-1])
     return 1.0 + np.searchsorted(cuts, latent).astype(np.float64)
 
@@ -103,13 +104,13 @@ def draw(
     week = np.repeat(np.arange(weeks), 2 * n_per_arm)
     arm = np.tile(np.repeat([TREATMENT, CONTROL], n_per_arm), weeks)
     u = rng.normal(size=n)
-    label = (_stars(u) - 1.0) / 4.0
+    label = (stars_of_latent(u) - 1.0) / 4.0
     changed = week >= weeks - change_weeks
     r = np.where(changed & drift, R_AFTER, R_BEFORE)
     mean, sd, latent = label_moments()
     c = r / latent
     f = mean + R_BEFORE * sd * (c * u + np.sqrt(1.0 - c**2) * rng.normal(size=n))
-    likert = _stars(JUDGE_LATENT_R * u + math.sqrt(1.0 - JUDGE_LATENT_R**2) * rng.normal(size=n))
+    likert = stars_of_latent(JUDGE_LATENT_R * u + math.sqrt(1.0 - JUDGE_LATENT_R**2) * rng.normal(size=n))
     seconds = rng.uniform(0.0, 7 * 86400.0, size=n)
     started = [FIRST_MONDAY + timedelta(days=7 * int(w), seconds=float(s)) for w, s in zip(week, seconds, strict=True)]
     ids = [f"drift-{seed}-{i:05d}" for i in range(n)]
