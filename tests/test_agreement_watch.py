@@ -289,3 +289,50 @@ def test_the_generators_correlation_is_the_one_it_states():
     after = rated.filter(pl.col("started_at") >= datetime(2025, 8, 11))
     assert np.corrcoef(before["label"], before["prediction"])[0, 1] == pytest.approx(drift.R_BEFORE, abs=0.02)
     assert np.corrcoef(after["label"], after["prediction"])[0, 1] == pytest.approx(drift.R_AFTER, abs=0.05)
+
+
+def _report_rows() -> list[AgreementRow]:
+    """Three weekly windows of the pooled arm and one arm: r 0.5, 0.5, then 0.1 whose interval lies below."""
+    out = []
+    for w, (value, low, high, below) in enumerate([(0.5, 0.3, 0.65, None), (0.5, 0.35, 0.62, False),
+                                                     (0.1, -0.1, 0.28, True)]):  # fmt: skip
+        start = datetime(2025, 6, 2) + timedelta(days=7 * w)
+        long_run = (None, None, None) if w == 0 else (0.5, 0.38, 0.6)
+        for experiment, variant, n in ((POOLED, POOLED, 100), ("llm-backbone", "gpt-5", 50)):
+            out.append(AgreementRow(WEEK, start, start + timedelta(days=7), experiment, variant, "oof_r", value, low,
+                                    high, n, *long_run, below, None, w, 100 * w))  # fmt: skip
+    return out
+
+
+def _section(con):
+    from pulse_pipeline.report import data
+    from pulse_pipeline.report.sections.agreement import agreement_section
+
+    return agreement_section(data.agreement_history(con))
+
+
+def test_the_report_plots_the_watch_and_says_what_the_newest_window_shows():
+    import duckdb
+
+    from pulse_pipeline.contract import ensure_tables
+    from pulse_pipeline.warehouse import Warehouse
+
+    con = duckdb.connect()
+    ensure_tables(con, [tables.AGREEMENT_HISTORY])
+    Warehouse(con).replace(tables.AGREEMENT_HISTORY, _report_rows(), nan_as_null=True)
+    s = _section(con)
+    html = s.render(2)
+    assert s.figures == 1 and 'id="fig-agreement-watch"' in html and "<desc" in html
+    assert "3 windows of calendar weeks by the session" in html
+    assert (
+        "The check warns: model: out-of-fold r of every rated session: 0.100 [-0.100, 0.280] against [0.380, 0.600]"
+        in html
+    )
+    assert "llm-backbone / gpt-5: 0.100" in html  # the arm fell too
+    # the arm's newest value is a headline mark the warehouse holds
+    assert 'data-table="modeling.agreement_history"' in html and 'data-value="0.1"' in html
+    con.execute(f"DELETE FROM {tables.AGREEMENT_HISTORY.qualified}")
+    empty = _section(con).render(2)
+    assert "Nothing to show: modeling.agreement_history has no rows: no rated session has both" in empty
+    missing_table = _section(duckdb.connect()).render(2)  # a warehouse from before the watch
+    assert "modeling.agreement_history does not exist in this warehouse" in missing_table
