@@ -36,6 +36,13 @@ Targets (``check_drift`` returns the unmet ones): ``drift``: the watch fires at 
 at least ``DETECTION_MIN`` (80 %) of replications at the generator's 100 ratings a week; ``drift_stationary``: it
 fires in at most ``FALSE_ALARM_MAX`` (5 %) of windows (the ``bias`` column of ``watch``).
 
+Measured (``pulse validate --scenarios drift,drift_stationary --replications 500 --workers 1``, seed 0, 140 s):
+``drift``: the check fired at the first window after the change in 96.4 % of replications (oof_r alone 96.2 %,
+mse_vs_constant 94.2 %, calibration_slope 92.0 %), at the second in 93 %, and in 2.2 % of the windows before the
+change; ``drift_stationary``: in 2.5 % of windows (2.8 % at the change window's position). With 40 ratings per arm
+a week (weekly windows of 80) 91.7 % and 3.0 %; with 25 (windows of 80 ratings) 83.7 % and 2.0 % (300
+replications each). Every target met.
+
 Deterministic in ``seed``.
 """
 
