@@ -441,7 +441,7 @@ def test_the_asset_writes_the_report_and_its_check_passes(built):
     assert result.success
     (materialization,) = result.asset_materializations_for_node("report__index_html")
     assert materialization.metadata["path"].path == str(folder / "index.html")
-    assert materialization.metadata["sections"].value == 11 and materialization.metadata["figures"].value == 8
+    assert materialization.metadata["sections"].value == 12 and materialization.metadata["figures"].value == 8
     assert [e.passed for e in result.get_asset_check_evaluations()] == [True]
     assert [p.name for p in folder.iterdir()] == ["index.html"]  # the temporary file was renamed, none left
 
