@@ -283,15 +283,18 @@ def agreement_rows(
     for experiment, variant, part in groups:
         if progress is not None:
             progress(f"agreement watch: {experiment} / {variant}")
+        part = part.sort("window", maintain_order=True)  # each window a slice, every earlier one the slice before it
         by_window = part["window"].to_numpy()
+        firsts = np.flatnonzero(np.r_[True, by_window[1:] != by_window[:-1]])
+        bounds = [
+            (int(by_window[a]), int(a), int(b)) for a, b in zip(firsts, [*firsts[1:], by_window.size], strict=True)
+        ]
         for name in MEASURES if judged else MODEL_MEASURES:
-            for w in sorted(set(by_window.tolist())):
-                now = part.filter(pl.col("window") == w)
-                got = measure(name, now)
+            for w, a, b in bounds:
+                got = measure(name, part.slice(a, b - a))
                 if name in JUDGE_MEASURES and got.n == 0:
                     continue  # the judge did not run on this window's rated sessions of the arm
-                before = part.filter(pl.col("window") < w)
-                past = measure(name, before) if before.height else None
+                past = measure(name, part.slice(0, a)) if a else None
                 below = None
                 if past is not None and _finite(got.ci_high, past.ci_low):
                     below = got.ci_high < past.ci_low
