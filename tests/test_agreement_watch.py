@@ -336,3 +336,25 @@ def test_the_report_plots_the_watch_and_says_what_the_newest_window_shows():
     assert "Nothing to show: modeling.agreement_history has no rows: no rated session has both" in empty
     missing_table = _section(duckdb.connect()).render(2)  # a warehouse from before the watch
     assert "modeling.agreement_history does not exist in this warehouse" in missing_table
+
+
+def test_a_window_of_a_few_ratings_gets_no_verdict_and_equal_ratings_no_slope_interval():
+    """The demo's small arms had windows of 3 equal ratings: slope 0 with a zero-width interval, 'below' the long
+    run. Under 10 ratings a window gets no verdict; equal ratings give the slope no interval."""
+    assert math.isnan(slope(np.array([0.5, 0.5, 0.5]), np.array([0.2, 0.4, 0.9])).ci_high)
+    monday = datetime(2025, 6, 2)
+    rng = np.random.default_rng(5)
+    n_old, n_new = 200, 6
+    u = rng.normal(size=n_old + n_new)
+    f = np.r_[0.6 * u[:n_old] + 0.8 * rng.normal(size=n_old), -u[n_old:] + 0.3 * rng.normal(size=n_new)]  # r ~ -0.95
+    start = [monday + timedelta(minutes=i) for i in range(n_old)] + [
+        monday + timedelta(days=7, hours=i) for i in range(n_new)
+    ]
+    rated = pl.DataFrame({"session_id": [f"s{i:04d}" for i in range(n_old + n_new)], "started_at": start, "label": u,
+                          "prediction": f, "fold": np.arange(n_old + n_new) % 5, "judge_satisfied": None,
+                          "judge_likert": None},
+                         schema_overrides={"judge_satisfied": pl.Boolean, "judge_likert": pl.Float64})  # fmt: skip
+    rows = agreement_rows(rated, window_ratings=6)
+    newest = [r for r in rows if r.window_index == 1]
+    assert newest and all(r.below_long_run is None for r in newest)
+    assert all("6 ratings, fewer than 10: no verdict" in r.note for r in newest)

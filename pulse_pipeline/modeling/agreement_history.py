@@ -53,7 +53,8 @@ arm's rated sessions in every window *before* it (pooled, not averaged); the new
 long run over every earlier window, and each earlier row what the watch said then. ``below_long_run`` is true
 exactly when both intervals exist and the window's upper bound is below the long run's lower bound
 (``ci_high < long_run_ci_low``: the two 95 % intervals are disjoint, the window's below); NULL for an arm's first
-window (no long run) or when either interval is undefined. For one measure the false-alarm rate under no change
+window (no long run), when either interval is undefined, or when the window holds fewer than
+``MIN_VERDICT_RATINGS`` (10) of the arm's ratings. For one measure the false-alarm rate under no change
 is P(Z > 1.96 (a + b) / sqrt(a^2 + b^2)): at most 2.5 % (a long run far larger than the window), 0.7 % with 10
 equal windows before it.
 
@@ -89,6 +90,11 @@ from .recalibration import calibration_slope
 WINDOW_RATINGS = 80
 """N: the ratings a window needs (module docstring): weeks when the median week holds at least N, else windows of N."""
 ALPHA = 0.05
+MIN_VERDICT_RATINGS = 10
+"""A window with fewer ratings (of the arm, with the measure's inputs) gets no verdict (``below_long_run`` NULL): the
+normal approximations behind its intervals (Fisher's z, the t of a slope, kappa's large-sample se) rest on more
+than a handful of 1-5 star ratings; at 3 or 4 an interval is either nearly all of [-1, 1] or, when the few ratings
+happen to agree, spuriously narrow (3 equal ratings: slope 0 with se 0)."""
 POOLED = "all"
 """The experiment and variant of the row that pools every rated session."""
 WEEK = "week"
@@ -247,6 +253,8 @@ def slope(y: np.ndarray, f: np.ndarray) -> Agreement:
     n = int(y.size)
     if math.isnan(b):
         return Agreement(math.nan, math.nan, math.nan, n, "fewer than 3 rated sessions or a constant prediction")
+    if np.ptp(y) == 0:
+        return Agreement(b, math.nan, math.nan, n, "every rating the same: the slope is 0 and has no interval")
     half = t_quantile(1.0 - ALPHA / 2.0, n - 2) * se
     return Agreement(b, b - half, b + half, n)
 
@@ -296,7 +304,7 @@ def agreement_rows(
                     continue  # the judge did not run on this window's rated sessions of the arm
                 past = measure(name, part.slice(0, a)) if a else None
                 below = None
-                if past is not None and _finite(got.ci_high, past.ci_low):
+                if past is not None and got.n >= MIN_VERDICT_RATINGS and _finite(got.ci_high, past.ci_low):
                     below = got.ci_high < past.ci_low
                 out.append(
                     AgreementRow(
@@ -314,7 +322,7 @@ def agreement_rows(
                         long_run_ci_low=None if past is None else past.ci_low,
                         long_run_ci_high=None if past is None else past.ci_high,
                         below_long_run=below,
-                        note=_note(got, past),
+                        note=_note(got, past, few=past is not None and got.n < MIN_VERDICT_RATINGS),
                         window_index=int(w),
                         long_run_n_ratings=0 if past is None else past.n,
                     )
@@ -322,10 +330,12 @@ def agreement_rows(
     return out
 
 
-def _note(got: Agreement, past: Agreement | None) -> str | None:
+def _note(got: Agreement, past: Agreement | None, few: bool = False) -> str | None:
     notes = []
     if got.note:
         notes.append(got.note)
+    if few:
+        notes.append(f"{got.n} ratings, fewer than {MIN_VERDICT_RATINGS}: no verdict against the long run")
     if past is None:
         notes.append("the arm's first window: no long run to compare with")
     elif past.note:
