@@ -17,6 +17,14 @@ MEASURE_NAMES = {
     "judge_kappa": "LLM judge: κ with people (≥ 4 stars)",
     "judge_r": "LLM judge: r of its Likert score",
 }
+PANEL_NAMES = {
+    "oof_r": "model: r",
+    "mse_vs_constant": "model: MSE gain",
+    "calibration_slope": "model: slope",
+    "judge_kappa": "judge: κ",
+    "judge_r": "judge: r (Likert)",
+}
+"""Short names for the figure's panels (the tables use ``MEASURE_NAMES``)."""
 REFERENCE = {"oof_r": 0.0, "mse_vs_constant": 0.0, "calibration_slope": 1.0, "judge_kappa": 0.0, "judge_r": 0.0}
 """The level each panel marks: no agreement (0), or a well-scaled prediction (slope 1)."""
 MIN_ARM_RATINGS = 10
@@ -60,7 +68,7 @@ def agreement_section(history: data.Rows) -> Section:
     if measures:
         panels = [
             figures.WatchPanel(
-                MEASURE_NAMES.get(m, m),
+                PANEL_NAMES.get(m, m),
                 REFERENCE.get(m, 0.0),
                 tuple(
                     figures.WindowPoint(
@@ -82,9 +90,11 @@ def agreement_section(history: data.Rows) -> Section:
         )
         s.figure(
             svg,
-            "Each measure by window over every rated session, with its 95 % interval; the grey band is the long "
-            "run's interval over the windows before each one; a window below it is a vermillion triangle. The dotted "
-            "line is no agreement (0), or a well-scaled prediction (slope 1).",
+            "Each measure by window over every rated session, with its 95 % interval: the model's out-of-fold r, its "
+            "MSE gain over the constant, its calibration slope and, where the LLM judge ran, its κ with people and "
+            "the r of its Likert score. The grey band is the long run's interval over the windows before each one; a "
+            "window below it is a vermillion triangle. The dotted line is no agreement (0), or a well-scaled "
+            "prediction (slope 1).",
             _numbers(pooled, measures),
         )
     arms = frame.filter((pl.col("window_index") == newest) & (pl.col("experiment") != POOLED))
@@ -108,7 +118,10 @@ def verdict(frame: pl.DataFrame, newest: int) -> str:
     last = frame.filter(pl.col("window_index") == newest)
     if last["below_long_run"].is_null().all():
         return "The newest window is the first: there is no long run to compare it with yet."
-    below = last.filter(pl.col("below_long_run").fill_null(False)).to_dicts()
+    below = sorted(  # what the check warns on first, the pooled arm first
+        last.filter(pl.col("below_long_run").fill_null(False)).to_dicts(),
+        key=lambda r: (r["measure"] not in WARNING_MEASURES, r["experiment"] != POOLED, r["experiment"], r["variant"]),
+    )
     if not below:
         return (
             "No measure of the newest window lies below its long run, in any arm: the model agrees with people as "
