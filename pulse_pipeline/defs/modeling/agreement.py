@@ -88,11 +88,14 @@ def model_still_agrees_with_people(warehouse: WarehouseResource) -> dg.AssetChec
         rows = load_history(wh)
     falls = newest_falls(rows)
     below = newest_below(rows)
-    finding = (
-        "; ".join(describe_fall(r) for r in falls[:10]) + ". " + WHAT_IT_MEANS
-        if falls
-        else "no measure of the newest window falls below its long run"
-    )
+    if falls:
+        finding = "; ".join(describe_fall(r) for r in falls[:10]) + ". " + WHAT_IT_MEANS
+    elif not rows:
+        finding = "nothing to watch yet: no rated session has both a cross-fit prediction and a start time"
+    elif all(r.below_long_run is None for r in rows if r.window_index == max(x.window_index for x in rows)):
+        finding = "one window so far, or too few ratings in the newest: no long run to compare it with yet"
+    else:
+        finding = "no measure of the newest window falls below its long run"
     shown = pl.DataFrame(
         [
             {
