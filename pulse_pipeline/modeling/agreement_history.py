@@ -66,7 +66,8 @@ of the prediction, which PPI++'s lambda and the recalibration (``recalibration.p
 on its Likert score moves with its kappa. Each keeps its own ``below_long_run`` in the table and the report, but a
 warning on each would count one fall up to three times: measured on ``drift_stationary`` (150 replications, 11
 windows each), warning on all five measures fired in 4.2 % of windows (5.9 % on another 60), on these two in
-2.1 %, while both caught the ``drift`` scenario's fall in 94-95 % of replications. ``pulse validate --scenarios
+2.1 % (2.5 % in ``pulse validate``'s 500 replications), while both caught the ``drift`` scenario's fall in 94-96 %
+of replications. ``pulse validate --scenarios
 drift,drift_stationary`` (``studies/drift.py``) measures it.
 """
 
