@@ -340,6 +340,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
                printf('%+.3f', rank_biserial) AS rank_biserial
         FROM {tables.LABEL_SHIFT.qualified} WHERE rank_biserial IS NOT NULL ORDER BY abs(rank_biserial) DESC LIMIT 5""",
     )
+    _show(
+        home,
+        "Does the model still agree with people? Its out-of-fold r per window, every rated session (the watch):",
+        f"""
+        SELECT window_kind AS window, CAST(window_start AS DATE) AS window_from, n_ratings AS ratings,
+               printf('%.3f', value) AS r, printf('[%.3f, %.3f]', ci_low, ci_high) AS ci95,
+               coalesce(printf('[%.3f, %.3f]', long_run_ci_low, long_run_ci_high), '') AS long_run,
+               coalesce(CAST(below_long_run AS VARCHAR), '') AS below
+        FROM {tables.AGREEMENT_HISTORY.qualified}
+        WHERE experiment = 'all' AND variant = 'all' AND measure = 'oof_r' ORDER BY window_index""",
+    )
     print(f"report: {home.report / 'index.html'}")
     print(
         f'try: pulse sql "SELECT variant, count(*), avg(label) FROM {tables.SESSION_LABELS.qualified} '

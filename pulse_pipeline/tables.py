@@ -584,6 +584,32 @@ RECALIBRATION = _t(
     ("slope_se", DOUBLE),
 )
 
+AGREEMENT_HISTORY = _t(
+    "modeling.agreement_history",
+    "The agreement watch: one row per window (a calendar week by session start, or every N ratings) x arm"
+    " (experiment x variant, and 'all' x 'all' pooled) x measure (oof_r, mse_vs_constant = the constant's MSE minus"
+    " the model's, calibration_slope, and where the LLM judge ran judge_kappa and judge_r), over the window's rated"
+    " sessions, with its 95 % interval; the long run over every earlier window with its interval, and"
+    " below_long_run: the window's interval wholly below the long run's (modeling/agreement_history.py).",
+    ("window_kind", VARCHAR),
+    ("window_start", TIMESTAMP),
+    ("window_end", TIMESTAMP),
+    ("experiment", VARCHAR),
+    ("variant", VARCHAR),
+    ("measure", VARCHAR),
+    ("value", DOUBLE),
+    ("ci_low", DOUBLE),
+    ("ci_high", DOUBLE),
+    ("n_ratings", INTEGER),
+    ("long_run_value", DOUBLE),
+    ("long_run_ci_low", DOUBLE),
+    ("long_run_ci_high", DOUBLE),
+    ("below_long_run", BOOLEAN),
+    ("note", VARCHAR),
+    ("window_index", INTEGER),
+    ("long_run_n_ratings", INTEGER),
+)
+
 MODELING_TABLES = (
     CV_METRICS,
     PREDICTIONS,
@@ -594,6 +620,7 @@ MODELING_TABLES = (
     TEXT_FOLD_TRAINING,
     TEXT_TERMS,
     TEXT_VOCABULARY,
+    AGREEMENT_HISTORY,
 )
 EFFECT_HISTORY = _t(
     "estimates.effect_history",

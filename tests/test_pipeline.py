@@ -54,6 +54,9 @@ def test_demo_materializes_everything_and_says_where(pulse_home, capsys):
         points = "SELECT count(*) FILTER (WHERE benchmark IS NOT NULL), count(*) FILTER (WHERE status = 'rejected')"
         assert con.execute(points + " FROM estimates.benchmark_points").fetchone() == (14, 0)
         assert con.execute("SELECT count(*) FROM estimates.coverage_validation").fetchone()[0] > 0
+        # the agreement watch ran after the models (its pooled r over at least one window) and the demo prints it
+        watch = "SELECT count(*) FROM modeling.agreement_history WHERE experiment = 'all' AND measure = 'oof_r'"
+        assert con.execute(watch).fetchone()[0] >= 1
         kappa = (
             "SELECT n_sessions FROM features.annotator_agreement WHERE annotator_b = 'human' AND feature = 'task_type'"
         )
@@ -65,6 +68,7 @@ def test_demo_materializes_everything_and_says_where(pulse_home, capsys):
         ).fetchone()
     assert f" {ratings} ratings, {asks} asks (" in out
     assert f"report: {pulse_home.report / 'index.html'}" in out and (pulse_home.report / "index.html").stat().st_size
+    assert "Does the model still agree with people?" in out
 
 
 def test_synth_cli_writes_a_corpus_with_its_truth(tmp_path, capsys):

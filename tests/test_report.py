@@ -367,7 +367,7 @@ def test_empty_tables_say_why(page):
 def test_a_warehouse_without_the_tables_gives_a_page_of_reasons(tmp_path):
     with duckdb.connect(str(tmp_path / "old.duckdb")) as con:
         page = build_page(con, "old.duckdb", built=datetime(2026, 1, 1))
-    assert page.figures == 0 and page.sections == 11
+    assert page.figures == 0 and page.sections == 12
     text = _text(page.html)
     assert "estimates.experiment_effects does not exist in this warehouse" in text
     assert text.count("Nothing to show:") >= 10
@@ -441,7 +441,7 @@ def test_the_asset_writes_the_report_and_its_check_passes(built):
     assert result.success
     (materialization,) = result.asset_materializations_for_node("report__index_html")
     assert materialization.metadata["path"].path == str(folder / "index.html")
-    assert materialization.metadata["sections"].value == 11 and materialization.metadata["figures"].value == 8
+    assert materialization.metadata["sections"].value == 12 and materialization.metadata["figures"].value == 8
     assert [e.passed for e in result.get_asset_check_evaluations()] == [True]
     assert [p.name for p in folder.iterdir()] == ["index.html"]  # the temporary file was renamed, none left
 

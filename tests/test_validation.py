@@ -114,6 +114,8 @@ def test_pulse_validate_writes_the_table_and_reports_unmet_targets(pulse_home, c
         "active": 3,
         "active_varying": 3,
         "active_answer": 3,
+        "drift": 6,  # the agreement watch: the check, then each of its five measures
+        "drift_stationary": 6,
     }
     assert {r[2] for r in rows} == {3}
     # --scenarios picks some; an unknown name is refused before anything runs

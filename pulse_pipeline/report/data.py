@@ -36,6 +36,8 @@ LIKELY_CAUSE = {
     tables.EFFECT_HISTORY.qualified: "no session has a start time, or no comparison has ratings on any day",
     tables.ASK_POLICY.qualified: "too few ratings to fit the error model",
     tables.STAGING_SESSIONS.qualified: "no drop has been ingested",
+    tables.AGREEMENT_HISTORY.qualified: "no rated session has both a cross-fit prediction and a start time: too few "
+    "rated sessions for the model stage, or the sessions carry no start time",
 }
 
 
@@ -277,6 +279,16 @@ def history(con: duckdb.DuckDBPyConnection) -> Rows:
         con,
         tables.EFFECT_HISTORY.qualified,
         f"SELECT * FROM {tables.EFFECT_HISTORY.qualified} ORDER BY experiment, treatment NULLS FIRST, method, day",
+    )
+
+
+def agreement_history(con: duckdb.DuckDBPyConnection) -> Rows:
+    """The agreement watch (``modeling.agreement_history``): every window, arm and measure, the pooled arm first."""
+    return _query(
+        con,
+        tables.AGREEMENT_HISTORY.qualified,
+        f"""SELECT * FROM {tables.AGREEMENT_HISTORY.qualified}
+           ORDER BY experiment <> 'all', experiment, variant, measure, window_index""",
     )
 
 

@@ -21,7 +21,7 @@ from matplotlib import dates as mdates
 from matplotlib.figure import Figure
 
 from .drawing import fmt, is_number, kept, legend_below, styled, svg_of, title_left, wrapped
-from .style import BLACK, BLUE, GREY, METHODS, method_style
+from .style import BLACK, BLUE, GREY, METHODS, VERMILLION, method_style
 
 STARS_PER_UNIT = 4.0  # label = (stars - 1) / 4: a difference of 0.25 on the label is one star (stars.py)
 
@@ -372,3 +372,91 @@ def history(fig_id: str, title: str, looks: Sequence[Look]) -> str:
             f" [{fmt(last.cs_low)}, {fmt(last.cs_high)}]"
         )
         return svg_of(fig, fig_id, title, desc)
+
+
+@dataclass(frozen=True)
+class WindowPoint:
+    """One window of the agreement watch: its start, the measure with its interval, the long run before it."""
+
+    start: datetime
+    value: float | None
+    low: float | None
+    high: float | None
+    long_low: float | None
+    long_high: float | None
+    below: bool
+
+
+@dataclass(frozen=True)
+class WatchPanel:
+    """One measure's windows, with the level a reader compares it with (r 0, slope 1, ...) and its name."""
+
+    label: str
+    reference: float
+    points: tuple[WindowPoint, ...]
+
+
+@kept
+def agreement_watch(fig_id: str, title: str, panels: Sequence[WatchPanel]) -> str:
+    """Each measure window by window, one panel each on a shared time axis: the window's value and 95 % interval
+    (blue circles; a window whose interval lies below the long run's: vermillion triangles, pointing down), and the
+    long run's interval over the earlier windows (grey band, a step at each window)."""
+    with styled(fig_id):
+        fig = Figure(figsize=(7.2, 1.9 * len(panels) + 1.0), layout="constrained")
+        axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
+        described = []
+        for ax, panel in zip(axes, panels, strict=True):
+            pts = [p for p in panel.points if is_number(p.value)]
+            band = [p for p in panel.points if is_number(p.long_low) and is_number(p.long_high)]
+            if band:
+                ax.fill_between(
+                    [p.start for p in band],
+                    [p.long_low for p in band],
+                    [p.long_high for p in band],
+                    step="mid",
+                    color=GREY,
+                    alpha=0.22,
+                    linewidth=0,
+                    label="long run: every earlier window (95 % interval)",
+                )
+            for below, colour, marker, label in (
+                (False, BLUE, "o", "window (95 % interval)"),
+                (True, VERMILLION, "v", "window below the long run"),
+            ):
+                chosen = [p for p in pts if p.below is below]
+                if not chosen:
+                    continue
+                low = [p.value - p.low if is_number(p.low) else 0.0 for p in chosen]
+                high = [p.high - p.value if is_number(p.high) else 0.0 for p in chosen]
+                ax.errorbar(
+                    [p.start for p in chosen],
+                    [p.value for p in chosen],
+                    yerr=[low, high],
+                    fmt=marker,
+                    color=colour,
+                    markersize=5,
+                    capsize=2,
+                    linewidth=1,
+                    label=label,
+                )
+            ax.axhline(panel.reference, color=BLACK, linewidth=0.7, linestyle=":")
+            ax.set_ylabel(wrapped(panel.label))
+            described.append(
+                f"{panel.label}: "
+                + "; ".join(
+                    f"{p.start:%Y-%m-%d} {fmt(p.value)} [{fmt(p.low)}, {fmt(p.high)}]" + (" below" if p.below else "")
+                    for p in pts
+                )
+            )
+        axes[-1].xaxis.set_major_locator(mdates.AutoDateLocator(maxticks=8))
+        axes[-1].xaxis.set_major_formatter(mdates.DateFormatter("%d %b\n%Y"))
+        handles, labels = {}, []
+        for ax in axes:  # one legend for every panel: each kind once
+            for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+                if label not in handles:
+                    handles[label] = handle
+                    labels.append(label)
+        if handles:
+            fig.legend([handles[x] for x in labels], labels, loc="outside lower left", ncol=3)
+        title_left(fig, title)
+        return svg_of(fig, fig_id, title, ". ".join(described))

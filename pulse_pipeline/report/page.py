@@ -5,7 +5,8 @@ one row per comparison (``sections/answer.py``: the conclusion, the method it is
 interval in stars, the width against naive). The detail follows in issue 15's order: the effects per experiment,
 how much the unrated sessions helped, model quality, rated against unrated sessions, what changed between arms (and
 cost), ratings against benchmarks, effects per task type and cluster, the split check and power, the history, the
-design (unit, ask policy). Every value from the warehouse is escaped (``html.escape``); the page loads nothing (no
+design (unit, ask policy), whether the model still agrees with people (the agreement watch). Every value from the
+warehouse is escaped (``html.escape``); the page loads nothing (no
 script, no external stylesheet, font or image): the figures are inline SVG (``figures.py``).
 
 The rooms: this module assembles the page (header, summary, table of contents, sections); ``data.py`` reads each
@@ -22,6 +23,7 @@ import duckdb
 
 from . import data
 from .html import Section, esc
+from .sections.agreement import agreement_section
 from .sections.answer import summary_section, synthetic_banner
 from .sections.benchmarks import benchmark_section
 from .sections.design import design_section
@@ -63,6 +65,7 @@ def build_page(con: duckdb.DuckDBPyConnection, source: str, built: datetime) -> 
         split_power_section(data.srm(con), power),
         history_section(data.history(con), conclusions),
         design_section(data.units(con), data.ask_policy(con)),
+        agreement_section(data.agreement_history(con)),
     ]
     toc = "".join(f'<li><a href="#{s.anchor}">{esc(s.title.split(". ", 1)[1])}</a></li>' for s in sections)
     body = "".join(s.render(2) for s in sections)

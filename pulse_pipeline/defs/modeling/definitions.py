@@ -2,13 +2,13 @@
 
 import dagster as dg
 
-from . import assets, checks
+from . import agreement, assets, checks
 from .resources import modeling_resource
 
 
 def definitions() -> dg.Definitions:
     return dg.Definitions(
-        assets=dg.load_assets_from_modules([assets]),
-        asset_checks=dg.load_asset_checks_from_modules([checks]),
+        assets=dg.load_assets_from_modules([assets, agreement]),
+        asset_checks=dg.load_asset_checks_from_modules([checks, agreement]),
         resources={"modeling": modeling_resource()},
     )

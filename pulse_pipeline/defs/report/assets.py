@@ -28,6 +28,7 @@ READS = (
     tables.SRM_CHECK,
     tables.EFFECT_HISTORY,
     tables.ASK_POLICY,
+    tables.AGREEMENT_HISTORY,  # the agreement watch (section 11)
 )
 MIN_BYTES = 5_000  # the page with every section empty is larger: smaller means it was cut short
 
