@@ -744,7 +744,9 @@ CONCLUSIONS = _t(
     " naive Welch: estimates/conclusions.py) and why; that estimate's effect and 95 % interval on the 0-1 scale"
     " and its width against naive; the direction when the interval excludes zero, Holm's adjusted p when the"
     " correction does not keep it, the minimum detectable effect when it holds zero; the verdict in a few words"
-    " and the plain sentence; the design (randomized, or observational: the sentence states an association).",
+    " and the plain sentence; the design (randomized, or observational: the sentence states an association);"
+    " the decision (ship, hold, keep collecting, no decision: docs/decisions.md) and why, and the comparison's"
+    " guardrails counted by verdict.",
     ("experiment", VARCHAR),
     ("treatment", VARCHAR),
     ("control", VARCHAR),
@@ -760,6 +762,11 @@ CONCLUSIONS = _t(
     ("verdict", VARCHAR),
     ("sentence", VARCHAR),
     ("design", VARCHAR),
+    ("decision", VARCHAR),  # ship | hold | keep collecting | no decision (docs/decisions.md)
+    ("decision_why", VARCHAR),
+    ("guardrails_passed", INTEGER),
+    ("guardrails_failed", INTEGER),
+    ("guardrails_inconclusive", INTEGER),  # inconclusive or not estimable
 )
 
 BENCHMARK_POINTS = _t(
