@@ -824,6 +824,44 @@ ASK_POLICY = _t(
     ("note", VARCHAR),
 )
 
+GUARDRAILS = _t(
+    "estimates.guardrails",
+    "One row per experiment comparison and guardrail (experiments.toml [guardrails.<name>]: a numeric session"
+    " metric that must not get worse beyond a margin): each arm's mean over its sessions with a value, the"
+    " difference treatment - control (plain, or CUPED with each user's pre-experiment mean when that narrows it)"
+    " with its two-sided 1 - alpha interval, the same relative to the control mean (delta method), the confidence"
+    " sequence at the last look day, the margin, the one-sided non-inferiority p and the verdict (pass: harm"
+    " inside the margin; fail: harm beyond it; inconclusive; null: not estimable). stats/guardrails.py.",
+    ("experiment", VARCHAR),
+    ("treatment", VARCHAR),
+    ("control", VARCHAR),
+    ("guardrail", VARCHAR),
+    ("metric", VARCHAR),
+    ("direction", VARCHAR),
+    ("unit", VARCHAR),
+    ("method", VARCHAR),
+    ("n_treatment", INTEGER),
+    ("n_control", INTEGER),
+    ("treatment_mean", DOUBLE),
+    ("control_mean", DOUBLE),
+    ("effect", DOUBLE),
+    ("ci_low", DOUBLE),
+    ("ci_high", DOUBLE),
+    ("relative_effect", DOUBLE),
+    ("relative_ci_low", DOUBLE),
+    ("relative_ci_high", DOUBLE),
+    ("cs_low", DOUBLE),
+    ("cs_high", DOUBLE),
+    ("margin", DOUBLE),
+    ("margin_type", VARCHAR),
+    ("alpha", DOUBLE),
+    ("p_noninferiority", DOUBLE),
+    ("verdict", VARCHAR),
+    ("variance_reduction", DOUBLE),
+    ("design", VARCHAR),
+    ("note", VARCHAR),
+)
+
 ESTIMATE_TABLES = (
     EXPERIMENT_EFFECTS,
     EFFECT_HISTORY,
@@ -837,6 +875,7 @@ ESTIMATE_TABLES = (
     BENCHMARK_POINTS,
     BENCHMARK_CORRELATION,
     ASK_POLICY,
+    GUARDRAILS,
 )
 ALL_TABLES = RAW_TABLES + STAGING_TABLES + FEATURE_TABLES + MODELING_TABLES + ESTIMATE_TABLES
 # features.session_features is built from the rubric, so its columns are not listed here (see features/wide.py)
