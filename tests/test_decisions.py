@@ -66,8 +66,8 @@ def test_a_failing_guardrail_holds_a_change_users_rate_higher_and_names_it():
     assert row.decision == HOLD
     assert (row.guardrails_passed, row.guardrails_failed, row.guardrails_inconclusive) == (1, 1, 0)
     assert row.decision_why == (
-        "Guardrail cost (llm_cost_usd) fails: +40.0 % (interval +35.0 % to +45.0 %) against a tolerated +10.0 %, so"
-        " the change is held whatever the ratings say (t is rated higher than ctrl (+0.16 stars, 95 % interval +0.06"
+        "Guardrail cost (llm_cost_usd) fails: +40.0 % (95 % interval +35.0 % to +45.0 %) against a tolerated"
+        " +10.0 %, so the change is held whatever the ratings say (t is rated higher than ctrl (+0.16 stars, 95 % interval +0.06"
         " to +0.26))."
     )
     # the sentence stays one sentence and gains the guardrails' verdicts before the reason in parentheses
@@ -145,8 +145,8 @@ def test_a_positive_primary_with_an_open_guardrail_keeps_collecting():
         KEEP_COLLECTING, 1, 0, 2
     )  # fmt: skip
     assert (
-        "but guardrail cost (llm_cost_usd) is inconclusive: +6.0 % (interval +1.0 % to +11.0 %) against a tolerated"
-        " +10.0 %; stops (user_stops) is not estimable (no session carries user_stops): the data do not yet show"
+        "but guardrail cost (llm_cost_usd) is inconclusive: +6.0 % (95 % interval +1.0 % to +11.0 %) against a"
+        " tolerated +10.0 %; stops (user_stops) is not estimable (no session carries user_stops): the data do not yet show"
     ) in row.decision_why
 
 
@@ -157,7 +157,7 @@ def test_an_absolute_margin_on_a_higher_is_better_metric_is_written_in_its_units
     guardrail |= {"effect": -3.0, "ci_low": -4.5, "ci_high": -1.5}
     row = _decide(_effect("e", "t", *UNSETTLED), [guardrail])[("e", "t")]
     assert row.decision == HOLD
-    assert "turns (turns) fails: -3.000 (interval -4.500 to -1.500) against a tolerated -0.250" in row.decision_why
+    assert "turns (turns) fails: -3.000 (95 % interval -4.500 to -1.500) against a tolerated -0.250" in row.decision_why
 
 
 @pytest.mark.parametrize(

@@ -49,6 +49,7 @@ from dataclasses import dataclass, replace
 from .. import tables
 from ..stars import label_difference_in_stars
 from ..stats.aipw import PREDICTIONS_MISS, WEIGHTS_VARY
+from ..stats.guardrails import VERDICTS
 from .experiments import OBSERVATIONAL, RANDOMIZED
 from .methods import Method, method_label
 
@@ -274,8 +275,10 @@ def sentence(row: ConclusionRow, n_comparisons: int, width: str = "", guardrails
 
 SHIP, HOLD, KEEP_COLLECTING, NO_DECISION = "ship", "hold", "keep collecting", "no decision"
 DECISIONS = (SHIP, HOLD, KEEP_COLLECTING, NO_DECISION)
-PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
-"""A guardrail's verdict as ``estimates.guardrails`` stores it (NULL: not estimable, counted as inconclusive)."""
+PASS, FAIL, INCONCLUSIVE = VERDICTS
+"""A guardrail's verdict as ``estimates.guardrails`` stores it (``stats.guardrails.noninferiority``: pass, the
+one-sided upper bound of the harm inside the margin; fail, the lower bound beyond it; inconclusive otherwise; NULL:
+not estimable, counted as inconclusive)."""
 VERBS = {PASS: "passes", FAIL: "fails", INCONCLUSIVE: "is inconclusive", None: "is not estimable"}
 POSITIVE, NEGATIVE, UNSETTLED = "positive", "negative", "unsettled"
 
@@ -324,10 +327,16 @@ def guardrail_numbers(g: Mapping) -> tuple[float | None, float | None, float | N
     return g.get("relative_effect"), g.get("relative_ci_low"), g.get("relative_ci_high"), "relative"
 
 
+def interval_level(g: Mapping) -> str:
+    """The level of a guardrail's stored two-sided interval, 1 - alpha ('95 %'); 'the' when alpha is unknown."""
+    alpha = g.get("alpha")
+    return "the" if missing(alpha) else f"{100 * (1 - alpha):g} %"
+
+
 def guardrail_phrase(g: Mapping) -> str:
     """One guardrail (a row of ``estimates.guardrails``) in words: its name and metric, its verdict, its effect
-    with its interval and the harm its margin tolerates ('cost (llm_cost_usd) fails: +40.0 % (interval +35.0 % to
-    +45.0 %) against a tolerated +10.0 %'); when not estimable, its note."""
+    with its two-sided 1 - alpha interval and the harm its margin tolerates ('cost (llm_cost_usd) fails: +40.0 %
+    (95 % interval +35.0 % to +45.0 %) against a tolerated +10.0 %'); when not estimable, its note."""
     verdict = g.get("verdict")
     name = f"{g['guardrail']} ({g['metric']})" if g.get("metric") else str(g["guardrail"])
     effect, low, high, scale = guardrail_numbers(g)
@@ -336,8 +345,8 @@ def guardrail_phrase(g: Mapping) -> str:
         return f"{name} is not estimable" + (f" ({note})" if note else "")
     write = in_percent if scale == "relative" else (lambda v: number(v, 3, True))
     return (
-        f"{name} {VERBS.get(verdict, verdict)}: {write(effect)} (interval {write(low)} to {write(high)}) against a"
-        f" tolerated {write(tolerated(g))}"
+        f"{name} {VERBS.get(verdict, verdict)}: {write(effect)} ({interval_level(g)} interval {write(low)} to"
+        f" {write(high)}) against a tolerated {write(tolerated(g))}"
     )
 
 
