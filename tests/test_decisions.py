@@ -67,8 +67,8 @@ def test_a_failing_guardrail_holds_a_change_users_rate_higher_and_names_it():
     assert (row.guardrails_passed, row.guardrails_failed, row.guardrails_inconclusive) == (1, 1, 0)
     assert row.decision_why == (
         "Guardrail cost (llm_cost_usd) fails: +40.0 % (95 % interval +35.0 % to +45.0 %) against a tolerated"
-        " +10.0 %, so the change is held whatever the ratings say (t is rated higher than ctrl (+0.16 stars, 95 % interval +0.06"
-        " to +0.26))."
+        " +10.0 %, so the change is held whatever the ratings say (t is rated higher than ctrl (+0.16 stars, 95 %"
+        " interval +0.06 to +0.26))."
     )
     # the sentence stays one sentence and gains the guardrails' verdicts before the reason in parentheses
     assert row.sentence.endswith("; its guardrails: cost fails, duration passes. (PPI++ is valid and not flagged.)")
@@ -146,7 +146,8 @@ def test_a_positive_primary_with_an_open_guardrail_keeps_collecting():
     )  # fmt: skip
     assert (
         "but guardrail cost (llm_cost_usd) is inconclusive: +6.0 % (95 % interval +1.0 % to +11.0 %) against a"
-        " tolerated +10.0 %; stops (user_stops) is not estimable (no session carries user_stops): the data do not yet show"
+        " tolerated +10.0 %; stops (user_stops) is not estimable (no session carries user_stops): the data do not"
+        " yet show"
     ) in row.decision_why
 
 
