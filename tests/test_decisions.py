@@ -9,8 +9,14 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import dagster as dg
+import polars as pl
 import pytest
 
+from pulse_pipeline import tables
+from pulse_pipeline.connections import connect
+from pulse_pipeline.defs.estimates.conclusions import conclusions as conclusions_asset
+from pulse_pipeline.defs.resources import WarehouseResource
 from pulse_pipeline.estimates.conclusions import (
     HOLD,
     KEEP_COLLECTING,
@@ -18,6 +24,7 @@ from pulse_pipeline.estimates.conclusions import (
     SHIP,
     conclusion_rows,
 )
+from pulse_pipeline.warehouse import Warehouse
 
 
 def _effect(experiment, treatment, effect, low, high, **more) -> dict:
@@ -175,3 +182,37 @@ def test_an_absolute_margin_on_a_higher_is_better_metric_is_written_in_its_units
 def test_nothing_to_compare_or_no_valid_estimate_is_no_decision(effects, why):
     (row,) = conclusion_rows(effects, (), [_guardrail("solo", "t", *DURATION_PASSES)])
     assert (row.decision, row.decision_why) == (NO_DECISION, why)
+
+
+def test_the_asset_reads_the_guardrails_and_the_history_and_shows_the_decision_in_the_ui(tmp_path):
+    """The conclusions asset over a warehouse holding the rows above: the stored decisions are the ones worked out
+    by hand (t held by its cost guardrail, u keeps collecting), and the UI's metadata shows each."""
+    database = tmp_path / "work.duckdb"
+    con = connect(database)
+    Warehouse(con)
+    effects = _effect("e", "t", *POSITIVE) + _effect("e", "u", *UNSETTLED)
+    for table, rows in (
+        (tables.EXPERIMENT_EFFECTS, effects),
+        (tables.GUARDRAILS, [_guardrail("e", "t", *COST_FAILS), _guardrail("e", "u", *DURATION_PASSES)]),
+        (tables.EFFECT_HISTORY, [{"experiment": "e", "treatment": "t", "control": "ctrl", "method": "ppi",
+                                  "day": datetime(2025, 6, 3), "cs_low": 0.01, "cs_high": 0.07}]),
+    ):  # fmt: skip
+        frame = pl.DataFrame(rows, infer_schema_length=None)  # noqa: F841 (read by DuckDB by name)
+        con.execute(f"INSERT INTO {table.qualified} BY NAME SELECT * FROM frame")
+    con.close()
+    resource = WarehouseResource(database=str(database), publish_to=str(tmp_path / "pulse.duckdb"), drops_dir="")
+    result = dg.materialize([conclusions_asset], resources={"warehouse": resource})
+    assert result.success
+    con = connect(database)
+    try:
+        stored = con.execute(
+            f"""SELECT treatment, decision, guardrails_passed, guardrails_failed, guardrails_inconclusive
+                FROM {tables.CONCLUSIONS.qualified} ORDER BY treatment"""
+        ).fetchall()
+    finally:
+        con.close()
+    assert stored == [("t", HOLD, 0, 1, 0), ("u", KEEP_COLLECTING, 1, 0, 0)]
+    metadata = result.asset_materializations_for_node("estimates__conclusions")[0].metadata
+    assert metadata["e: t vs ctrl"].value.startswith("**hold**: Guardrail cost (llm_cost_usd) fails: +40.0 %")
+    assert (metadata["decided hold"].value, metadata["decided keep collecting"].value) == (1, 1)
+    assert metadata["decided ship"].value == 0 and metadata["guardrails_failed"].value == 1
