@@ -36,6 +36,8 @@ LIKELY_CAUSE = {
     tables.EFFECT_HISTORY.qualified: "no session has a start time, or no comparison has ratings on any day",
     tables.ASK_POLICY.qualified: "too few ratings to fit the error model",
     tables.STAGING_SESSIONS.qualified: "no drop has been ingested",
+    tables.GUARDRAILS.qualified: "no guardrail is declared in experiments.toml ([guardrails.<name>]), or no "
+    "experiment comparison: the drops hold no assignments",
 }
 
 
@@ -73,6 +75,16 @@ def conclusions(con: duckdb.DuckDBPyConnection) -> Rows:
         con,
         tables.CONCLUSIONS.qualified,
         f"SELECT * FROM {tables.CONCLUSIONS.qualified} ORDER BY experiment, treatment NULLS FIRST",
+    )
+
+
+def guardrails(con: duckdb.DuckDBPyConnection) -> Rows:
+    """Every comparison's guardrails (``estimates.guardrails``: one row per comparison and guardrail, its verdict,
+    relative effect and interval against the margin), for the first screen beside each decision."""
+    return _query(
+        con,
+        tables.GUARDRAILS.qualified,
+        f"SELECT * FROM {tables.GUARDRAILS.qualified} ORDER BY experiment, treatment, guardrail",
     )
 
 
