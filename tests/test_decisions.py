@@ -140,7 +140,9 @@ def test_a_clearly_negative_primary_holds_and_one_holm_does_not_keep_keeps_colle
     )
 
 
-def test_a_positive_primary_with_an_open_guardrail_keeps_collecting():
+def test_a_positive_primary_ships_with_an_open_guardrail_named_as_a_caveat():
+    """Only evidence of harm blocks a ship: an inconclusive guardrail, or one not estimable, is named in the why
+    (its effect and interval against the tolerated +10 %), not a reason to wait."""
     guardrails = [
         _guardrail("e", "t", *DURATION_PASSES),
         _guardrail("e", "t", "cost", "inconclusive", 0.06, 0.01, 0.11),
@@ -149,13 +151,16 @@ def test_a_positive_primary_with_an_open_guardrail_keeps_collecting():
     ]  # fmt: skip
     row = _decide(_effect("e", "t", *POSITIVE), guardrails)[("e", "t")]
     assert (row.decision, row.guardrails_passed, row.guardrails_failed, row.guardrails_inconclusive) == (
-        KEEP_COLLECTING, 1, 0, 2
+        SHIP, 1, 0, 2
     )  # fmt: skip
-    assert (
-        "but guardrail cost (llm_cost_usd) is inconclusive: +6.0 % (95 % interval +1.0 % to +11.0 %) against a"
-        " tolerated +10.0 %; stops (user_stops) is not estimable (no session carries user_stops): the data do not"
-        " yet show"
-    ) in row.decision_why
+    assert row.decision_why.startswith(
+        "t is rated higher than ctrl (+0.16 stars, 95 % interval +0.06 to +0.26) and no guardrail fails, but cost"
+        " (llm_cost_usd) is not yet shown within its tolerated +10.0 % (+6.0 %, 95 % interval +1.0 % to +11.0 %);"
+        " stops (user_stops) could not be estimated (no session carries user_stops); no confidence sequence"
+    )
+    # the same guardrails beside an unsettled primary: keep collecting, no guardrail failing
+    row = _decide(_effect("e", "t", *UNSETTLED), guardrails)[("e", "t")]
+    assert row.decision == KEEP_COLLECTING and row.decision_why.endswith("; no guardrail fails (1 of 3 pass).")
 
 
 def test_an_absolute_margin_on_a_higher_is_better_metric_is_written_in_its_units():

@@ -29,12 +29,12 @@ users happier; its verdict says "(associational)".
 The decision (``decide``, the rule of docs/decisions.md, fixed before the data): what to do with the change,
 read from the primary outcome as the verdict reads it and from the comparison's guardrails (``estimates.guardrails``,
 one verdict per guardrail: pass, fail, inconclusive, or not estimable). Ship only when the primary is positive (its
-interval above zero, kept by Holm) and every guardrail passes; hold when a guardrail fails (naming it) or the
-primary is clearly negative (below zero, kept by Holm); keep collecting otherwise; no decision for a single-arm
-experiment, a comparison with no valid estimate, and any observational comparison (an association is not an
-effect). It reads the fixed-horizon intervals, the ones the sentence beside it states; a ship or a hold on the
-primary says whether the always-valid confidence sequence at the last look (``estimates.effect_history``) agrees,
-for a team that has looked before.
+interval above zero, kept by Holm) and no guardrail fails (an inconclusive one is named as a caveat); hold when a
+guardrail fails (naming it) or the primary is clearly negative (below zero, kept by Holm); keep collecting
+otherwise; no decision for a single-arm experiment, a comparison with no valid estimate, and any observational
+comparison (an association is not an effect). It reads the fixed-horizon intervals, the ones the sentence beside
+it states; a ship or a hold on the primary says whether the always-valid confidence sequence at the last look
+(``estimates.effect_history``) agrees, for a team that has looked before.
 
 Numbers in the sentence are written as the report writes them (``number``, ``in_stars``): effects in stars are
 4 x the 0-1 difference (``stars.label_difference_in_stars``), 2 decimals.
@@ -350,6 +350,22 @@ def guardrail_phrase(g: Mapping) -> str:
     )
 
 
+def caveat(g: Mapping) -> str:
+    """An inconclusive or not estimable guardrail as the caveat of a ship (it does not block one: only evidence of
+    harm does): 'cost (llm_cost_usd) is not yet shown within its tolerated +10.0 % (+6.0 %, 95 % interval +1.0 %
+    to +11.0 %)', or that it could not be estimated, and why."""
+    name = f"{g['guardrail']} ({g['metric']})" if g.get("metric") else str(g["guardrail"])
+    effect, low, high, scale = guardrail_numbers(g)
+    if g.get("verdict") is None or missing(effect):
+        note = g.get("note")
+        return f"{name} could not be estimated" + (f" ({note})" if note else "")
+    write = in_percent if scale == "relative" else (lambda v: number(v, 3, True))
+    return (
+        f"{name} is not yet shown within its tolerated {write(tolerated(g))} ({write(effect)},"
+        f" {interval_level(g)} interval {write(low)} to {write(high)})"
+    )
+
+
 def guardrail_clause(guardrails: Sequence[Mapping]) -> str:
     """The words the conclusion's sentence gains when the comparison has guardrails: '; its guardrails: cost
     fails, duration passes'; empty without guardrails."""
@@ -419,8 +435,9 @@ def decide(row: ConclusionRow, guardrails: Sequence[Mapping] = (), look: Mapping
     1. no decision: a single-arm experiment, no valid estimate, or an observational comparison (an association);
     2. hold: a guardrail fails (each failing one named with its effect and interval against its margin);
     3. hold: the primary outcome is clearly negative (``primary_state``: interval below zero, kept by Holm);
-    4. ship: the primary outcome is positive and every guardrail passes (or none is declared: said so);
-    5. keep collecting: otherwise (primary unsettled, or a guardrail inconclusive or not estimable).
+    4. ship: the primary outcome is positive and no guardrail fails (an inconclusive or not estimable one is
+       named as a caveat, ``caveat``; none declared: said so);
+    5. keep collecting: otherwise (the primary outcome is not settled).
 
     ``guardrails``: the comparison's rows of ``estimates.guardrails``; ``look``: its ``estimates.effect_history``
     row at the last look for the chosen method (``last_look``), whose confidence sequence a ship or a hold on the
@@ -455,20 +472,15 @@ def decide(row: ConclusionRow, guardrails: Sequence[Mapping] = (), look: Mapping
             f"{primary_phrase(row)}, kept by Holm's correction: shipping would lower satisfaction, and collecting"
             f" on until it turns would be peeking{sequence_clause(look, state)}",
         )
-    open_ = [g for g in guardrails if g.get("verdict") != PASS]
-    if state == POSITIVE and not open_:
-        checked = (
-            f"{all_pass(passed)} ({', '.join(str(g['guardrail']) for g in guardrails)})"
-            if guardrails
-            else "no guardrail is declared, so the ratings alone decided"
-        )
-        return said(SHIP, f"{primary_phrase(row)} and {checked}{sequence_clause(look, state)}")
     if state == POSITIVE:
-        return said(
-            KEEP_COLLECTING,
-            f"{primary_phrase(row)}, but guardrail {'; '.join(guardrail_phrase(g) for g in open_)}: the data do"
-            " not yet show that its harm is below the margin",
-        )
+        open_ = [g for g in guardrails if g.get("verdict") != PASS]
+        if not guardrails:
+            checked = "no guardrail is declared, so the ratings alone decided"
+        elif not open_:
+            checked = f"{all_pass(passed)} ({', '.join(str(g['guardrail']) for g in guardrails)})"
+        else:
+            checked = f"no guardrail fails, but {'; '.join(caveat(g) for g in open_)}"
+        return said(SHIP, f"{primary_phrase(row)} and {checked}{sequence_clause(look, state)}")
     if not guardrails:
         guards = "no guardrail is declared"
     elif passed == len(guardrails):

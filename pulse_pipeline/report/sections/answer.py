@@ -152,7 +152,8 @@ def summary_section(conclusions: data.Rows, guardrails: data.Rows | None = None)
             'the unrated sessions made the interval narrower (<a href="#unrated">section 2</a>).</p>',
             '<p class="small">Decision, by a rule fixed before the data (docs/decisions.md): <strong>ship</strong> '
             "only when the rating difference is positive (its interval above zero, kept by Holm's correction) and "
-            "every guardrail passes; <strong>hold</strong> when a guardrail fails or the ratings are clearly lower; "
+            "no guardrail fails (an inconclusive one is named as a caveat); <strong>hold</strong> when a guardrail "
+            "fails or the ratings are clearly lower; "
             "<strong>keep collecting</strong> otherwise; <strong>no decision</strong> for an observational "
             "comparison (an association is not an effect), a single arm, or no valid estimate. A guardrail is a "
             "metric the change must not harm beyond a declared margin (experiments.toml); it <em>passes</em> (✓) "
