@@ -580,7 +580,7 @@ def test_the_answer_shows_each_guardrail_beside_its_decision(page):
         in (rows["planning"])
     )
     assert rows["tiny"].startswith("No valid estimate of the rating difference: no method has a valid estimate")
-    assert "Guardrails: none for this comparison (none declared)." in rows["tiny"]
+    assert rows["tiny"].endswith("Guardrails: none declared for this comparison.")
     assert page.count('<span aria-hidden="true">✓</span> pass</span>') == 2
     assert page.count("<tr data-comparison=") == 3 and 'data-decision="hold"' in page
 
@@ -600,8 +600,11 @@ def test_a_missing_or_empty_guardrails_table_says_why_under_each_decision(tmp_pa
     assert publish(working_database(published), published) is None
     with duckdb.connect(str(published), read_only=True) as con:
         page = build_page(con, "pulse.duckdb", built=datetime(2026, 1, 1)).html
+    # said once, under the summary table; each comparison's row keeps its decision's why
+    assert _text(page).count(f"No guardrails shown: {reason}") == 1
     rows = detail_rows(page)
-    assert len(rows) == 3 and all(f"Guardrails: none for this comparison ({reason}" in t for t in rows.values())
+    assert len(rows) == 3 and not any("Guardrails" in t for t in rows.values())
+    assert rows["llm-backbone"].startswith("Guardrail cost (llm_cost_usd) fails")  # the stored decision's why
 
 
 def test_the_banner_says_the_sessions_are_synthetic(page):

@@ -67,14 +67,14 @@ def guardrail_item(g: Mapping) -> str:
 
 def guardrails_row(r: Mapping, rows: list[Mapping], why_none: str | None, span: int) -> str:
     """The row under a comparison: why its decision (``decision_why``), then its guardrails (``guardrail_item``),
-    or why it has none."""
+    or that it has none (``why_none``: the guardrails table holds nothing at all, said once elsewhere)."""
     key = esc(json.dumps({"experiment": r["experiment"], "treatment": r["treatment"]}))
     why = r.get("decision_why")
     said = f'<p class="why" data-field="decision_why">{esc(why)}</p>' if why else ""
     if rows:
         listed = f'<ul class="guardrails">{"".join(guardrail_item(g) for g in rows)}</ul>'
-    else:
-        listed = f'<p class="small">Guardrails: none for this comparison ({esc(why_none or "none declared")}).</p>'
+    else:  # when the table holds none at all, the reason is said once, under the summary table
+        listed = "" if why_none else '<p class="small">Guardrails: none declared for this comparison.</p>'
     return f'<tr class="decision-detail" data-decision-of="{key}"><td colspan="{span}">{said}{listed}</td></tr>'
 
 
@@ -161,6 +161,8 @@ def summary_section(conclusions: data.Rows, guardrails: data.Rows | None = None)
             "the harm is beyond the margin at level α, and is <em>inconclusive</em> (?) otherwise. The interval "
             "shown is two-sided (1 − α), so it may reach a little past the margin on a pass.</p>",
         )
+    if cells and guardrails.why_empty:
+        s.add(f'<p class="small" data-guardrails="none">No guardrails shown: {esc(guardrails.why_empty)}.</p>')
     if single:
         s.add(f'<p class="small">Not compared (a single arm): {esc("; ".join(single))}.</p>')
     observational = sorted({r["experiment"] for r in conclusions.frame.to_dicts() if r.get("design") == OBSERVATIONAL})
