@@ -376,8 +376,8 @@ def guardrail_clause(guardrails: Sequence[Mapping]) -> str:
 
 
 def all_pass(n: int) -> str:
-    """'1 guardrail passes', 'all 3 guardrails pass'."""
-    return "1 guardrail passes" if n == 1 else f"all {n} guardrails pass"
+    """'1 guardrail passes', 'both guardrails pass', 'all 3 guardrails pass'."""
+    return {1: "1 guardrail passes", 2: "both guardrails pass"}.get(n, f"all {n} guardrails pass")
 
 
 def primary_state(row: ConclusionRow) -> str:
