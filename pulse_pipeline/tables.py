@@ -771,7 +771,9 @@ CONCLUSIONS = _t(
     " naive Welch: estimates/conclusions.py) and why; that estimate's effect and 95 % interval on the 0-1 scale"
     " and its width against naive; the direction when the interval excludes zero, Holm's adjusted p when the"
     " correction does not keep it, the minimum detectable effect when it holds zero; the verdict in a few words"
-    " and the plain sentence; the design (randomized, or observational: the sentence states an association).",
+    " and the plain sentence; the design (randomized, or observational: the sentence states an association);"
+    " the decision (ship, hold, keep collecting, no decision: docs/decisions.md) and why, and the comparison's"
+    " guardrails counted by verdict.",
     ("experiment", VARCHAR),
     ("treatment", VARCHAR),
     ("control", VARCHAR),
@@ -787,6 +789,11 @@ CONCLUSIONS = _t(
     ("verdict", VARCHAR),
     ("sentence", VARCHAR),
     ("design", VARCHAR),
+    ("decision", VARCHAR),  # ship | hold | keep collecting | no decision (docs/decisions.md)
+    ("decision_why", VARCHAR),
+    ("guardrails_passed", INTEGER),
+    ("guardrails_failed", INTEGER),
+    ("guardrails_inconclusive", INTEGER),  # inconclusive or not estimable
 )
 
 BENCHMARK_POINTS = _t(
@@ -844,6 +851,44 @@ ASK_POLICY = _t(
     ("note", VARCHAR),
 )
 
+GUARDRAILS = _t(
+    "estimates.guardrails",
+    "One row per experiment comparison and guardrail (experiments.toml [guardrails.<name>]: a numeric session"
+    " metric that must not get worse beyond a margin): each arm's mean over its sessions with a value, the"
+    " difference treatment - control (plain, or CUPED with each user's pre-experiment mean when that narrows it)"
+    " with its two-sided 1 - alpha interval, the same relative to the control mean (delta method), the confidence"
+    " sequence at the last look day, the margin, the one-sided non-inferiority p and the verdict (pass: harm"
+    " inside the margin; fail: harm beyond it; inconclusive; null: not estimable). stats/guardrails.py.",
+    ("experiment", VARCHAR),
+    ("treatment", VARCHAR),
+    ("control", VARCHAR),
+    ("guardrail", VARCHAR),
+    ("metric", VARCHAR),
+    ("direction", VARCHAR),
+    ("unit", VARCHAR),
+    ("method", VARCHAR),
+    ("n_treatment", INTEGER),
+    ("n_control", INTEGER),
+    ("treatment_mean", DOUBLE),
+    ("control_mean", DOUBLE),
+    ("effect", DOUBLE),
+    ("ci_low", DOUBLE),
+    ("ci_high", DOUBLE),
+    ("relative_effect", DOUBLE),
+    ("relative_ci_low", DOUBLE),
+    ("relative_ci_high", DOUBLE),
+    ("cs_low", DOUBLE),
+    ("cs_high", DOUBLE),
+    ("margin", DOUBLE),
+    ("margin_type", VARCHAR),
+    ("alpha", DOUBLE),
+    ("p_noninferiority", DOUBLE),
+    ("verdict", VARCHAR),
+    ("variance_reduction", DOUBLE),
+    ("design", VARCHAR),
+    ("note", VARCHAR),
+)
+
 ESTIMATE_TABLES = (
     EXPERIMENT_EFFECTS,
     EFFECT_HISTORY,
@@ -857,6 +902,7 @@ ESTIMATE_TABLES = (
     BENCHMARK_POINTS,
     BENCHMARK_CORRELATION,
     ASK_POLICY,
+    GUARDRAILS,
 )
 ALL_TABLES = RAW_TABLES + STAGING_TABLES + FEATURE_TABLES + MODELING_TABLES + ESTIMATE_TABLES
 # features.session_features is built from the rubric, so its columns are not listed here (see features/wide.py)

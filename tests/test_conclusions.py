@@ -175,5 +175,8 @@ def test_the_asset_writes_the_table_from_the_effects_and_power_tables(tmp_path: 
     assert stored == [(r.experiment, r.treatment, r.method, r.verdict, r.sentence) for r in expected]
     assert stored[0][2] == "ppi" and type(stored[0][2]) is str  # the stored value, not the enum's name
     metadata = result.asset_materializations_for_node("estimates__conclusions")[0].metadata
-    assert metadata["exp1: t2 vs c1"].value == expected[1].sentence  # the sentence, whole, in the UI
+    # the decision, its why and the sentence, whole, in the UI
+    assert (
+        metadata["exp1: t2 vs c1"].value == f"**keep collecting**: {expected[1].decision_why}\n\n{expected[1].sentence}"
+    )
     assert metadata["with_a_difference"].value == 1

@@ -8,6 +8,7 @@ holding zero), a single-arm experiment, 20 rated sessions with predictions, four
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from datetime import datetime
@@ -23,7 +24,7 @@ import pytest
 from pulse_pipeline import tables
 from pulse_pipeline.cli import main
 from pulse_pipeline.connections import connect
-from pulse_pipeline.defs.estimates.conclusions import EFFECTS_IN_ORDER
+from pulse_pipeline.defs.estimates.conclusions import EFFECTS_IN_ORDER, GUARDRAILS_IN_ORDER, HISTORY_OF_SEQUENCES
 from pulse_pipeline.defs.report.assets import ReportResource, index_html, report_is_written
 from pulse_pipeline.defs.resources import WarehouseResource
 from pulse_pipeline.estimates.conclusions import conclusion_rows
@@ -123,6 +124,31 @@ FEATURES = [
 ]  # fmt: skip
 
 
+def _guardrail(
+    comparison: dict, name: str, metric: str, verdict: str | None, relative: float, half: float, **more
+) -> dict:
+    """A row of estimates.guardrails: lower is better, a relative margin of 10 % at alpha 0.05, the interval
+    relative -/+ half (the control mean 2.0, so the effect in units is 2 x the relative one)."""
+    return {
+        **comparison, "guardrail": name, "metric": metric, "direction": "lower", "unit": "session", "method": "plain",
+        "n_treatment": 700, "n_control": 690, "treatment_mean": 2.0 * (1 + relative), "control_mean": 2.0,
+        "effect": 2.0 * relative, "ci_low": 2.0 * (relative - half), "ci_high": 2.0 * (relative + half),
+        "relative_effect": relative, "relative_ci_low": relative - half, "relative_ci_high": relative + half,
+        "cs_low": 2.0 * (relative - 2 * half), "cs_high": 2.0 * (relative + 2 * half), "margin": 0.10,
+        "margin_type": "relative", "alpha": 0.05, "p_noninferiority": 0.5, "verdict": verdict,
+        "variance_reduction": None, "design": "randomized", **more,
+    }  # fmt: skip
+
+
+GUARDRAILS = [
+    # gpt-5 is rated higher but costs 25 % more: its interval (+15 % to +35 %) lies beyond the tolerated +10 %
+    _guardrail(BACKBONE, "cost", "llm_cost_usd", "fail", 0.25, 0.10),
+    _guardrail(BACKBONE, "duration", "duration_seconds", "pass", -0.02, 0.03),
+    _guardrail(PLANNING, "cost", "llm_cost_usd", "pass", 0.0, 0.04),
+    _guardrail(PLANNING, "duration", "duration_seconds", "inconclusive", 0.05, 0.08),
+]
+
+
 RECALIBRATED = {
     "model": "stack", "recalibrated": True, "reason": "out-of-fold MSE 0.940 is not below the constant's 0.900",
     "n_labeled": 20, "mse_prediction": 0.94, "mse_calibrated": 0.85, "mse_constant": 0.9, "slope": 0.4,
@@ -189,6 +215,7 @@ def make_warehouse(path: Path) -> Path:
         ("estimates.feature_comparisons", COST + FEATURES),
         ("estimates.effect_history", history),
         ("estimates.srm_check", srm),
+        ("estimates.guardrails", GUARDRAILS),
         ("modeling.cv_metrics", cv),
         ("modeling.recalibration", [RECALIBRATED]),
         ("modeling.predictions", predictions),
@@ -202,10 +229,14 @@ def make_warehouse(path: Path) -> Path:
 
 
 def conclude(con: duckdb.DuckDBPyConnection) -> None:
-    """``estimates.conclusions`` from the effects and power rows written, as the pipeline's asset writes it."""
-    effects = con.execute(EFFECTS_IN_ORDER).pl().to_dicts()
-    power = con.execute("SELECT * FROM estimates.power").pl().to_dicts()
-    Warehouse(con).replace(tables.CONCLUSIONS, conclusion_rows(effects, power), nan_as_null=True)
+    """``estimates.conclusions`` from the effects, power, guardrail and history rows written, as the pipeline's
+    asset writes it."""
+    effects, power, guardrails, history = (
+        con.execute(sql).pl().to_dicts()
+        for sql in (EFFECTS_IN_ORDER, "SELECT * FROM estimates.power", GUARDRAILS_IN_ORDER, HISTORY_OF_SEQUENCES)
+    )
+    rows = conclusion_rows(effects, power, guardrails, history)
+    Warehouse(con).replace(tables.CONCLUSIONS, rows, nan_as_null=True)
 
 
 def working_database(published: Path) -> Path:
@@ -287,8 +318,7 @@ def test_headline_numbers_equal_the_warehouse_rows(page, warehouse):
             where = json.loads(attributes["data-where"])
             value = warehouse_value(con, attributes["data-table"], attributes["data-headline"], where)
             assert float(attributes["data-value"]) == value, attributes
-            decimals = len(text.split(".")[1]) if "." in text else 0
-            assert abs(float(text) - value) <= 0.5 * 10**-decimals + 1e-12, (text, value)
+            assert abs(shown_number(text, attributes.get("data-unit")) - value) <= rounding(text) + 1e-12, (text, value)
     keys = {(a["data-table"], a["data-headline"], a["data-where"]) for a, _ in found}
     # every method's effect and interval of both comparisons (the single-arm row has no numbers), the widths,
     # the power, the correlations, the split check's p-values, the cost per arm
@@ -309,6 +339,9 @@ def test_headline_numbers_equal_the_warehouse_rows(page, warehouse):
         ("estimates.benchmark_correlation", "coefficient"),
         ("estimates.srm_check", "p_value"),
         ("estimates.feature_comparisons", "mean_treatment"),
+        ("estimates.guardrails", "relative_effect"),
+        ("estimates.guardrails", "relative_ci_low"),
+        ("estimates.guardrails", "relative_ci_high"),
     }
     shown = {
         json.loads(a["data-where"])["method"]: t
@@ -316,6 +349,18 @@ def test_headline_numbers_equal_the_warehouse_rows(page, warehouse):
         if a["data-headline"] == "effect" and json.loads(a["data-where"])["experiment"] == "llm-backbone"
     }
     assert shown["ppi"] == "+0.041" and shown["aipw"] == "+0.045"
+
+
+def shown_number(text: str, unit: str | None = None) -> float:
+    """The number a headline shows: as written, or its percentage over 100 when marked ``data-unit="%"``."""
+    return float(text.removesuffix(" %")) / 100 if unit == "%" else float(text)
+
+
+def rounding(text: str) -> float:
+    """Half a unit of the last digit the headline shows (of the value itself: a percentage's over 100)."""
+    number = text.removesuffix(" %")
+    decimals = len(number.split(".")[1]) if "." in number else 0
+    return 0.5 * 10**-decimals / (100 if number != text else 1)
 
 
 def _text(document: str) -> str:
@@ -378,14 +423,15 @@ def test_the_page_shows_the_conclusion_the_warehouse_stores(tmp_path):
     published = make_warehouse(tmp_path / "pulse.duckdb")
     con = connect(working_database(published))
     con.execute(
-        f"UPDATE {tables.CONCLUSIONS.qualified} SET verdict = 'stored verdict', sentence = 'A stored sentence.'"
-        " WHERE treatment = 'gpt-5'"
+        f"UPDATE {tables.CONCLUSIONS.qualified} SET verdict = 'stored verdict', sentence = 'A stored sentence.',"
+        " decision = 'stored decision', decision_why = 'A stored why.' WHERE treatment = 'gpt-5'"
     )
     con.close()
     assert publish(working_database(published), published) is None
     with duckdb.connect(str(published), read_only=True) as con:
         page = build_page(con, "pulse.duckdb", built=datetime(2026, 1, 1)).html
-    assert summary_rows(page)["llm-backbone: gpt-5 vs claude-4-sonnet"][0] == "stored verdict"
+    assert summary_rows(page)["llm-backbone: gpt-5 vs claude-4-sonnet"][:2] == ["stored decision", "stored verdict"]
+    assert '<p class="why" data-field="decision_why">A stored why.</p>' in page
     assert '<p class="conclusion">A stored sentence.</p>' in page
 
 
@@ -485,19 +531,80 @@ def test_the_page_opens_with_the_answer(page):
     assert page.index('<table class="summary">') < page.index('id="effects"') < page.index('class="glossary"')
     assert summary_rows(page) == {
         # PPI++ valid and unflagged: 4 x 0.0412 = +0.16, [4 x 0.012, 4 x 0.068] = [+0.05, +0.27], width 0.7
+        # rated higher, but its cost guardrail fails: hold
         "llm-backbone: gpt-5 vs claude-4-sonnet": [
-            "gpt-5 rated higher", "PPI++ PPI++ is valid and not flagged", "+0.16", "+0.05 to +0.27", "0.70"
+            "hold", "gpt-5 rated higher", "PPI++ PPI++ is valid and not flagged", "+0.16", "+0.05 to +0.27", "0.70"
         ],
-        # PPI++ flagged: AIPW, 4 x -0.01234 = -0.05, [4 x -0.07, 4 x 0.046] = [-0.28, +0.18], width 1.12
+        # PPI++ flagged: AIPW, 4 x -0.01234 = -0.05, [4 x -0.07, 4 x 0.046] = [-0.28, +0.18], width 1.12; no
+        # guardrail fails: keep collecting
         "planning: show-plan vs no-plan": [
-            "no detectable difference", f"AIPW PPI++ is flagged: {FLAG_SHIFT}; AIPW corrects for who rates",
-            "-0.05", "-0.28 to +0.18", "1.12",
+            "keep collecting", "no detectable difference",
+            f"AIPW PPI++ is flagged: {FLAG_SHIFT}; AIPW corrects for who rates", "-0.05", "-0.28 to +0.18", "1.12",
         ],
         "tiny: t2 vs c2": [
-            "no conclusion", "– no method has a valid estimate (arm t2 has fewer than 2 ratings)", "–", "–", "–"
+            "no decision", "no conclusion", "– no method has a valid estimate (arm t2 has fewer than 2 ratings)",
+            "–", "–", "–",
         ],
     }  # fmt: skip
     assert "Not compared (a single arm): solo (only-arm only)." in _text(page)
+
+
+def detail_rows(document: str) -> dict[str, str]:
+    """The row under each comparison of the summary (why its decision, its guardrails), as text, by experiment."""
+    return {
+        json.loads(html.unescape(key))["experiment"]: html.unescape(_text(row)).strip()
+        for key, row in re.findall(r'<tr class="decision-detail" data-decision-of="([^"]*)">(.*?)</tr>', document,
+                                   flags=re.S)
+    }  # fmt: skip
+
+
+def test_the_answer_shows_each_guardrail_beside_its_decision(page):
+    """Under each comparison, why its decision and each guardrail of GUARDRAILS: its verdict in words (a sign
+    beside it, hidden from screen readers; colour only adds), its relative effect and interval in % (the 0-1
+    shares x 100) and the harm its margin tolerates (+10 %: lower is better)."""
+    rows = detail_rows(page)
+    assert rows["llm-backbone"] == (
+        "Guardrail cost (llm_cost_usd) fails: +25.0 % (95 % interval +15.0 % to +35.0 %) against a tolerated +10.0 %,"
+        " so the change is held whatever the ratings say (gpt-5 is rated higher than claude-4-sonnet (+0.16 stars,"
+        " 95 % interval +0.05 to +0.27)). ✗ fail cost (llm_cost_usd, lower is better): +25.0 % (95 % interval"
+        " +15.0 % to +35.0 %); tolerated: up to +10.0 % of claude-4-sonnet's mean ✓ pass duration"
+        " (duration_seconds, lower is better): -2.0 % (95 % interval -5.0 % to +1.0 %); tolerated: up to +10.0 % of"
+        " claude-4-sonnet's mean"
+    )
+    assert rows["planning"].startswith(
+        "No difference between show-plan and no-plan is detected yet (-0.05 stars, 95 % interval -0.28 to +0.18);"
+        " no guardrail fails (1 of 2 pass). ✓ pass cost"
+    )
+    assert (
+        "? inconclusive duration (duration_seconds, lower is better): +5.0 % (95 % interval -3.0 % to +13.0 %)"
+        in (rows["planning"])
+    )
+    assert rows["tiny"].startswith("No valid estimate of the rating difference: no method has a valid estimate")
+    assert rows["tiny"].endswith("Guardrails: none declared for this comparison.")
+    assert page.count('<span aria-hidden="true">✓</span> pass</span>') == 2
+    assert page.count("<tr data-comparison=") == 3 and 'data-decision="hold"' in page
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ("DROP TABLE estimates.guardrails", "estimates.guardrails does not exist in this warehouse"),
+        ("DELETE FROM estimates.guardrails", "estimates.guardrails has no rows: no guardrail is declared in"),
+    ],
+)
+def test_a_missing_or_empty_guardrails_table_says_why_under_each_decision(tmp_path, change, reason):
+    published = make_warehouse(tmp_path / "pulse.duckdb")
+    con = connect(working_database(published))
+    con.execute(change)
+    con.close()
+    assert publish(working_database(published), published) is None
+    with duckdb.connect(str(published), read_only=True) as con:
+        page = build_page(con, "pulse.duckdb", built=datetime(2026, 1, 1)).html
+    # said once, under the summary table; each comparison's row keeps its decision's why
+    assert _text(page).count(f"No guardrails shown: {reason}") == 1
+    rows = detail_rows(page)
+    assert len(rows) == 3 and not any("Guardrails" in t for t in rows.values())
+    assert rows["llm-backbone"].startswith("Guardrail cost (llm_cost_usd) fails")  # the stored decision's why
 
 
 def test_the_banner_says_the_sessions_are_synthetic(page):

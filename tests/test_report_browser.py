@@ -19,7 +19,7 @@ import pytest
 
 from pulse_pipeline.report.build import write_report
 
-from .test_report import make_warehouse, warehouse_value
+from .test_report import make_warehouse, rounding, shown_number, warehouse_value
 
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -70,13 +70,25 @@ return Array.from(document.querySelectorAll('#effects p.conclusion')).map(p => p
 HEADLINES_JS = """
 return Array.from(document.querySelectorAll('[data-headline]')).map(e => ({
   column: e.dataset.headline, table: e.dataset.table, where: e.dataset.where, value: e.dataset.value,
-  text: e.textContent}));"""
+  unit: e.dataset.unit || null, text: e.textContent}));"""
+GUARDRAILS_JS = """
+return Array.from(document.querySelectorAll('tr.decision-detail li[data-guardrail]')).map(li => ({
+  of: JSON.parse(li.closest('tr').dataset.decisionOf), guardrail: li.dataset.guardrail,
+  verdict: li.querySelector('[data-field="verdict"]').textContent.trim(),
+  top: li.getBoundingClientRect().top}));"""
 
 
 def expected_summary(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], dict[str, str]]:
-    """The summary rows worked out here from ``estimates.experiment_effects`` alone: the estimate read is PPI++
-    when valid and unflagged, else AIPW when valid and unflagged, else the naive (Welch) one when valid; the
-    conclusion from its 95 % interval (and Holm's p over every comparison); stars = 4 x the 0-1 values."""
+    """The summary rows worked out here from ``estimates.experiment_effects`` and ``estimates.guardrails`` alone:
+    the estimate read is PPI++ when valid and unflagged, else AIPW when valid and unflagged, else the naive (Welch)
+    one when valid; the conclusion from its 95 % interval (and Holm's p over every comparison); stars = 4 x the 0-1
+    values; the decision by docs/decisions.md (a failing guardrail or a clear fall holds, a clear rise with no
+    guardrail failing ships, no valid estimate is no decision, anything else keeps collecting)."""
+    verdicts: dict[tuple[str, str], list[str | None]] = {}
+    for experiment, treatment, verdict in con.execute(
+        "SELECT experiment, treatment, verdict FROM estimates.guardrails"
+    ).fetchall():
+        verdicts.setdefault((experiment, treatment), []).append(verdict)
     found: dict[tuple[str, str], dict[str, tuple]] = {}
     for experiment, treatment, method, effect, low, high, width, valid, flags, holm in con.execute(
         """SELECT experiment, treatment, method, effect, ci_low, ci_high, width_vs_naive, valid, flags, p_holm
@@ -96,17 +108,27 @@ def expected_summary(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], di
         method = method or ("naive_welch" if "naive_welch" in by else None)
         if method is None:
             expected[(experiment, treatment)] = {
-                "conclusion": "no conclusion", "method": "–", "effect_stars": "–", "interval_stars": "–",
-                "width_vs_naive": "–",
+                "decision": "no decision", "conclusion": "no conclusion", "method": "–", "effect_stars": "–",
+                "interval_stars": "–", "width_vs_naive": "–",
             }  # fmt: skip
             continue
         effect, low, high, width, _, holm = by[method]
         conclusion = "no detectable difference"
+        kept = False
         if low > 0 or high < 0:
             conclusion = f"{treatment} rated {'higher' if effect > 0 else 'lower'}"
-            if len(comparisons) > 1 and holm >= 0.05:
+            kept = not (len(comparisons) > 1 and holm >= 0.05)
+            if not kept:
                 conclusion += " (not after Holm's correction)"
+        guards = verdicts.get((experiment, treatment), [])
+        if "fail" in guards or (kept and high < 0):
+            decision = "hold"
+        elif kept and low > 0:
+            decision = "ship"
+        else:
+            decision = "keep collecting"
         expected[(experiment, treatment)] = {
+            "decision": decision,
             "conclusion": conclusion,
             "method": LABELS[method],
             "effect_stars": f"{4 * effect:+.2f}",
@@ -162,8 +184,16 @@ def test_the_report_renders_in_chromium_with_the_warehouse_numbers(browser, tmp_
         for h in headlines:
             expected = warehouse_value(con, h["table"], h["column"], json.loads(h["where"]))
             assert float(h["value"]) == expected, h
-            decimals = len(h["text"].split(".")[1]) if "." in h["text"] else 0
-            assert abs(float(h["text"]) - expected) <= 0.5 * 10**-decimals + 1e-12, h
+            assert abs(shown_number(h["text"], h["unit"]) - expected) <= rounding(h["text"]) + 1e-12, h
+    # each guardrail under its comparison, its verdict in words, all of them within the first screen
+    guardrails = browser.execute_script(GUARDRAILS_JS)
+    with duckdb.connect(str(database), read_only=True) as con:
+        stored = con.execute("SELECT experiment, treatment, guardrail, verdict FROM estimates.guardrails").fetchall()
+    signs = {"pass": "✓", "fail": "✗", "inconclusive": "?"}
+    assert sorted(
+        (g["of"]["experiment"], g["of"]["treatment"], g["guardrail"], g["verdict"]) for g in guardrails
+    ) == sorted((e, t, name, f"{signs[v]} {v}") for e, t, name, v in stored)
+    assert len(guardrails) == 4 and all(g["top"] < 900 for g in guardrails), guardrails
 
     height = browser.execute_script("return document.documentElement.scrollHeight")
     browser.set_window_size(1280, height)

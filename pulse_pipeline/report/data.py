@@ -38,6 +38,8 @@ LIKELY_CAUSE = {
     tables.STAGING_SESSIONS.qualified: "no drop has been ingested",
     tables.AGREEMENT_HISTORY.qualified: "no rated session has both a cross-fit prediction and a start time: too few "
     "rated sessions for the model stage, or the sessions carry no start time",
+    tables.GUARDRAILS.qualified: "no guardrail is declared in experiments.toml ([guardrails.<name>]), or no "
+    "experiment comparison: the drops hold no assignments",
 }
 
 
@@ -75,6 +77,16 @@ def conclusions(con: duckdb.DuckDBPyConnection) -> Rows:
         con,
         tables.CONCLUSIONS.qualified,
         f"SELECT * FROM {tables.CONCLUSIONS.qualified} ORDER BY experiment, treatment NULLS FIRST",
+    )
+
+
+def guardrails(con: duckdb.DuckDBPyConnection) -> Rows:
+    """Every comparison's guardrails (``estimates.guardrails``: one row per comparison and guardrail, its verdict,
+    relative effect and interval against the margin), for the first screen beside each decision."""
+    return _query(
+        con,
+        tables.GUARDRAILS.qualified,
+        f"SELECT * FROM {tables.GUARDRAILS.qualified} ORDER BY experiment, treatment, guardrail",
     )
 
 

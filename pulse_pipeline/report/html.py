@@ -72,6 +72,20 @@ def headline(value: float | None, table: str, column: str, where: dict, digits: 
     return f'<td class="num" {attrs}>{number(value, digits, signed)}</td>'
 
 
+def mark(value: float | None, table: str, column: str, where: dict, text: str, percent: bool = False) -> str:
+    """A headline number inside running text (a ``<span>``, marked as ``headline`` marks a cell), its ``text``
+    written by the caller; ``percent``: the text shows 100 x the value with a ' %' (``data-unit="%"``). A missing
+    value is plain text (nothing to compare)."""
+    if missing(value):
+        return esc(text)
+    unit = ' data-unit="%"' if percent else ""
+    attrs = (
+        f'data-headline="{esc(column)}" data-table="{esc(table)}" data-where="{esc(json.dumps(where))}"'
+        f' data-value="{value!r}"{unit}'
+    )
+    return f"<span {attrs}>{esc(text)}</span>"
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], caption: str | None = None) -> str:
     """An HTML table from header texts and rows of ready ``<td>`` cells, in a horizontally scrolling box."""
     head = "".join(f'<th scope="col">{esc(h)}</th>' for h in headers)

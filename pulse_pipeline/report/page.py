@@ -1,13 +1,13 @@
 """The report page's frame: one self-contained HTML document built from the warehouse's tables.
 
 The page opens with the answer (issue 33): a banner when sessions were made by the generator (``data.corpus``), then
-one row per comparison (``sections/answer.py``: the conclusion, the method it is read by, the effect and its
-interval in stars, the width against naive). The detail follows in issue 15's order: the effects per experiment,
-how much the unrated sessions helped, model quality, rated against unrated sessions, what changed between arms (and
-cost), ratings against benchmarks, effects per task type and cluster, the split check and power, the history, the
-design (unit, ask policy), whether the model still agrees with people (the agreement watch). Every value from the
-warehouse is escaped (``html.escape``); the page loads nothing (no
-script, no external stylesheet, font or image): the figures are inline SVG (``figures.py``).
+one row per comparison (``sections/answer.py``: the decision, the conclusion, the method it is read by, the effect
+and its interval in stars, the width against naive; under it, why that decision and each guardrail). The detail
+follows in issue 15's order: the effects per experiment, how much the unrated sessions helped, model quality,
+rated against unrated sessions, what changed between arms (and cost), ratings against benchmarks, effects per task
+type and cluster, the split check and power, the history, the design (unit, ask policy), whether the model still
+agrees with people (the agreement watch). Every value from the warehouse is escaped (``html.escape``); the page
+loads nothing (no script, no external stylesheet, font or image): the figures are inline SVG (``figures.py``).
 
 The rooms: this module assembles the page (header, summary, table of contents, sections); ``data.py`` reads each
 section's rows; ``sections/`` holds one module per section (or pair of sections); ``html.py`` the cells, tables,
@@ -53,7 +53,7 @@ def build_page(con: duckdb.DuckDBPyConnection, source: str, built: datetime) -> 
     effects = data.effects(con)
     power = data.power(con)
     conclusions = data.conclusions(con)
-    summary = summary_section(conclusions)
+    summary = summary_section(conclusions, data.guardrails(con))
     sections = [
         effects_section(effects, conclusions, data.balance(con)),
         width_section(effects),

@@ -72,4 +72,11 @@ thead th { border-bottom: 2px solid #999; }
 dl.glossary { display: grid; grid-template-columns: max-content 1fr; gap: .2rem 1rem; font-size: .9em; }
 dl.glossary dt { font-weight: 600; } dl.glossary dd { margin: 0; }
 @media print { nav { display: none; } }
+.decision { padding: 0 .3rem; border-radius: 3px; white-space: nowrap; } .decision-ship { background: #d6f2e7; }
+.decision-hold { background: #fde0cf; } .decision-keep-collecting { background: #fff1c6; }
+.decision-no-decision { background: #eee; } tr.decision-detail td { border-bottom: 2px solid #ccc; padding-top: 0; }
+tr.decision-detail p.why { margin: 0 0 .2rem; } ul.guardrails { margin: 0 0 .3rem; padding-left: 1.2rem; }
+ul.guardrails li { font-size: .9em; } .verdict { font-weight: 600; white-space: nowrap; }
+.verdict-pass { color: #00684A; } .verdict-fail { color: #B03A00; } .verdict-inconclusive { color: #7A5A00; }
+.verdict-not-estimable { color: #555; }
 """
