@@ -266,3 +266,36 @@ def test_a_small_stratum_is_pooled_in_the_row():
     row = {r.method: r for r in experiment_effect_rows(frame, {"e": "c"}, settings)}["ppi_stratified"]
     assert row.effect == pytest.approx(arms["t"].estimate - arms["c"].estimate, abs=1e-14)
     assert "pooled: perform_deployments (fewer than 30 ratings in an arm), with unknown (the smallest kept" in row.note
+
+
+# ---------------------------------------------------------------- the validation scenarios (smoke)
+
+
+def test_the_stratified_scenarios_are_registered_and_score_the_stratified_row():
+    import polars as pl
+
+    from pulse_pipeline.estimates.methods import Method
+    from pulse_pipeline.studies.coverage import SCENARIOS, TARGETS, check_targets, summarize
+    from pulse_pipeline.studies.stratified import replicate_stratified, true_effect
+
+    assert true_effect("stratified_differ") == pytest.approx(0.5 * 0.06 + 0.3 * -0.02)  # shares x effects
+    assert true_effect("stratified_same") == pytest.approx(0.03)
+    assert list(SCENARIOS)[-2:] == ["stratified_differ", "stratified_same"] and "stratified_same" in TARGETS
+    rows = []
+    for scenario in ("stratified_differ", "stratified_same"):
+        for seed in range(3):
+            got = replicate_stratified(seed, scenario, n_per_arm=600)
+            assert [r.method for r in got] == [
+                m for m in Method if m not in (Method.NAIVE_BOOTSTRAP, Method.PPI_INSAMPLE)
+            ]
+            rows += [r.__dict__ for r in got]
+    frame = summarize(rows)
+    strat = frame.filter(pl.col("method") == "ppi_stratified")
+    assert strat.height == 2 and (strat["replications"] == 3).all()
+    # the targets read the frame: a made-up summary that misses each target is reported, one that meets them is not
+    ok = pl.DataFrame({"scenario": ["stratified_differ"] * 2 + ["stratified_same"] * 2,
+                       "method": ["ppi", "ppi_stratified"] * 2, "coverage": [0.95] * 4,
+                       "mean_width": [0.10, 0.089, 0.10, 0.102]})  # fmt: skip
+    assert check_targets(ok, ["stratified_differ", "stratified_same"]) == []
+    bad = ok.with_columns(pl.Series("mean_width", [0.10, 0.091, 0.10, 0.1021]), pl.Series("coverage", [0.95, 0.92] * 2))
+    assert len(check_targets(bad, ["stratified_differ", "stratified_same"])) == 4
