@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from ppi_py.ppi import ppi_mean_pointestimate
 
+from pulse_pipeline.estimates.methods import Method
 from pulse_pipeline.stats.cluster import clustered_ppi_mean
 from pulse_pipeline.stats.ppi import best_width_ratio_of_difference, ppi_mean
 from pulse_pipeline.stats.stratified import (
@@ -299,3 +300,25 @@ def test_the_stratified_scenarios_are_registered_and_score_the_stratified_row():
     assert check_targets(ok, ["stratified_differ", "stratified_same"]) == []
     bad = ok.with_columns(pl.Series("mean_width", [0.10, 0.091, 0.10, 0.1021]), pl.Series("coverage", [0.95, 0.92] * 2))
     assert len(check_targets(bad, ["stratified_differ", "stratified_same"])) == 4
+
+
+def test_the_history_last_look_is_the_effects_row_with_the_same_strata():
+    from datetime import date
+
+    import polars as pl
+
+    from pulse_pipeline.estimates.effects import Settings
+    from pulse_pipeline.estimates.experiment_effects import experiment_effect_rows
+    from pulse_pipeline.estimates.history import METHODS, history_rows
+
+    frame = _frame(3).with_columns(pl.lit(date(2026, 1, 1)).alias("day"))
+    settings = Settings(n_resamples=50, n_permutations=50)
+    effects = {r.method: r for r in experiment_effect_rows(frame, {"e": "c"}, settings)}
+    history = {r.method: r for r in history_rows(frame, {"e": "c"}, settings)}
+    assert Method.PPI_STRATIFIED in METHODS
+    stratified = history[Method.PPI_STRATIFIED]
+    assert (stratified.effect, stratified.ci_low, stratified.ci_high) == pytest.approx(
+        (effects["ppi_stratified"].effect, effects["ppi_stratified"].ci_low, effects["ppi_stratified"].ci_high),
+        abs=1e-12,
+    )
+    assert stratified.effect != history[Method.PPI].effect  # it has strata in the history too
