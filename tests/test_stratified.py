@@ -322,3 +322,22 @@ def test_the_history_last_look_is_the_effects_row_with_the_same_strata():
         abs=1e-12,
     )
     assert stratified.effect != history[Method.PPI].effect  # it has strata in the history too
+
+
+def test_pooled_strata_notes_when_every_stratum_is_small():
+    from pulse_pipeline.estimates.effects import ArmData, pooled_strata
+
+    def arm(name, rated_a, rated_b):
+        n = rated_a + rated_b
+        return ArmData(name, np.zeros(n), np.zeros(n), np.zeros(10), np.zeros((n, 0)), np.zeros((10, 0)),
+                       s_labeled=np.array(["a"] * rated_a + ["b"] * rated_b, dtype=object),
+                       s_unlabeled=np.array(["a"] * 5 + ["b"] * 5, dtype=object))  # fmt: skip
+
+    (t_l, t_u), (c_l, c_u), note = pooled_strata(arm("t", 20, 25), arm("c", 40, 40))
+    assert set(t_l) | set(t_u) | set(c_l) | set(c_u) == {"pooled"}
+    assert note == "every stratum (a, b) has fewer than 30 ratings in an arm: pooled"
+    (t_l, _), _, note = pooled_strata(arm("t", 30, 25), arm("c", 40, 40))
+    # b pooled (25 < 30), the pool short of 30 in arm t: a (30, the only one kept) joins it
+    assert set(t_l) == {"pooled"} and note.startswith("pooled: b (fewer than 30 ratings in an arm), with a")
+    assert pooled_strata(arm("t", 30, 30), ArmData("c", np.zeros(2), np.zeros(2), np.zeros(1), np.zeros((2, 0)),
+                                                   np.zeros((1, 0)))) is None  # fmt: skip

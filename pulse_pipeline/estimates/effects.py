@@ -397,7 +397,9 @@ def pooled_strata(treat: ArmData, control: ArmData) -> tuple[Strata, Strata, str
     small = [h for h in merged if _fewest_rated(labels == h, rated, arm) < MIN_STRATUM_RATED]
     joined = [h for h in merged if h not in small]
     note = None
-    if merged:
+    if merged and len(set(out.tolist())) == 1 and not joined:
+        note = f"every stratum ({', '.join(small)}) has fewer than {MIN_STRATUM_RATED} ratings in an arm: pooled"
+    elif merged:
         note = f"pooled: {', '.join(small)} (fewer than {MIN_STRATUM_RATED} ratings in an arm)"
         if joined:
             note += f", with {', '.join(joined)} (the smallest kept, so that the pool reaches {MIN_STRATUM_RATED})"
