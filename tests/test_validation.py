@@ -114,6 +114,8 @@ def test_pulse_validate_writes_the_table_and_reports_unmet_targets(pulse_home, c
         "active": 3,
         "active_varying": 3,
         "active_answer": 3,
+        "stratified_differ": len(METHODS) - 2,  # compare without resampling, no in-sample model: no bootstrap,
+        "stratified_same": len(METHODS) - 2,  # no ppi_insample
     }
     assert {r[2] for r in rows} == {3}
     # --scenarios picks some; an unknown name is refused before anything runs
