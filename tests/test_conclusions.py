@@ -180,3 +180,21 @@ def test_the_asset_writes_the_table_from_the_effects_and_power_tables(tmp_path: 
         metadata["exp1: t2 vs c1"].value == f"**keep collecting**: {expected[1].decision_why}\n\n{expected[1].sentence}"
     )
     assert metadata["with_a_difference"].value == 1
+
+
+def test_stratified_ppi_is_read_when_it_has_strata_and_nothing_is_flagged():
+    ppi = _row("e", "t", "c", "ppi", 0.10, 0.02, 0.18, se=0.04)
+    stratified = _row("e", "t", "c", "ppi_stratified", 0.11, 0.04, 0.18, se=0.035)
+    naive = _row("e", "t", "c", "naive_welch", 0.1, -0.01, 0.21)
+    chosen, why = choose([naive, ppi, stratified])
+    assert chosen is stratified and why == "stratified PPI++ (a lambda per stratum) is valid and not flagged"
+    # without strata its row is PPI++'s numbers: PPI++ is named
+    same = _row("e", "t", "c", "ppi_stratified", 0.10, 0.02, 0.18, se=0.04, note="no strata: the same as PPI++")
+    assert choose([naive, ppi, same]) == (ppi, "PPI++ is valid and not flagged")
+    # flagged (itself, or PPI++: the same assumption within strata): not read
+    flagged = _row("e", "t", "c", "ppi_stratified", 0.11, 0.04, 0.18, se=0.035, flags=SHIFT)
+    assert choose([naive, ppi, flagged])[0] is ppi
+    ppi_flagged = _row("e", "t", "c", "ppi", 0.10, 0.02, 0.18, se=0.04, flags=SHIFT)
+    aipw = _row("e", "t", "c", "aipw", 0.1, 0.0, 0.2)
+    assert choose([naive, ppi_flagged, stratified, aipw])[0] is aipw
+    assert choose([naive, _row("e", "t", "c", "ppi", valid=False), stratified])[0] is naive

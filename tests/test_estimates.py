@@ -51,7 +51,12 @@ def test_random_rating_gives_valid_unflagged_rows_and_insample_is_flagged():
     treat, control = _arm("t", rng, 300, 6000, 0.05, True), _arm("c", rng, 300, 6000, 0.0, True)
     rows, diag = compare(treat, control, FAST)
     by = {r.method: r for r in rows}
-    assert set(by) == {"naive_welch", "naive_bootstrap", "ppi", "crossppi", "aipw", "ppi_insample"}
+    assert set(by) == {"naive_welch", "naive_bootstrap", "ppi", "crossppi", "aipw", "ppi_stratified", "ppi_insample"}
+    # arms without strata: the stratified row is PPI++'s, and says so
+    strat, ppi = by["ppi_stratified"], by["ppi"]
+    assert (strat.effect, strat.se, strat.ci_low, strat.ci_high) == (ppi.effect, ppi.se, ppi.ci_low, ppi.ci_high)
+    assert (strat.lambda_treatment, strat.flags, strat.valid) == (ppi.lambda_treatment, ppi.flags, ppi.valid)
+    assert "no strata" in strat.note
     assert 0.4 < diag["oof_rho"] < 0.8 and diag["auc"] < 0.6  # rated at random: nothing tells them apart
     for m in ("ppi", "crossppi", "aipw"):
         assert by[m].valid and by[m].flags is None
@@ -74,7 +79,7 @@ def test_rated_sessions_that_differ_are_flagged_for_ppi():
     rows, diag = compare(*arms, FAST)
     assert diag["auc"] > 0.6
     flagged = {r.method for r in rows if r.flags and NOT_REPRESENTATIVE in r.flags}
-    assert flagged == {"ppi", "crossppi"}
+    assert flagged == {"ppi", "crossppi", "ppi_stratified"}
 
 
 def test_an_arm_with_one_rating_gives_rows_with_the_reason():
@@ -119,7 +124,7 @@ def test_experiment_effects_through_the_pipeline(pulse_home, tmp_path, monkeypat
         for t, found in around.items():
             assert len(found) == 1 and found[0][0] is None and "single-arm experiment" in found[0][1], t
     methods = {m for e, t, m, *_ in rows if t == "gpt-5"}
-    assert methods == {"naive_welch", "naive_bootstrap", "ppi", "crossppi", "aipw", "ppi_insample"}
+    assert methods == {"naive_welch", "naive_bootstrap", "ppi", "crossppi", "aipw", "ppi_stratified", "ppi_insample"}
     assert_headline_metadata(pulse_home)  # the figures the UI plots equal these rows
 
 

@@ -68,8 +68,8 @@ def test_compare_without_resampling_leaves_out_the_bootstrap_and_the_permutation
     s = effects.Settings(n_resamples=100, n_permutations=100)
     every, diagnostics = effects.compare(*arms, s)
     plain, plain_diagnostics = effects.compare(*arms, s, resampling=False)
-    assert [r.method for r in every] == ["naive_welch", "naive_bootstrap", "ppi", "crossppi", "aipw"]
-    assert [r.method for r in plain] == ["naive_welch", "ppi", "crossppi", "aipw"]
+    assert [r.method for r in every] == ["naive_welch", "naive_bootstrap", "ppi", "crossppi", "aipw", "ppi_stratified"]
+    assert [r.method for r in plain] == ["naive_welch", "ppi", "crossppi", "aipw", "ppi_stratified"]
     assert repr(plain[1:]) == repr(every[2:]) and plain_diagnostics == diagnostics
     assert math.isnan(plain[0].p_value) and 0 < every[0].p_value <= 1
     assert repr(replace(plain[0], p_value=every[0].p_value)) == repr(every[0])

@@ -15,7 +15,7 @@ from pulse_pipeline.estimates.methods import LABELS, REPORT_ORDER, Method, metho
 
 PACKAGE = Path(__file__).resolve().parents[1] / "pulse_pipeline"
 # what the warehouse has always stored in its method columns (estimates.experiment_effects, effect_history, ...)
-STORED = ("naive_welch", "naive_bootstrap", "ppi", "crossppi", "aipw", "ppi_insample")
+STORED = ("naive_welch", "naive_bootstrap", "ppi", "crossppi", "aipw", "ppi_stratified", "ppi_insample")
 
 
 def test_each_method_is_its_stored_string():

@@ -116,6 +116,8 @@ def test_pulse_validate_writes_the_table_and_reports_unmet_targets(pulse_home, c
         "active_answer": 3,
         "drift": 6,  # the agreement watch: the check, then each of its five measures
         "drift_stationary": 6,
+        "stratified_differ": len(METHODS) - 2,  # compare without resampling, no in-sample model: no bootstrap,
+        "stratified_same": len(METHODS) - 2,  # no ppi_insample
     }
     assert {r[2] for r in rows} == {3}
     # --scenarios picks some; an unknown name is refused before anything runs

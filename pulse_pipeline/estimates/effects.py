@@ -23,14 +23,23 @@ Methods (one row each, on the normalized label; stars = 4 x normalized for a dif
   ``lambda_treatment`` / ``lambda_control`` and the note say the λ each arm used. Prefer it when who
   rates depends on the session (chattier users rate more); it assumes rating depends only on what the features
   record.
+- ``ppi_stratified``: PPI++ with a λ per stratum (Fisch et al. 2024; ``stats.stratified``): the arm's sessions
+  split by a session column (``estimates/strata.py``: the task type unless ``experiments.toml`` names another),
+  each stratum's PPI++ mean on its own data with its own λ̂ (λ = 0 in every stratum under the honest floor), the
+  strata combined with weights = their share of all the arm's sessions, rated and unrated; a stratum with fewer
+  than ``strata.MIN_STRATUM_RATED`` ratings in either arm is pooled (``pooled_strata``). The row's
+  ``lambda_treatment`` / ``lambda_control`` are the size-weighted mean λ of each arm, and its note each stratum's
+  λ. Arms without strata (``ArmData.s_labeled`` None): the row is PPI++'s, noted "no strata". Its "labels seen"
+  flag compares with the narrowest width a λ per stratum allows (``stats.stratified.best_width_ratio_stratified``),
+  which is below PPI++'s when strata differ.
 - ``ppi_insample``: PPI with predictions from a model fit on all the labels, as the paper did. Never valid: shown
   only to compare with published numbers, and always flagged.
 
 The unit. When the experiment randomizes users (``ArmData.clustered``: ``arm_data(..., by_user=True)``, which
 ``experiment_effects`` sets from ``experiments.resolve_unit``), every method above is cluster-robust by user
 (``stats.cluster``): Welch's interval by the delta method on per-user totals, the bootstrap resamples users, the
-permutation test permutes users, PPI, cross-PPI and AIPW sum their influence functions per user. The estimates
-are the same numbers; only the uncertainty changes.
+permutation test permutes users, PPI, cross-PPI, stratified PPI and AIPW sum their influence functions per user.
+The estimates are the same numbers; only the uncertainty changes.
 
 Diagnostics: the out-of-fold correlation ρ of predictions and ratings (both arms pooled); the best width PPI allows
 relative to naive, from each arm's own ρ_a: √(1 − ρ_a²·N_a/(n_a + N_a)) per arm, the arms' variances added
@@ -70,10 +79,14 @@ from ..stats.cluster import (
 )
 from ..stats.naive import bootstrap_difference, permutation_pvalue, welch_difference
 from ..stats.ppi import ArmMean, best_width_ratio_of_difference, crossppi_mean, difference, ppi_mean, wald_p_value
+from ..stats.stratified import StratifiedMean, as_method, best_width_ratio_stratified, stratified_ppi
 from .kept_propensities import PropensityStore
 from .methods import NAIVE, PPI_METHODS, Method
+from .strata import MIN_STRATUM_RATED, POOLED, STRATUM, pooled
 
 SEEN_LABELS = "predictions may have seen the labels"
+NO_STRATA = "no strata: the same as PPI++"
+"""The note of a ``ppi_stratified`` row whose arms carry no strata (``ArmData.s_labeled`` None)."""
 NOT_REPRESENTATIVE = "rated sessions are not representative"
 
 
@@ -105,6 +118,10 @@ class ArmData:
     # cross-PPI and AIPW's outcome model read them; None: the same as f_labeled / f_unlabeled
     fc_labeled: np.ndarray | None = None
     fc_unlabeled: np.ndarray | None = None
+    # each session's stratum (``estimates/strata.py``: task type by default), for ``ppi_stratified``; None: no
+    # strata (its row is then PPI++'s)
+    s_labeled: np.ndarray | None = None
+    s_unlabeled: np.ndarray | None = None
 
     @property
     def calibrated(self) -> tuple[np.ndarray, np.ndarray]:
@@ -145,6 +162,7 @@ class ArmColumns:
     session_ids: np.ndarray | None = None  # object array; with kept_as only
     feature_names: tuple[str, ...] = ()
     prediction_calibrated: np.ndarray | None = None  # None: the frame has no such column (same as prediction)
+    stratum: np.ndarray | None = None  # object array: the frame's ``strata.STRATUM`` column; None: no strata
 
     def take(self, mask: np.ndarray | None = None) -> ArmData:
         """The ``ArmData`` of the sessions where ``mask`` (all: None), rated and unrated in the frame's order."""
@@ -175,6 +193,7 @@ class ArmColumns:
             None if self.session_ids is None else np.concatenate(split(self.session_ids)),
             self.feature_names,
             *(split(None if self.prediction_calibrated is None else self.prediction_calibrated.astype(float))),
+            *split(self.stratum),
         )
 
 
@@ -208,6 +227,7 @@ def arm_columns(
         None if kept_as is None else sessions["session_id"].to_numpy().astype(object),
         tuple(features),
         sessions["prediction_calibrated"].to_numpy() if "prediction_calibrated" in columns else None,
+        sessions[STRATUM].to_numpy().astype(object) if STRATUM in columns else None,
     )  # fmt: skip
 
 
@@ -357,6 +377,66 @@ def _ppi_arm(arm: ArmData, lam: float | None, s: Settings, clustered: bool, cros
     return ppi_mean(arm.y, arm.f_labeled, arm.f_unlabeled, lam=lam, alpha=s.alpha)
 
 
+Strata = tuple[np.ndarray, np.ndarray]
+"""One arm's strata: of its rated sessions, of its unrated ones."""
+
+
+def pooled_strata(treat: ArmData, control: ArmData) -> tuple[Strata, Strata, str | None] | None:
+    """Each arm's strata after pooling the small ones (``strata.pooled`` over both arms: a stratum with fewer than
+    ``MIN_STRATUM_RATED`` ratings in either arm is pooled), and a note naming the pooled strata; None when an arm
+    has no strata (``ArmData.s_labeled``)."""
+    arms = (treat, control)
+    if any(a.s_labeled is None or a.s_unlabeled is None for a in arms):
+        return None
+    parts = [x for a in arms for x in (a.s_labeled, a.s_unlabeled)]
+    labels = np.concatenate([np.asarray(x, dtype=object).astype(str) for x in parts]).astype(object)
+    rated = np.concatenate([np.full(len(x), k % 2 == 0) for k, x in enumerate(parts)])
+    arm = np.concatenate([np.full(len(x), k // 2) for k, x in enumerate(parts)])
+    out = pooled(labels, rated, groups=arm)
+    merged = sorted(set(labels[out == POOLED].tolist()))
+    small = [h for h in merged if _fewest_rated(labels == h, rated, arm) < MIN_STRATUM_RATED]
+    joined = [h for h in merged if h not in small]
+    note = None
+    if merged and len(set(out.tolist())) == 1 and not joined:
+        note = f"every stratum ({', '.join(small)}) has fewer than {MIN_STRATUM_RATED} ratings in an arm: pooled"
+    elif merged:
+        note = f"pooled: {', '.join(small)} (fewer than {MIN_STRATUM_RATED} ratings in an arm)"
+        if joined:
+            note += f", with {', '.join(joined)} (the smallest kept, so that the pool reaches {MIN_STRATUM_RATED})"
+    bounds = np.cumsum([0, *(len(x) for x in parts)])
+    split = [out[bounds[k] : bounds[k + 1]] for k in range(4)]
+    return (split[0], split[1]), (split[2], split[3]), note
+
+
+def _fewest_rated(members: np.ndarray, rated: np.ndarray, arm: np.ndarray) -> int:
+    """The fewest rated sessions ``members`` has in an arm where it has sessions."""
+    return min(int((members & rated & (arm == a)).sum()) for a in np.unique(arm[members]))
+
+
+def _stratified_arm(arm: ArmData, strata: Strata, lam: float | None, s: Settings, clustered: bool) -> StratifiedMean:
+    """One arm's stratified PPI++ mean (``stats.stratified``: lambda per stratum, strata weighted by their share of
+    the arm's sessions), cluster-robust by user when ``clustered``."""
+    g = (arm.g_labeled, arm.g_unlabeled) if clustered else (None, None)
+    return stratified_ppi(
+        arm.y, arm.f_labeled, arm.f_unlabeled, *strata, g_labeled=g[0], g_unlabeled=g[1], lam=lam, alpha=s.alpha
+    )
+
+
+def stratified_note(treat: StratifiedMean, control: StratifiedMean, pooled_note: str | None) -> str:
+    """What ``ppi_stratified``'s row says of its strata: each one's lambda in treatment / control (- where the
+    stratum has no session in an arm: nan), and the pooled ones."""
+    lam_t = {p.stratum: p.lam for p in treat.strata}
+    lam_c = {p.stratum: p.lam for p in control.strata}
+    strata = sorted(set(lam_t) | set(lam_c))
+    if len(strata) <= 1:
+        head = "one stratum (the same as PPI++)"
+    else:
+        nan = float("nan")
+        shown = ", ".join(f"{h} {lam_t.get(h, nan):.2f}/{lam_c.get(h, nan):.2f}" for h in strata)
+        head = f"lambda per stratum (treatment/control): {shown}"
+    return "; ".join(x for x in (head, pooled_note) if x)
+
+
 def aipw_lambda_note(lam_treatment: float, lam_control: float) -> str:
     """What AIPW's row says of its outcome model: the lam each arm used (``stats.aipw.aipw_lambda``)."""
     return (
@@ -396,7 +476,14 @@ def compare(
         nan = float("nan")
         rows = [
             MethodEstimate(m, nan, nan, nan, nan, nan, None, None, nan, False, None, note)
-            for m in (Method.NAIVE_WELCH, Method.NAIVE_BOOTSTRAP, Method.PPI, Method.CROSSPPI, Method.AIPW)
+            for m in (
+                Method.NAIVE_WELCH,
+                Method.NAIVE_BOOTSTRAP,
+                Method.PPI,
+                Method.CROSSPPI,
+                Method.AIPW,
+                Method.PPI_STRATIFIED,
+            )
             if resampling or m != Method.NAIVE_BOOTSTRAP
         ]
         return rows, {"oof_rho": nan, "auc": nan, "best_width_theory": nan}
@@ -429,10 +516,11 @@ def compare(
     naive_width = 2 * norm.ppf(1 - s.alpha / 2) * welch.se
     slack = s.tolerance + 1 / math.sqrt(2 * n)
 
-    def row(method, iv, lam_t=None, lam_c=None, valid=True, notes=()):
+    def row(method, iv, lam_t=None, lam_c=None, valid=True, notes=(), bound=None):
         width = (iv.ci_high - iv.ci_low) / naive_width if naive_width > 0 else float("nan")
         flags = []
-        if method in PPI_METHODS and not math.isnan(best) and width < best - slack:
+        least = best if bound is None else bound  # the narrowest width the method allows
+        if method in PPI_METHODS and not math.isnan(least) and width < least - slack:
             flags.append(SEEN_LABELS)
         if method in PPI_METHODS and not math.isnan(auc) and auc > s.auc_threshold:
             flags.append(f"{NOT_REPRESENTATIVE} (AUC {auc:.2f})")
@@ -488,6 +576,26 @@ def compare(
             + ([aipw_lambda_note(at.lam, ac.lam)] if math.isfinite(at.lam) and math.isfinite(ac.lam) else []),
         )
     )
+    strata = pooled_strata(treat, control)
+    if strata is None:  # no strata: PPI++'s arms, relabelled
+        st, sc = as_method(pt), as_method(pc)
+        rows.append(
+            row(Method.PPI_STRATIFIED, difference(st, sc, alpha=s.alpha), st.lam, sc.lam,
+                notes=[x for x in (st.note, sc.note, s.floor, NO_STRATA) if x])
+        )  # fmt: skip
+    else:
+        (strata_t, strata_c, pooled_note), lam = strata, (0.0 if s.floor else None)
+        st, sc = (
+            _stratified_arm(treat, strata_t, lam, s, clustered),
+            _stratified_arm(control, strata_c, lam, s, clustered),
+        )
+        bound = best_width_ratio_stratified(
+            [(a.y, a.f_labeled, *k) for a, k in ((treat, strata_t), (control, strata_c))]
+        )
+        rows.append(
+            row(Method.PPI_STRATIFIED, difference(st.arm, sc.arm, alpha=s.alpha), st.arm.lam, sc.arm.lam,
+                notes=[x for x in (s.floor, stratified_note(st, sc, pooled_note)) if x], bound=bound)
+        )  # fmt: skip
     if treat.f_insample_labeled is not None and control.f_insample_labeled is not None:
         it, ic = (ppi_mean(a.y, a.f_insample_labeled, a.f_insample_unlabeled, alpha=s.alpha) for a in (treat, control))
         rows.append(row(Method.PPI_INSAMPLE, difference(it, ic, alpha=s.alpha), it.lam, ic.lam))

@@ -33,10 +33,11 @@ import polars as pl
 from ..label_scales import STARS
 from ..stars import label_difference_in_stars
 from ..stats.multitest import holm
-from .effects import ArmData, MethodEstimate, Settings, arm_data, compare
+from .effects import NO_STRATA, ArmData, MethodEstimate, Settings, arm_data, compare
 from .experiments import RANDOMIZED, Experiment, Unit, experiments_of, for_unit, units_of
-from .methods import NO_METHOD
+from .methods import NO_METHOD, Method
 from .sessions import feature_names, left_out_by_scale, one_scale_per_experiment
+from .strata import DEFAULT_STRATA, STRATUM, strata_problem, stratum_labels
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -132,6 +133,20 @@ def comparison_rows(
     ]
 
 
+def _why_no_strata(e: MethodEstimate, why: str) -> MethodEstimate:
+    """``e`` with, when it is the ``ppi_stratified`` row, why the experiment has no strata in its note."""
+    if e.method != Method.PPI_STRATIFIED or e.note is None:
+        return e
+    return replace(e, note=e.note.replace(NO_STRATA, f"{NO_STRATA} ({why})"))
+
+
+def _strata_named(e: MethodEstimate, column: str) -> MethodEstimate:
+    """``e`` with, when it is the ``ppi_stratified`` row, the column its strata come from in its note."""
+    if e.method != Method.PPI_STRATIFIED:
+        return e
+    return replace(e, note="; ".join(x for x in (f"strata by {column}", e.note) if x))
+
+
 def _no_stars(_: float | None) -> None:
     """A difference of thumbs labels has no value in stars."""
     return None
@@ -171,6 +186,8 @@ def experiment_effect_rows(
     insample: Mapping[str, float] | None = None,
     progress: Callable[[str], None] | None = None,
     units: Mapping[str, str] | None = None,
+    strata: Mapping[str, str] | None = None,
+    default_strata: str = DEFAULT_STRATA,
 ) -> list[EffectRow]:
     """Rows of ``estimates.experiment_effects``, Holm-adjusted; [] when no assigned session has a prediction.
 
@@ -179,7 +196,11 @@ def experiment_effect_rows(
     the in-sample model's prediction (the table ``modeling.insample_predictions``, ``modeling/insample.py``), for
     the ``ppi_insample`` rows; ``progress`` (e.g. a logger) hears of each comparison as it starts; ``units``:
     experiment -> configured unit (``experiments.read_units``; absent: detected from ``sessions``' ``user_id``; a
-    frame without that column counts every session as its own user, so the unit is detected as session).
+    frame without that column counts every session as its own user, so the unit is detected as session);
+    ``strata``: experiment -> the session column whose values make ``ppi_stratified``'s strata
+    (``experiments.toml``'s ``strata``; absent: ``default_strata``, the file's top-level one or the task type).
+    A column the frame lacks (or "none") leaves the experiment without strata: its ``ppi_stratified`` rows are
+    PPI++'s and their note says why.
     """
     if "scale" not in sessions.columns:  # a frame made by hand: its labels on one scale per experiment
         sessions = one_scale_per_experiment(sessions)
@@ -197,6 +218,10 @@ def experiment_effect_rows(
         in_experiment = for_unit(predicted.filter(pl.col("experiment") == exp.name), unit)
         by_user = unit.unit == "user"
         scale = next(iter(in_experiment["scale"].drop_nulls()), None)
+        column = (strata or {}).get(exp.name, default_strata)
+        no_strata = strata_problem(in_experiment, column)
+        if no_strata is None:
+            in_experiment = in_experiment.with_columns(pl.Series(STRATUM, stratum_labels(in_experiment, column)))
         if not exp.treatments:
             rows.append(
                 EffectRow(
@@ -228,6 +253,10 @@ def experiment_effect_rows(
             arm = in_experiment.filter(pl.col("variant") == treatment)
             treat = arm_data(treatment, arm, features, insample, by_user=by_user, kept_as=f"{exp.name}/{treatment}")
             estimates, diagnostics = compare(treat, control, settings)
+            if no_strata is not None:
+                estimates = [_why_no_strata(e, no_strata) for e in estimates]
+            else:
+                estimates = [_strata_named(e, column) for e in estimates]
             both = in_experiment.filter(pl.col("variant").is_in([treatment, exp.control]))
             note = scale_left_out_note(both, scale)
             rows.extend(comparison_rows(exp, treat, control, estimates, diagnostics, unit, scale, note))

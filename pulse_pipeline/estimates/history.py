@@ -21,9 +21,10 @@ Choices:
   method's estimate averages over (naive's difference of rated means is, to first order, a mean over sessions of
   rated * (Y - mean) / P(rated)). ``planned_n`` (default ``sequential.DEFAULT_PLANNED_N``, GrowthBook's 5 000)
   is the number of units where the sequence is tightest; it costs width, never validity, when far off.
-- Methods: ``naive_welch``, ``ppi``, ``crossppi``, ``aipw``. The resampling method ``naive_bootstrap`` is left
-  out, and so is the permutation p-value (a row has no p-value): compare runs without resampling
-  (``resampling=False``) at every look. ``ppi_insample`` (never valid) is not computed.
+- Methods: ``naive_welch``, ``ppi``, ``crossppi``, ``aipw``, ``ppi_stratified`` (its strata as
+  ``experiment_effects`` makes them, pooled at each look by the ratings to date). The resampling method
+  ``naive_bootstrap`` is left out, and so is the permutation p-value (a row has no p-value): compare runs without
+  resampling (``resampling=False``) at every look. ``ppi_insample`` (never valid) is not computed.
 - Predictions are the stored cross-fit predictions (``modeling.predictions``), fit on every label known when
   the model stage last ran, and so are the propensities of ``aipw``: cross-fit once per arm on the whole period
   (``effects.propensities``) and read by every look. A re-run's history is a retrospective on today's model, not
@@ -55,8 +56,9 @@ from .effects import ArmColumns, Settings, arm_columns, arm_data, compare, prope
 from .experiments import experiments_of, for_unit, units_of
 from .methods import NO_METHOD, Method
 from .sessions import feature_names
+from .strata import DEFAULT_STRATA, STRATUM, strata_problem, stratum_labels
 
-METHODS: tuple[Method, ...] = (Method.NAIVE_WELCH, Method.PPI, Method.CROSSPPI, Method.AIPW)
+METHODS: tuple[Method, ...] = (Method.NAIVE_WELCH, Method.PPI, Method.CROSSPPI, Method.AIPW, Method.PPI_STRATIFIED)
 MAX_LOOKS = 100
 
 
@@ -217,13 +219,16 @@ def history_rows(
     max_looks: int = MAX_LOOKS,
     progress: Callable[[str], None] | None = None,
     units: Mapping[str, str] | None = None,
+    strata: Mapping[str, str] | None = None,
+    default_strata: str = DEFAULT_STRATA,
 ) -> list[HistoryRow]:
     """Rows of ``estimates.effect_history`` (module docstring); [] when no assigned session has a prediction.
 
     ``sessions``: a :func:`with_days` frame (sessions without a prediction are left out, as in
     ``experiment_effects``); ``controls``: experiment -> control arm; ``settings``: as ``experiment_effects``
     uses them (None: the defaults); ``progress`` hears of each comparison; ``units``: experiment -> configured
-    unit (``experiments.read_units``; absent: detected from ``sessions``' ``user_id``, see :func:`_with_users`).
+    unit (``experiments.read_units``; absent: detected from ``sessions``' ``user_id``, see :func:`_with_users`);
+    ``strata``, ``default_strata``: ``ppi_stratified``'s strata column per experiment, as ``experiment_effects``.
     """
     sessions = _with_users(sessions)
     predicted = sessions.filter(pl.col("prediction").is_not_null())
@@ -237,6 +242,9 @@ def history_rows(
         unit = unit_of[exp.name]
         by_user = unit.unit == "user"
         in_exp = for_unit(predicted.filter(pl.col("experiment") == exp.name), unit)
+        column = (strata or {}).get(exp.name, default_strata)
+        if strata_problem(in_exp, column) is None:  # else no strata: ppi_stratified's rows are PPI++'s
+            in_exp = in_exp.with_columns(pl.Series(STRATUM, stratum_labels(in_exp, column)))
         undated = in_exp["day"].null_count()
         undated_note = f"sessions without a start time left out: {undated}" if undated else None
         if not exp.treatments:

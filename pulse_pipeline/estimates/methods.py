@@ -27,6 +27,7 @@ class Method(enum.StrEnum):
     PPI = "ppi"  # PPI++ over the cross-fit predictions (lambda estimated, clipped to [0, 1])
     CROSSPPI = "crossppi"  # cross-prediction PPI (lambda tuned per arm, fold-mean predictions)
     AIPW = "aipw"  # doubly robust: corrects for who rates with a cross-fit propensity
+    PPI_STRATIFIED = "ppi_stratified"  # PPI++ with a lambda per stratum (task type), strata weighted by their size
     PPI_INSAMPLE = "ppi_insample"  # PPI with a model fit on every label (the paper's way): never valid
 
 
@@ -37,7 +38,7 @@ method, so not a member of ``Method``."""
 NAIVE: Final = (Method.NAIVE_WELCH, Method.NAIVE_BOOTSTRAP)
 """The methods that use the rated sessions alone (their p-value is the permutation test's)."""
 
-PPI_METHODS: Final = (Method.PPI, Method.CROSSPPI, Method.PPI_INSAMPLE)
+PPI_METHODS: Final = (Method.PPI, Method.CROSSPPI, Method.PPI_INSAMPLE, Method.PPI_STRATIFIED)
 """The prediction-powered methods: the ones the honesty flags (labels seen, rated sessions unrepresentative) apply
 to."""
 
@@ -50,6 +51,7 @@ LABELS: Final = {
     Method.PPI: "PPI++",
     Method.CROSSPPI: "cross-PPI",
     Method.AIPW: "AIPW",
+    Method.PPI_STRATIFIED: "stratified PPI++",
     Method.PPI_INSAMPLE: "PPI in-sample (paper)",
 }
 """Each method's name for people: the report's legends and tables, and the conclusions' sentences."""

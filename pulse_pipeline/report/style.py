@@ -21,6 +21,7 @@ BLACK, GREY, BLUE, SKY, ORANGE, VERMILLION, GREEN = (
     "#D55E00",
     "#009E73",
 )
+PURPLE = "#CC79A7"  # Okabe-Ito's reddish purple
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ METHODS = {
     Method.PPI: MethodStyle(method_label(Method.PPI), BLUE, "D"),
     Method.CROSSPPI: MethodStyle(method_label(Method.CROSSPPI), SKY, "^"),
     Method.AIPW: MethodStyle(method_label(Method.AIPW), ORANGE, "v"),
+    Method.PPI_STRATIFIED: MethodStyle(method_label(Method.PPI_STRATIFIED), PURPLE, "h"),
     Method.PPI_INSAMPLE: MethodStyle(method_label(Method.PPI_INSAMPLE), VERMILLION, "X"),
 }
 """Each method's style, in ``REPORT_ORDER`` (legends list them in this order)."""

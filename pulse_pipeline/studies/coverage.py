@@ -7,8 +7,8 @@ reset, rebase), test_runs, test_failures, failed_commands, file_edits, finished,
 task_type. The label is y = (stars - 1) / 4 of the rated sessions (``stars.stars_to_label``). ONE model is
 cross-fit across both arms (``modeling.crossfit.crossfit_predict``, k = 5) and one is fit in-sample
 (``insample_predict``, for ``ppi_insample``); then the very ``estimates.effects.compare`` the pipeline runs
-produces every method's row, and each row is scored against ``synth.model.true_effects`` (normalized gpt-5 minus
-claude-4-sonnet, ~-0.07).
+produces every method's row (``ppi_stratified``'s strata: the sessions' task types, as the pipeline's default),
+and each row is scored against ``synth.model.true_effects`` (normalized gpt-5 minus claude-4-sonnet, ~-0.07).
 
 The generator as validation draws it (``PARAMS``): an arm's direct effect, the part no feature records, falls
 harder on chattier users (``direct_chattiness`` = 2), and in the ``self_selected`` scenario who rates follows the
@@ -104,6 +104,7 @@ from .scenario import (
     truth,
     value,
 )
+from .stratified import check_stratified, replicate_stratified
 
 SETTINGS = Settings(n_resamples=1000, n_permutations=200, threads=1)  # one replication per core
 METHODS: tuple[Method, ...] = tuple(Method)
@@ -160,6 +161,7 @@ def _arms(
 
     arm_lab, arm_unl = variant[lab], variant[unl]
     codes = cluster_codes(np.asarray(table.user_id).tolist()) if by_user else None
+    task = np.asarray(table.task_type, dtype=object)  # the strata of ppi_stratified, as the pipeline's default
 
     def arm(name: str) -> ArmData:
         a, b = arm_lab == name, arm_unl == name
@@ -174,6 +176,8 @@ def _arms(
             ins.unlabeled[b],
             None if codes is None else codes[lab][a],
             None if codes is None else codes[unl][b],
+            s_labeled=task[lab][a],
+            s_unlabeled=task[unl][b],
         )
 
     return arm(TREATMENT), arm(CONTROL)
@@ -269,6 +273,8 @@ SCENARIOS: dict[str, Replicate] = {
     "active_answer": replicate_active,
     "drift": replicate_drift,
     "drift_stationary": replicate_drift,
+    "stratified_differ": replicate_stratified,
+    "stratified_same": replicate_stratified,
 }
 """Scenario name -> its replication: ``fn(seed, scenario, **options) -> rows`` (``ReplicationRow`` or dicts
 with its fields), ``options`` being what ``validate`` was given (``n_per_arm``, ``rated_fraction``, ``family``;
@@ -465,6 +471,8 @@ TARGETS: dict[str, Callable[[_Targets], None]] = {
     "active_answer": _active_targets("active_answer"),
     "drift": lambda t: t.unmet.extend(check_drift(t.frame, "drift")),
     "drift_stationary": lambda t: t.unmet.extend(check_drift(t.frame, "drift_stationary")),
+    "stratified_differ": lambda t: t.unmet.extend(check_stratified(t.frame, "stratified_differ")),
+    "stratified_same": lambda t: t.unmet.extend(check_stratified(t.frame, "stratified_same")),
 }
 """Scenario name -> the function that checks its targets (module docstring); a scenario without one has none."""
 

@@ -64,6 +64,7 @@ def experiment_effects(context: dg.AssetExecutionContext, warehouse: WarehouseRe
         # the in-sample model's predictions (ppi_insample), made by the model stage; None: no row (the stack, or
         # no model chosen, has no single in-sample model)
         insample = load_insample_predictions(wh)
+        strata, default_strata = estimates.strata()  # the session column of ppi_stratified's strata
         rows = experiment_effect_rows(
             sessions,
             estimates.controls(),
@@ -71,6 +72,8 @@ def experiment_effects(context: dg.AssetExecutionContext, warehouse: WarehouseRe
             insample,
             progress=context.log.info,
             units=estimates.units(),
+            strata=strata,
+            default_strata=default_strata,
         )
         wh.replace(tables.EXPERIMENT_EFFECTS, rows, nan_as_null=True)  # undefined statistics as NULL, the note says why
         if not rows:

@@ -30,8 +30,15 @@ def effect_history(context: dg.AssetExecutionContext, warehouse: WarehouseResour
         sessions = with_days(
             run_sessions(context.run_id, warehouse.database, wh, estimates.arms_from()), session_days(wh)
         )
+        strata, default_strata = estimates.strata()  # ppi_stratified's strata, as experiment_effects'
         rows = history_rows(
-            sessions, estimates.controls(), settings, progress=context.log.info, units=estimates.units()
+            sessions,
+            estimates.controls(),
+            settings,
+            progress=context.log.info,
+            units=estimates.units(),
+            strata=strata,
+            default_strata=default_strata,
         )
         wh.replace(tables.EFFECT_HISTORY, rows, nan_as_null=True)  # undefined statistics as NULL, the note says why
         if not rows:

@@ -7,8 +7,9 @@ from pathlib import Path
 import dagster as dg
 
 from ...estimates.effects import Settings
-from ...estimates.experiments import ArmsFrom, read_arms_from, read_controls, read_units
+from ...estimates.experiments import ArmsFrom, experiments_config, read_arms_from, read_controls, read_units
 from ...estimates.kept_propensities import PropensityStore
+from ...estimates.strata import DEFAULT_STRATA
 from ...paths import PulseHome, SettingsFile
 from ...settings import EstimateSettings, ModelingSettings, estimate_settings, modeling_settings
 
@@ -67,6 +68,12 @@ class EstimatesResource(dg.ConfigurableResource):
         """experiment -> the session field its arms come from, for the experiments ``experiments.toml`` gives an
         ``arms_from`` (observational arms)."""
         return read_arms_from(self.experiments_file().path)
+
+    def strata(self) -> tuple[dict[str, str], str]:
+        """(experiment -> its strata column, the default column) as ``experiments.toml`` sets them (the default:
+        its top-level ``strata``, else the task type), for ``ppi_stratified``."""
+        config = experiments_config(self.experiments_file().path)
+        return config.strata, config.default_strata or DEFAULT_STRATA
 
     def experiments_metadata(self) -> dict[str, str]:
         """Asset metadata saying which experiments file a materialization read."""

@@ -15,7 +15,12 @@ from ..html import Section, comparison_label, esc, headline, missing, pair, slug
 from ..style import method_rank, method_style
 
 EFFECTS_TABLE = tables.EXPERIMENT_EFFECTS.qualified  # what the headline cells name
-WIDTH_METHODS = (Method.PPI, Method.CROSSPPI, Method.AIPW)  # the model-assisted methods whose width section 2 shows
+WIDTH_METHODS = (
+    Method.PPI,
+    Method.CROSSPPI,
+    Method.AIPW,
+    Method.PPI_STRATIFIED,
+)  # the model-assisted methods whose width section 2 shows
 GLOSSARY = (
     ("naive", "the difference of the rated sessions' mean ratings (Welch interval, or a bootstrap)"),
     (
@@ -215,7 +220,9 @@ def width_section(effects: data.Rows) -> Section:
         "it or just right of it. A PPI-type method left of it by more than the sampling noise of a width ratio "
         "(0.02 + 1/√(2n) by default, n the ratings of both arms) is too good to be true and flagged "
         "&quot;predictions may have seen the labels&quot;. AIPW corrects for who rates instead and is often "
-        "wider than naive.</p>"
+        "wider than naive. Stratified PPI++ tunes a λ per stratum (the task type, unless experiments.toml names "
+        "another column) and may land left of the mark where the model predicts better in some strata than in "
+        "others; its flag compares it with the best a λ per stratum allows instead.</p>"
     )
     if effects.why_empty:
         s.empty(effects.why_empty)
@@ -286,6 +293,7 @@ def width_section(effects: data.Rows) -> Section:
             "PPI++",
             "cross-PPI",
             "AIPW",
+            "stratified PPI++",
         ],
         cells,
     )
