@@ -16,6 +16,10 @@ staged session (``estimates/field_arms.py``)::
     control = "claude-4-sonnet"           # optional, as above
     arms = ["claude-4-sonnet", "gpt-5"]   # optional: only these values are arms; sessions with others are in none
 
+The strata of the stratified prediction-powered estimate (``ppi_stratified``, ``estimates/strata.py``): a top-level
+``strata = "<column>"`` sets the session column for every experiment, ``strata`` in an experiment's table for that
+one; without either, the task type.
+
 Such arms were not randomized: the experiment's ``design`` is ``observational`` (:data:`OBSERVATIONAL`), every
 table that carries its comparison says so, and the report reads it as an association, not an effect. An experiment
 that has assignments (an assignments file or the sessions' own experiment and variant) is read from them and is
@@ -81,7 +85,7 @@ class Experiment:
         return f"single-arm experiment (only {self.control!r}): nothing to compare"
 
 
-EXPERIMENT_KEYS = ("control", "split", "unit", "arms_from", "arms")
+EXPERIMENT_KEYS = ("control", "split", "unit", "arms_from", "arms", "strata")
 
 METADATA_PREFIX = "metadata."
 """``arms_from`` names a key of ``staging.sessions.metadata_json`` with this prefix (``metadata.model``)."""
@@ -135,6 +139,10 @@ class ExperimentsConfig:
     units: dict[str, str]
     splits: dict[str, dict[str, float]]
     arms_from: dict[str, ArmsFrom] = dataclasses.field(default_factory=dict)
+    # the session column whose values make the strata of ppi_stratified (``estimates/strata.py``): per experiment,
+    # and the file's top-level default (None: not set, task type)
+    strata: dict[str, str] = dataclasses.field(default_factory=dict)
+    default_strata: str | None = None
 
 
 def experiments_config(path: Path) -> ExperimentsConfig:
@@ -147,7 +155,8 @@ def experiments_config(path: Path) -> ExperimentsConfig:
     arms_from, arms; a control that is not a non-empty string; a unit other than "session" or "user"; a split that
     is not a table of arms, names no arm, gives an arm a weight that is not a positive number, or leaves out the
     control; an ``arms_from`` that names no session field (:func:`field_problem`) or comes with a split; ``arms``
-    without ``arms_from``, not a non-empty list of texts, or leaving out the control.
+    without ``arms_from``, not a non-empty list of texts, or leaving out the control; a ``strata`` (top level or
+    per experiment) that is not a column name (``STRATA_PROBLEM``).
     """
     from ..settings_files import SettingsFileError, line_of, read_toml
 
@@ -159,8 +168,14 @@ def experiments_config(path: Path) -> ExperimentsConfig:
         return SettingsFileError(path, what, line_of(text, table, key))
 
     for top in doc:
-        if top != "experiments":
+        if top not in ("experiments", "strata"):
             raise fail(f"unknown table or key {top!r}: the file holds [experiments.NAME] tables", top)
+    default_strata = None
+    if "strata" in doc:
+        default_strata = doc["strata"]
+        if not _is_column_name(default_strata):
+            top = next((i for i, line in enumerate(text.splitlines(), 1) if line.lstrip().startswith("strata")), None)
+            raise SettingsFileError(path, f"strata {STRATA_PROBLEM}, got {default_strata!r}", top)
     specs = doc.get("experiments", {})
     if not isinstance(specs, dict):
         raise SettingsFileError(path, "experiments must be tables: [experiments.NAME]", line_of(text, "experiments"))
@@ -168,6 +183,7 @@ def experiments_config(path: Path) -> ExperimentsConfig:
     units: dict[str, str] = {}
     splits: dict[str, dict[str, float]] = {}
     arms_from: dict[str, ArmsFrom] = {}
+    strata: dict[str, str] = {}
     for name, spec in specs.items():
         table = f"experiments.{name}"
         if not isinstance(spec, dict):
@@ -221,7 +237,19 @@ def experiments_config(path: Path) -> ExperimentsConfig:
                         "control",
                     )
             arms_from[name] = ArmsFrom(spec["arms_from"], tuple(kept) if kept is not None else None)
-    return ExperimentsConfig(controls, units, splits, arms_from)
+        if "strata" in spec:
+            if not _is_column_name(spec["strata"]):
+                raise fail(f"{table}.strata {STRATA_PROBLEM}, got {spec['strata']!r}", table, "strata")
+            strata[name] = spec["strata"]
+    return ExperimentsConfig(controls, units, splits, arms_from, strata, default_strata)
+
+
+STRATA_PROBLEM = 'must name a session column (letters, digits, _), e.g. "task_type", or be "none" (no strata)'
+"""What a ``strata`` value must be (``estimates/strata.py`` reads the column; "none" turns the strata off)."""
+
+
+def _is_column_name(value: object) -> bool:
+    return isinstance(value, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value) is not None
 
 
 def read_controls(path: Path) -> dict[str, str]:
