@@ -424,7 +424,14 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
     import duckdb
 
-    from .estimates.ask_policy import DEFAULT_FLOOR, POLICY_DIR, policy_frame, policy_from_warehouse, write_policy
+    from .estimates.ask_policy import (
+        DEFAULT_FLOOR,
+        POLICY_DIR,
+        policy_frame,
+        policy_from_warehouse,
+        policy_strata_column,
+        write_policy,
+    )
     from .settings import ask_budget
 
     floor = DEFAULT_FLOOR if args.floor is None else args.floor  # its range is checked by _check_arguments
@@ -435,7 +442,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
         return 1
     with _open_published(home) as con:
         try:
-            policy, why_not = policy_from_warehouse(con, budget, floor)
+            column = policy_strata_column(home.experiments_file.path)
+            policy, why_not = policy_from_warehouse(con, budget, floor, column)
         except duckdb.CatalogException as error:
             policy, why_not = None, f"the warehouse has no features or labels yet ({error})"
     if policy is None:

@@ -798,7 +798,9 @@ ASK_POLICY = _t(
     " exp(intercept + sum coefficient * (t(x) - mean) / sd)) and of its answer model (model 'answer', a(x) ="
     " expit(intercept + sum coefficient * clip(z, -3, 3)); none when no asks were logged), q(x) = min(1, max(floor,"
     " multiplier * e(x) / sqrt(a(x)))), with the budget it was scaled to and its version; the same policy is"
-    " exported as ask_policy.json and ask_policy.py in PULSE_HOME/ask_policy/.",
+    " exported as ask_policy.json and ask_policy.py in PULSE_HOME/ask_policy/. form: what it asks by (uniform,"
+    " error or stratified: the one whose cross-fitted variance beats uniform's on held-out folds, else uniform;"
+    " the stratified form's factors are rows of model 'stratum', e(x) then the factor of the session's stratum).",
     ("model", VARCHAR),
     ("term", VARCHAR),
     ("transform", VARCHAR),
@@ -815,6 +817,7 @@ ASK_POLICY = _t(
     ("fitted_on_asks", INTEGER),
     ("policy_version", VARCHAR),
     ("note", VARCHAR),
+    ("form", VARCHAR),
 )
 
 ESTIMATE_TABLES = (

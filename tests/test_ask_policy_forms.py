@@ -7,23 +7,31 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import datetime
 
+import duckdb
 import numpy as np
+import polars as pl
 import pytest
 
 from pulse_pipeline.estimates.ask_policy import (
     ERROR,
+    MIN_STRATUM_RATINGS,
     STRATA_FORMAT,
     STRATIFIED,
     UNIFORM,
     fit_policy,
+    policy_frame,
     policy_from_json,
+    policy_from_warehouse,
+    policy_inputs,
     probabilities,
     stratum_features,
     write_policy,
 )
 from pulse_pipeline.serve.policy import loaded_policy
 from pulse_pipeline.stats.allocation import ask_shares
+from pulse_pipeline.warehouse import Warehouse
 
 N, DAYS, BUDGET = 3000, 5.0, 150.0  # 600 sessions a day, 150 asks a day: q = 0.25 when asking alike
 
@@ -102,7 +110,8 @@ def test_strata_that_differ_are_asked_by_neyman():
     assert dict(policy.strata.scores) == pytest.approx(
         {"fix": rms(e[lab == "fix"]) / rms(e), "new": rms(e[lab == "new"]) / rms(e)}
     )
-    assert policy.strata.other == pytest.approx(rms(e[pooled]) / rms(e)) if pooled.sum() >= 10 else 1.0
+    other = rms(e[pooled]) / rms(e) if pooled.sum() >= MIN_STRATUM_RATINGS else 1.0
+    assert policy.strata.other == pytest.approx(other)
     # the asks: q proportional to sigma_h (no answer model, no clip): each stratum's share of the asks is the
     # per-ask Neyman share of stats/allocation.py
     q = probabilities(policy, features | stratum_features(labels))
@@ -160,3 +169,58 @@ def test_the_stratified_policy_is_exported_evaluated_without_pulse_and_served(tm
         policy_from_json(content | {"strata": content["strata"] | {"scores": {"fix": 1.0, "new": -1.0}}})
     with pytest.raises(ValueError, match="form is 'error'"):
         policy_from_json(content | {"form": ERROR})
+
+
+def test_the_warehouse_policy_reads_the_strata_from_the_task_type_columns(tmp_path):
+    """400 sessions over 4 days, 240 rated, task type one-hot in features.session_features (as features/wide.py
+    writes it): 'fix_bugs' errs little, 'new_feature' 5 times as much, 'docs' has too few ratings (pooled), some
+    sessions have none. The policy asks by stratum; its rows in estimates.ask_policy say so."""
+    rng = np.random.default_rng(8)
+    n = 400
+    kind = rng.choice(np.array(["fix_bugs", "new_feature", "docs", "none"]), n, p=[0.5, 0.4, 0.03, 0.07])
+    frame = pl.DataFrame(
+        {
+            "session_id": [f"s{i:03d}" for i in range(n)],
+            "user_message_count": rng.integers(1, 20, n),
+            "started_at": [datetime(2026, 1, 1 + i % 4, 12) for i in range(n)],
+            "task_type__fix_bugs": (kind == "fix_bugs").astype(int),
+            "task_type__new_feature": (kind == "new_feature").astype(int),
+            "task_type__docs": (kind == "docs").astype(int),
+        }
+    )
+    label = rng.uniform(0, 1, n)
+    error = rng.normal(0, np.where(kind == "new_feature", 0.25, 0.05))
+    rated = np.arange(n) < 240
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        Warehouse(con)
+        con.register("f", frame.to_arrow())
+        con.execute(
+            "INSERT INTO features.event_features (session_id, user_message_count) SELECT session_id, "
+            "user_message_count FROM f"
+        )
+        con.execute("INSERT INTO staging.sessions (session_id, started_at) SELECT session_id, started_at FROM f")
+        con.execute(
+            "CREATE TABLE features.session_features AS SELECT session_id, task_type__fix_bugs,"
+            " task_type__new_feature, task_type__docs FROM f"
+        )
+        r = pl.DataFrame(
+            {"session_id": frame["session_id"][:240], "label": label[:240], "prediction": label[:240] + error[:240]}
+        )
+        con.register("r", r.to_arrow())
+        con.execute(
+            "INSERT INTO staging.session_labels (session_id, label, scale) SELECT session_id, label, 'stars_1_5' FROM r"
+        )
+        con.execute("INSERT INTO modeling.predictions (session_id, prediction) SELECT session_id, prediction FROM r")
+    with duckdb.connect(str(path), read_only=True) as con:
+        inputs = policy_inputs(con)
+        policy, _ = policy_from_warehouse(con)
+    expected = np.where(np.isin(kind, ["fix_bugs", "new_feature", "docs"]), kind, None)
+    assert inputs.strata.tolist() == expected[np.argsort(frame["session_id"].to_numpy())].tolist()
+    assert policy.form == STRATIFIED and [h for h, _ in policy.strata.scores] == ["fix_bugs", "new_feature"]
+    e = np.abs(error[rated])
+    rms = lambda x: np.sqrt(np.mean(x**2))  # noqa: E731
+    assert policy.strata.scores[1][1] == pytest.approx(rms(e[kind[rated] == "new_feature"]) / rms(e))
+    rows = policy_frame(policy).filter(pl.col("model") == "stratum")
+    assert rows["term"].to_list() == ["task_type=fix_bugs", "task_type=new_feature", "task_type=(other)"]
+    assert policy_frame(policy)["form"].unique().to_list() == [STRATIFIED]

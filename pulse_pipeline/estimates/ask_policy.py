@@ -129,6 +129,9 @@ from ..atomic_write import write_whole
 from ..label_scales import STARS
 from ..stats.aipw import PROPENSITY_C, PROPENSITY_TOL
 from ..stats.asking import ANSWER_FLOOR
+from .experiments import experiments_config
+from .strata import DEFAULT_STRATA, MIN_STRATUM_RATED, strata_problem, stratum_labels
+from .strata import UNKNOWN as UNKNOWN_STRATUM
 
 POLICY_FEATURES: tuple[str, ...] = (
     "user_message_count",
@@ -155,12 +158,14 @@ READABLE_FORMATS = ("pulse-ask-policy/1", FORMAT, STRATA_FORMAT)
 ``strata`` (the stratified form); a policy without strata is written as /2."""
 UNIFORM, ERROR, STRATIFIED = "uniform", "error", "stratified"
 FORMS = (UNIFORM, ERROR, STRATIFIED)
-STRATA_COLUMN = "task_type"
-"""The session column whose values make the stratified form's strata (one-hot ``task_type__<stratum>`` columns of
-``features.session_features``, the annotator's task type)."""
-MIN_STRATUM_RATINGS = 10
-"""A stratum with fewer rated sessions gets the pooled sigma (``OTHER``): a root mean square of fewer errors is
-mostly noise."""
+STRATA_COLUMN = DEFAULT_STRATA
+"""The session column whose values make the stratified form's strata by default (one-hot ``task_type__<stratum>``
+columns of ``features.session_features``, the annotator's task type); ``experiments.toml``'s top-level ``strata``
+names another."""
+MIN_STRATUM_RATINGS = MIN_STRATUM_RATED
+"""A stratum with fewer rated sessions gets the pooled sigma (``OTHER``): the estimator's own rule
+(``estimates.strata``: 30), so the policy allocates across the strata the stratified estimate keeps, and a root
+mean square of fewer errors would be mostly noise."""
 OTHER = "(other)"
 CROSSFIT_FOLDS = 5
 MARGIN_Z = 1.645
@@ -797,6 +802,8 @@ class PolicyInputs:
     days: float  # distinct calendar days of session starts, at least 1
     asked: np.ndarray  # the widget was shown (a row of staging.session_asks)
     answered: np.ndarray  # asked, and it has a star label or an answered ask
+    strata: np.ndarray | None = None  # each session's stratum (None: unknown); None when no session has one
+    strata_column: str = STRATA_COLUMN
 
     @property
     def asks_per_day(self) -> float | None:
@@ -804,15 +811,42 @@ class PolicyInputs:
         return float(self.asked.sum()) / self.days if self.asked.any() else None
 
 
-def policy_inputs(con: duckdb.DuckDBPyConnection) -> PolicyInputs:
+def _strata_columns(con: duckdb.DuckDBPyConnection, column: str) -> list[str]:
+    """The columns of ``features.session_features`` that make ``column``'s strata: itself, or its one-hot
+    options ``<column>__*`` (``estimates.strata.stratum_labels`` reads either); [] without the table."""
+    schema, name = tables.SESSION_FEATURES.qualified.split(".")
+    found = con.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = ? AND table_name = ?"
+        " ORDER BY ordinal_position",
+        [schema, name],
+    ).fetchall()
+    return [c for (c,) in found if c == column or c.startswith(f"{column}__")]
+
+
+def policy_strata(frame: pl.DataFrame, column: str) -> np.ndarray | None:
+    """Each session's stratum for the stratified form, by ``estimates.strata.stratum_labels``; a session with
+    no value (``strata.UNKNOWN``) or several options at once (``a+b``) has none (None: the platform names one
+    stratum per session, by its one-hot feature, or none). None when ``frame`` holds no such column or no
+    session has a stratum."""
+    if strata_problem(frame, column) is not None:
+        return None
+    labels = stratum_labels(frame, column)
+    out = np.array([None if v == UNKNOWN_STRATUM or "+" in str(v) else str(v) for v in labels], dtype=object)
+    return out if any(v is not None for v in out) else None
+
+
+def policy_inputs(con: duckdb.DuckDBPyConnection, strata_column: str = STRATA_COLUMN) -> PolicyInputs:
     """The policy's inputs from a warehouse connection (read-only will do).
 
     Every session with event features; rated = it has a label on stars (the widget the policy asks with; the
     model predicts stars, so a thumb's error would be another quantity) and an out-of-fold prediction; asked = it
     has a row in ``staging.session_asks`` (when the table exists); answered = asked and it has a star label or an
-    ask answered with a rating.
+    ask answered with a rating; its stratum from ``features.session_features``' ``strata_column`` (or its one-hot
+    options), by ``policy_strata``.
     """
-    cols = ", ".join(f"e.{c}" for c in POLICY_FEATURES)
+    strata_cols = _strata_columns(con, strata_column)
+    cols = ", ".join([f"e.{c}" for c in POLICY_FEATURES] + [f'sf."{c}"' for c in strata_cols])
+    join_strata = f"LEFT JOIN {tables.SESSION_FEATURES.qualified} sf USING (session_id)" if strata_cols else ""
     has_asks = con.execute(
         "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'staging' AND table_name = 'session_asks'"
     ).fetchone()[0]
@@ -828,6 +862,7 @@ def policy_inputs(con: duckdb.DuckDBPyConnection) -> PolicyInputs:
         LEFT JOIN (SELECT * FROM {tables.SESSION_LABELS.qualified} WHERE scale = '{STARS}') l USING (session_id)
         LEFT JOIN {tables.PREDICTIONS.qualified} p USING (session_id)
         {join_asks}
+        {join_strata}
         ORDER BY e.session_id""").pl()
     features = {c: frame[c].cast(float).fill_null(float("nan")).to_numpy() for c in POLICY_FEATURES}
     rated = (frame["label"].is_not_null() & frame["prediction"].is_not_null()).to_numpy()
@@ -840,6 +875,8 @@ def policy_inputs(con: duckdb.DuckDBPyConnection) -> PolicyInputs:
         days=float(max(1, frame["started_at"].dt.date().drop_nulls().n_unique())),
         asked=asked,
         answered=answered,
+        strata=policy_strata(frame.select(strata_cols), strata_column) if strata_cols else None,
+        strata_column=strata_column,
     )
 
 
@@ -848,12 +885,22 @@ def default_budget(n_sessions: int, days: float, asks_per_day: float | None) -> 
     return asks_per_day if asks_per_day is not None else DEFAULT_ASK_SHARE * n_sessions / days
 
 
+def policy_strata_column(config_path: Path) -> str:
+    """The stratified form's column: ``experiments.toml``'s top-level ``strata`` (the policy serves every
+    experiment), else the task type; "none" turns the form off (no column of that name)."""
+    return experiments_config(Path(config_path)).default_strata or DEFAULT_STRATA
+
+
 def policy_from_warehouse(
-    con: duckdb.DuckDBPyConnection, budget_per_day: float | None = None, floor: float = DEFAULT_FLOOR
+    con: duckdb.DuckDBPyConnection,
+    budget_per_day: float | None = None,
+    floor: float = DEFAULT_FLOOR,
+    strata_column: str = STRATA_COLUMN,
 ) -> tuple[Policy | None, str | None]:
     """(policy, None), or (None, why) when there is nothing to fit on. ``budget_per_day`` None: ``default_budget``
-    (``pulse ask --budget`` and ``PULSE_ASK_BUDGET`` pass theirs)."""
-    inputs = policy_inputs(con)
+    (``pulse ask --budget`` and ``PULSE_ASK_BUDGET`` pass theirs); ``strata_column``: the stratified form's column
+    (``experiments.toml``'s top-level ``strata``, else the task type)."""
+    inputs = policy_inputs(con, strata_column)
     n = inputs.rated.size
     if n == 0:
         return None, "no session has event features yet: nothing to fit an ask policy on"
@@ -872,15 +919,24 @@ def policy_from_warehouse(
         POLICY_FEATURES,
         asked=asked,
         answered=inputs.answered,
+        strata=inputs.strata,
+        strata_column=inputs.strata_column,
     )
     return policy, None
 
 
 def policy_frame(policy: Policy) -> pl.DataFrame:
-    """The rows of ``estimates.ask_policy``: the error model's intercept and terms (``model`` = 'error'), then the
-    answer model's (``model`` = 'answer'; none when the answer rate is unknown), each with the policy's scalars."""
+    """The rows of ``estimates.ask_policy``: the error model's intercept and terms (``model`` = 'error'; every
+    coefficient 0 unless the policy asks by it), the strata's factors (``model`` = 'stratum', term
+    '<column>=<stratum>', coefficient the factor; only for the stratified form), then the answer model's
+    (``model`` = 'answer'; none when the answer rate is unknown), each with the policy's scalars and ``form``."""
     rows = [("error", "(intercept)", None, None, None, policy.intercept)]
     rows += [("error", t.feature, t.transform, t.mean, t.sd, t.coefficient) for t in policy.terms]
+    if policy.strata is not None:
+        rows += [
+            ("stratum", f"{policy.strata.column}={h}", None, None, None, score) for h, score in policy.strata.scores
+        ]
+        rows += [("stratum", f"{policy.strata.column}={OTHER}", None, None, None, policy.strata.other)]
     if policy.answer is not None:
         rows += [("answer", "(intercept)", None, None, None, policy.answer.intercept)]
         rows += [("answer", t.feature, t.transform, t.mean, t.sd, t.coefficient) for t in policy.answer.terms]
@@ -905,6 +961,7 @@ def policy_frame(policy: Policy) -> pl.DataFrame:
         fitted_on_asks=pl.lit(0 if policy.answer is None else policy.answer.fitted_on_asks, dtype=pl.Int32),
         policy_version=pl.lit(policy.version),
         note=pl.lit(policy.note, dtype=pl.String),
+        form=pl.lit(policy.form),
     )
 
 
