@@ -91,6 +91,7 @@ from ..stars import stars_to_label
 from ..stats.cluster import cluster_codes
 from ..synth.model import SessionTable, feature_matrix, simulate_sessions
 from .active import check_active, replicate_active
+from .allocation import check_allocation, replicate_allocation
 from .peeking import check_peeking, replicate_peeking
 from .scenario import (
     CONTROL,
@@ -266,6 +267,7 @@ SCENARIOS: dict[str, Replicate] = {
     "active": replicate_active,
     "active_varying": replicate_active,
     "active_answer": replicate_active,
+    "allocation_neyman": replicate_allocation,
 }
 """Scenario name -> its replication: ``fn(seed, scenario, **options) -> rows`` (``ReplicationRow`` or dicts
 with its fields), ``options`` being what ``validate`` was given (``n_per_arm``, ``rated_fraction``, ``family``;
@@ -460,6 +462,7 @@ TARGETS: dict[str, Callable[[_Targets], None]] = {
     "active": _active_targets("active"),
     "active_varying": _active_targets("active_varying"),
     "active_answer": _active_targets("active_answer"),
+    "allocation_neyman": lambda t: t.unmet.extend(check_allocation(t.frame)),
 }
 """Scenario name -> the function that checks its targets (module docstring); a scenario without one has none."""
 
