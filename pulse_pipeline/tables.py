@@ -820,6 +820,30 @@ ASK_POLICY = _t(
     ("form", VARCHAR),
 )
 
+ASK_ALLOCATION = _t(
+    "estimates.ask_allocation",
+    "Per experiment and stratum (estimates/allocation.py): the share of asks that minimises the stratified"
+    " estimate's width (Neyman: proportional to share_sessions x residual_sd / sqrt(answer_rate)) against asking"
+    " everyone alike (share_uniform = the stratum's share of sessions), the ratings (and asks) it saves at the"
+    " same width, and the ratings per arm the target effect needs either way. One row with a note when the"
+    " experiment has no strata.",
+    ("experiment", VARCHAR),
+    ("strata_column", VARCHAR),
+    ("stratum", VARCHAR),
+    ("sessions", INTEGER),
+    ("rated", INTEGER),
+    ("share_sessions", DOUBLE),
+    ("residual_sd", DOUBLE),
+    ("answer_rate", DOUBLE),
+    ("share_uniform", DOUBLE),
+    ("share_neyman", DOUBLE),
+    ("ratings_saved", DOUBLE),
+    ("asks_saved", DOUBLE),
+    ("ratings_per_arm_uniform", BIGINT),
+    ("ratings_per_arm_neyman", BIGINT),
+    ("note", VARCHAR),
+)
+
 ESTIMATE_TABLES = (
     EXPERIMENT_EFFECTS,
     EFFECT_HISTORY,
@@ -833,6 +857,7 @@ ESTIMATE_TABLES = (
     BENCHMARK_POINTS,
     BENCHMARK_CORRELATION,
     ASK_POLICY,
+    ASK_ALLOCATION,
 )
 ALL_TABLES = RAW_TABLES + STAGING_TABLES + FEATURE_TABLES + MODELING_TABLES + ESTIMATE_TABLES
 # features.session_features is built from the rubric, so its columns are not listed here (see features/wide.py)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import polars as pl
 import pytest
 
+from pulse_pipeline.estimates.allocation import experiment_allocation
 from pulse_pipeline.stats.allocation import (
     ask_shares,
     neyman_shares,
@@ -67,3 +69,55 @@ def test_rectifier_sd_is_the_spread_of_y_minus_lam_f():
     y, f = np.array([1.0, 2.0, 4.0]), np.array([1.0, 1.0, 2.0])
     assert rectifier_sd(y, f, 0.5) == pytest.approx(np.std([0.5, 1.5, 3.0]))
     assert math.isnan(rectifier_sd([], [], 0.5))
+
+
+def _experiment_frame(asked: bool = False) -> pl.DataFrame:
+    """Two identical arms of 300 sessions: stratum 'a' (100: 40 rated) where the prediction is constant, stratum
+    'b' (200: 40 rated) where it equals the rating."""
+    rows = []
+    for arm in ("control", "treatment"):
+        for h, n, n_rated in (("a", 100, 40), ("b", 200, 40)):
+            for i in range(n):
+                y = (0.2, 0.8)[i % 2] if h == "a" else (0.4, 0.6)[i % 2]
+                rows.append(
+                    {
+                        "session_id": f"{arm}-{h}-{i}",
+                        "experiment": "exp",
+                        "variant": arm,
+                        "labeled": i < n_rated,
+                        "label": y if i < n_rated else None,
+                        "prediction": 0.5 if h == "a" else y,
+                        "ask_probability": (0.5 if i < 2 * n_rated else None) if asked else None,
+                        "task_type": h,
+                    }
+                )
+    return pl.DataFrame(rows)
+
+
+def test_experiment_allocation_by_hand():
+    """Stratum a: f constant, lambda 0, the rectifier is y: sd 0.3. Stratum b: f = y, PPI++'s lambda =
+    Cov(Y, f) / ((1 + n/N) Var_pool(f)) = 0.01 / (1.25 x 0.01 x 200/199) = 0.796 (``ppi_mean``: the covariance with
+    ddof 0, the pooled variance of all 200 predictions with ddof 1), the rectifier (1 - lam) y: sd 0.0204.
+    W = (1/3, 2/3)."""
+    sd_b = (1 - 0.8 * 199 / 200) * 0.1
+    rows = experiment_allocation("exp", "task_type", _experiment_frame())
+    assert [r.stratum for r in rows] == ["a", "b"] and [r.sessions for r in rows] == [200, 400]
+    assert [r.rated for r in rows] == [80, 80] and [r.answer_rate for r in rows] == [None, None]
+    assert [r.residual_sd for r in rows] == pytest.approx([0.3, sd_b])
+    assert [r.share_uniform for r in rows] == pytest.approx([1 / 3, 2 / 3])
+    neyman = np.array([0.3 / 3, sd_b * 2 / 3])
+    assert [r.share_neyman for r in rows] == pytest.approx(neyman / neyman.sum())
+    uniform = 0.09 / 3 + sd_b**2 * 2 / 3  # sum W sigma^2
+    saved = 1 - neyman.sum() ** 2 / uniform
+    assert rows[0].ratings_saved == pytest.approx(saved) and rows[0].asks_saved is None
+    # ratings per arm for 0.05 at 80 % power: 2 (1.96 + 0.8416)^2 c / 0.05^2, c = sum W sigma^2 or (sum W sigma)^2
+    z = 1.959963984540054 + 0.8416212335729143
+    assert rows[0].ratings_per_arm_uniform == math.ceil(2 * z**2 * uniform / 0.05**2)
+    assert rows[0].ratings_per_arm_neyman == math.ceil(2 * z**2 * neyman.sum() ** 2 / 0.05**2)
+    # asks logged: a's 80 asks answered 40, b's 80 asks answered 40: a = 0.5 everywhere, the shares unchanged
+    asked = experiment_allocation("exp", "task_type", _experiment_frame(asked=True))
+    assert [r.answer_rate for r in asked] == pytest.approx([0.5, 0.5])
+    assert asked[0].asks_saved == pytest.approx(saved)
+    # no such column: one row saying so
+    (row,) = experiment_allocation("exp", "segment", _experiment_frame())
+    assert row.stratum is None and "no session column 'segment'" in row.note
