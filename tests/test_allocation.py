@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import math
 
+import duckdb
 import numpy as np
 import polars as pl
 import pytest
 
+from pulse_pipeline import tables
+from pulse_pipeline.cli import main
 from pulse_pipeline.estimates.allocation import experiment_allocation
 from pulse_pipeline.stats.allocation import (
     ask_shares,
@@ -17,6 +20,7 @@ from pulse_pipeline.stats.allocation import (
     ratings_saved,
     rectifier_sd,
 )
+from pulse_pipeline.warehouse import Warehouse
 
 W = np.array([0.5, 0.5])
 SD = np.array([0.1, 0.3])  # the second stratum's rectifier spreads three times as much
@@ -121,3 +125,17 @@ def test_experiment_allocation_by_hand():
     # no such column: one row saying so
     (row,) = experiment_allocation("exp", "segment", _experiment_frame())
     assert row.stratum is None and "no session column 'segment'" in row.note
+
+
+def test_pulse_power_shows_each_experiments_allocation(pulse_home, capsys):
+    rows = experiment_allocation("exp", "task_type", _experiment_frame())
+    with duckdb.connect(str(pulse_home.warehouse)) as con:
+        Warehouse(con).replace(tables.ASK_ALLOCATION, rows, nan_as_null=True)
+    assert main(["power", "--experiments"]) == 0
+    out = capsys.readouterr().out
+    assert "task_type=a" in out and "task_type=b" in out
+    share_a = 100 * rows[0].share_neyman
+    assert f"{share_a:.1f}%" in out and f"{100 * rows[0].ratings_saved:.1f}%" in out
+    # neither a plan nor --experiments: one line saying what to give
+    assert main(["power"]) == 2
+    assert "give --n and --sd (planning a test), or --experiments" in capsys.readouterr().err
