@@ -751,7 +751,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--experiments",
         action="store_true",
         help="instead: each experiment's share of asks per stratum that minimises the width, and the ratings it"
-        " saves against asking everyone alike (estimates.ask_allocation of PULSE_HOME's published warehouse)",
+        " saves against asking everyone alike (from the ask allocation table of PULSE_HOME's published warehouse)",
     )
     s.set_defaults(func=cmd_power)
 
