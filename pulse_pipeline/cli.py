@@ -404,7 +404,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_power(args: argparse.Namespace) -> int:
-    """Plan a test before it runs: what effect can n ratings and N unrated sessions per arm detect?"""
+    """Plan a test before it runs: what effect can n ratings and N unrated sessions per arm detect? With
+    ``--experiments``: each experiment's share of asks per stratum that minimises the width (Neyman), from the
+    published warehouse."""
+    if args.experiments:
+        return _power_experiments()
+    if args.n is None or args.sd is None:
+        raise UsageError("give --n and --sd (planning a test), or --experiments (the running experiments' strata)")
     from .stats import power as pw
 
     common = {"alpha": args.alpha, "power": args.power}
@@ -429,13 +435,43 @@ def cmd_power(args: argparse.Namespace) -> int:
     return 0
 
 
+def _power_experiments() -> int:
+    """``pulse power --experiments``: ``estimates.ask_allocation`` of the published warehouse."""
+    home = PulseHome.from_env()
+    if not home.warehouse.is_file():
+        _say(f"pulse power: no published warehouse at {home.warehouse}: run pulse demo or pulse ingest first")
+        return 1
+    _show(
+        home,
+        "Where to ask, per experiment: the share of asks per stratum that minimises the width (Neyman, on the"
+        " rectifier's spread and the answer rate) against asking everyone alike, and the ratings it saves:",
+        f"""
+        SELECT experiment, strata_column || coalesce('=' || stratum, '') AS stratum, sessions, rated,
+               printf('%.3f', residual_sd) AS residual_sd, printf('%.2f', answer_rate) AS answer_rate,
+               printf('%.1f%%', 100 * share_uniform) AS asks_uniform,
+               printf('%.1f%%', 100 * share_neyman) AS asks_neyman,
+               printf('%.1f%%', 100 * ratings_saved) AS ratings_saved, printf('%.1f%%', 100 * asks_saved) AS asks_saved,
+               ratings_per_arm_uniform AS per_arm_uniform, ratings_per_arm_neyman AS per_arm_neyman,
+               coalesce(note, '') AS note
+        FROM {tables.ASK_ALLOCATION.qualified} ORDER BY experiment, stratum""",
+    )
+    return 0
+
+
 def cmd_ask(args: argparse.Namespace) -> int:
     """Fit the ask policy on the published warehouse and write ask_policy.json and ask_policy.py for the platform."""
     from pathlib import Path
 
     import duckdb
 
-    from .estimates.ask_policy import DEFAULT_FLOOR, POLICY_DIR, policy_frame, policy_from_warehouse, write_policy
+    from .estimates.ask_policy import (
+        DEFAULT_FLOOR,
+        POLICY_DIR,
+        policy_frame,
+        policy_from_warehouse,
+        policy_strata_column,
+        write_policy,
+    )
     from .settings import ask_budget
 
     floor = DEFAULT_FLOOR if args.floor is None else args.floor  # its range is checked by _check_arguments
@@ -446,7 +482,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
         return 1
     with _open_published(home) as con:
         try:
-            policy, why_not = policy_from_warehouse(con, budget, floor)
+            column = policy_strata_column(home.experiments_file.path)
+            policy, why_not = policy_from_warehouse(con, budget, floor, column)
         except duckdb.CatalogException as error:
             policy, why_not = None, f"the warehouse has no features or labels yet ({error})"
     if policy is None:
@@ -462,7 +499,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         + (f" and {ratings:.1f} ratings" if ratings is not None else "")
         + f" (floor {policy.floor:g}; fitted on {policy.fitted_on_ratings} ratings"
         + (f" and {policy.answer.fitted_on_asks} asks" if policy.answer is not None else "")
-        + f"); policy_version {policy.version}"
+        + f"); asks by {policy.form}; policy_version {policy.version}"
     )
     if policy.note:
         print(f"note: {policy.note}")
@@ -712,13 +749,21 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_validate)
 
     s = sub.add_parser("power", help="minimum detectable effect and ratings needed, for planning a test")
-    s.add_argument("--n", type=int, required=True, help="ratings per arm")
+    s.add_argument("--n", type=int, default=None, help="ratings per arm (required unless --experiments)")
     s.add_argument("--N", type=int, default=0, help="unrated sessions per arm (default 0: naive only)")
     s.add_argument("--rho", type=float, default=0.0, help="correlation of predictions and ratings (out of fold)")
-    s.add_argument("--sd", type=float, required=True, help="sd of the label (e.g. ~0.25 on the 0-1 scale, ~1 star)")
+    s.add_argument(
+        "--sd", type=float, default=None, help="sd of the label (e.g. ~0.25 on the 0-1 scale, ~1 star; with --n)"
+    )
     s.add_argument("--effect", type=float, default=None, help="target effect, in the label's units")
     s.add_argument("--alpha", type=float, default=0.05)
     s.add_argument("--power", type=float, default=0.8)
+    s.add_argument(
+        "--experiments",
+        action="store_true",
+        help="instead: each experiment's share of asks per stratum that minimises the width, and the ratings it"
+        " saves against asking everyone alike (from the ask allocation table of PULSE_HOME's published warehouse)",
+    )
     s.set_defaults(func=cmd_power)
 
     s = sub.add_parser("ask", help="fit the ask policy (where to show the rating widget) and export it")

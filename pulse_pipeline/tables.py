@@ -832,7 +832,9 @@ ASK_POLICY = _t(
     " exp(intercept + sum coefficient * (t(x) - mean) / sd)) and of its answer model (model 'answer', a(x) ="
     " expit(intercept + sum coefficient * clip(z, -3, 3)); none when no asks were logged), q(x) = min(1, max(floor,"
     " multiplier * e(x) / sqrt(a(x)))), with the budget it was scaled to and its version; the same policy is"
-    " exported as ask_policy.json and ask_policy.py in PULSE_HOME/ask_policy/.",
+    " exported as ask_policy.json and ask_policy.py in PULSE_HOME/ask_policy/. form: what it asks by (uniform,"
+    " error or stratified: the one whose cross-fitted variance beats uniform's on held-out folds, else uniform;"
+    " the stratified form's factors are rows of model 'stratum', e(x) then the factor of the session's stratum).",
     ("model", VARCHAR),
     ("term", VARCHAR),
     ("transform", VARCHAR),
@@ -848,6 +850,31 @@ ASK_POLICY = _t(
     ("fitted_on_ratings", INTEGER),
     ("fitted_on_asks", INTEGER),
     ("policy_version", VARCHAR),
+    ("note", VARCHAR),
+    ("form", VARCHAR),
+)
+
+ASK_ALLOCATION = _t(
+    "estimates.ask_allocation",
+    "Per experiment and stratum (estimates/allocation.py): the share of asks that minimises the stratified"
+    " estimate's width (Neyman: proportional to share_sessions x residual_sd / sqrt(answer_rate)) against asking"
+    " everyone alike (share_uniform = the stratum's share of sessions), the ratings (and asks) it saves at the"
+    " same width, and the ratings per arm the target effect needs either way. One row with a note when the"
+    " experiment has no strata.",
+    ("experiment", VARCHAR),
+    ("strata_column", VARCHAR),
+    ("stratum", VARCHAR),
+    ("sessions", INTEGER),
+    ("rated", INTEGER),
+    ("share_sessions", DOUBLE),
+    ("residual_sd", DOUBLE),
+    ("answer_rate", DOUBLE),
+    ("share_uniform", DOUBLE),
+    ("share_neyman", DOUBLE),
+    ("ratings_saved", DOUBLE),
+    ("asks_saved", DOUBLE),
+    ("ratings_per_arm_uniform", BIGINT),
+    ("ratings_per_arm_neyman", BIGINT),
     ("note", VARCHAR),
 )
 
@@ -903,6 +930,7 @@ ESTIMATE_TABLES = (
     BENCHMARK_CORRELATION,
     ASK_POLICY,
     GUARDRAILS,
+    ASK_ALLOCATION,
 )
 ALL_TABLES = RAW_TABLES + STAGING_TABLES + FEATURE_TABLES + MODELING_TABLES + ESTIMATE_TABLES
 # features.session_features is built from the rubric, so its columns are not listed here (see features/wide.py)

@@ -32,7 +32,7 @@ def _policy(seed: int, budget: float = 60.0):
         "test_runs": rng.poisson(2.0, n).astype(float),
         "duration_seconds": rng.exponential(600.0, n),
     }
-    error = rng.exponential(0.05 * np.log1p(features["user_message_count"]))
+    error = rng.exponential(0.005 * features["user_message_count"] ** 2)  # strong enough to beat uniform
     asked = rng.random(n) < 0.4
     answered = asked & (rng.random(n) < 1 / (1 + np.exp(-(0.5 - 0.8 * features["failed_commands"]))))
     policy = fit_policy(features, answered, error[answered], 5.0, budget, asked=asked, answered=answered)

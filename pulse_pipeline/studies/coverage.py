@@ -92,6 +92,7 @@ from ..stats.cluster import cluster_codes
 from ..synth.model import SessionTable, feature_matrix, simulate_sessions
 from .active import check_active, replicate_active
 from .drift import check_drift, replicate_drift
+from .allocation import check_allocation, replicate_allocation
 from .peeking import check_peeking, replicate_peeking
 from .scenario import (
     CONTROL,
@@ -275,6 +276,7 @@ SCENARIOS: dict[str, Replicate] = {
     "drift_stationary": replicate_drift,
     "stratified_differ": replicate_stratified,
     "stratified_same": replicate_stratified,
+    "allocation_neyman": replicate_allocation,
 }
 """Scenario name -> its replication: ``fn(seed, scenario, **options) -> rows`` (``ReplicationRow`` or dicts
 with its fields), ``options`` being what ``validate`` was given (``n_per_arm``, ``rated_fraction``, ``family``;
@@ -473,6 +475,7 @@ TARGETS: dict[str, Callable[[_Targets], None]] = {
     "drift_stationary": lambda t: t.unmet.extend(check_drift(t.frame, "drift_stationary")),
     "stratified_differ": lambda t: t.unmet.extend(check_stratified(t.frame, "stratified_differ")),
     "stratified_same": lambda t: t.unmet.extend(check_stratified(t.frame, "stratified_same")),
+    "allocation_neyman": lambda t: t.unmet.extend(check_allocation(t.frame)),
 }
 """Scenario name -> the function that checks its targets (module docstring); a scenario without one has none."""
 

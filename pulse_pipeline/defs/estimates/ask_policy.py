@@ -5,7 +5,13 @@ from pathlib import Path
 import dagster as dg
 
 from ... import tables
-from ...estimates.ask_policy import POLICY_DIR, policy_frame, policy_from_warehouse, write_policy
+from ...estimates.ask_policy import (
+    POLICY_DIR,
+    policy_frame,
+    policy_from_warehouse,
+    policy_strata_column,
+    write_policy,
+)
 from ..markdown import markdown_table
 from ..metadata import significant
 from ..resources import WarehouseResource
@@ -22,6 +28,7 @@ from .resources import EstimatesResource
             tables.SESSION_LABELS,
             tables.PREDICTIONS,
             tables.SESSION_ASKS,
+            tables.SESSION_FEATURES,
         ],
         "estimates",
     )
@@ -33,7 +40,8 @@ def ask_policy(
     another), written to the table and, for the platform and the rating service, to
     PULSE_HOME/ask_policy/ask_policy.json and ask_policy.py."""
     with warehouse.warehouse() as wh:
-        policy, why_not = policy_from_warehouse(wh.con, estimates.ask_budget)
+        column = policy_strata_column(estimates.experiments_file().path)
+        policy, why_not = policy_from_warehouse(wh.con, estimates.ask_budget, strata_column=column)
         if policy is None:
             wh.replace(tables.ASK_POLICY, [])
             context.log.warning(why_not)
@@ -53,6 +61,7 @@ def ask_policy(
                 else {}
             ),
             "fitted_on_ratings": policy.fitted_on_ratings,
+            "form": policy.form,
             "policy_file": dg.MetadataValue.path(str(json_path)),
             "reference_function": dg.MetadataValue.path(str(py_path)),
             **({"note": policy.note} if policy.note else {}),

@@ -3,6 +3,7 @@
 import dagster as dg
 
 from ... import tables
+from ...estimates.allocation import allocation_rows
 from ...estimates.experiments import experiments_of, read_splits
 from ...estimates.feature_comparisons import feature_comparison_rows
 from ...estimates.label_shift import (
@@ -18,6 +19,7 @@ from ...estimates.methods import NO_METHOD
 from ...estimates.power import power_rows
 from ...estimates.sessions import arm_sizes, assignments, feature_names, oof_rho_by_comparison
 from ...estimates.srm import ALARM_P, srm_rows, unit_counts
+from ...estimates.strata import strata_columns
 from ...estimates.subgroups import subgroup_effect_rows
 from ..markdown import markdown_table
 from ..resources import WarehouseResource
@@ -168,4 +170,26 @@ def power(context: dg.AssetExecutionContext, warehouse: WarehouseResource, estim
                    labels_per_arm_naive, labels_per_arm_ppi FROM {tables.POWER.qualified} ORDER BY 1, 2""")
     return dg.MaterializeResult(
         metadata={"dagster/row_count": len(rows), "power": dg.MetadataValue.md(markdown_table(shown, max_rows=30))}
+    )
+
+
+@_asset(tables.ASK_ALLOCATION, [*SESSIONS_DEPS])
+def ask_allocation(context: dg.AssetExecutionContext, warehouse: WarehouseResource, estimates: EstimatesResource):
+    """The share of asks per stratum that minimises the width (Neyman), per experiment: ``pulse power
+    --experiments`` shows it."""
+    with warehouse.warehouse() as wh:
+        sessions = run_sessions(context.run_id, warehouse.database, wh, estimates.arms_from())
+        exps = experiments_of(sessions, estimates.controls())
+        columns = strata_columns(estimates.experiments_file().path, [e.name for e in exps])
+        rows = allocation_rows(sessions, exps, columns, estimates.target_effect)
+        wh.replace(tables.ASK_ALLOCATION, rows, nan_as_null=True)
+        shown = wh.frame(f"""
+            SELECT experiment, stratum, round(residual_sd, 3) AS residual_sd, round(share_uniform, 3) AS uniform,
+                   round(share_neyman, 3) AS neyman, round(ratings_saved, 3) AS ratings_saved
+            FROM {tables.ASK_ALLOCATION.qualified} ORDER BY 1, 2""")
+    return dg.MaterializeResult(
+        metadata={
+            "dagster/row_count": len(rows),
+            "allocation": dg.MetadataValue.md(markdown_table(shown, max_rows=40)),
+        }
     )
