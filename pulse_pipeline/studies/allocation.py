@@ -47,6 +47,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from ..estimates.methods import Method
 from ..stats.allocation import neyman_shares, rectifier_sd
 from ..stats.ppi import ArmMean, difference, ppi_mean
 from ..stats.stratified import stratified_ppi_mean
@@ -63,7 +64,8 @@ N_RATINGS = 400
 NEYMAN_SHARE = 0.8
 PILOT_RATINGS = 300
 TRUTH = float(SHARES @ EFFECTS)
-METHODS = ("ppi", "ppi_stratified", "ppi_stratified_neyman")
+NEYMAN = f"{Method.PPI_STRATIFIED}_neyman"  # stratified PPI++ with the asks allocated by Neyman
+METHODS = (str(Method.PPI), str(Method.PPI_STRATIFIED), NEYMAN)  # stored names (plain str: polars reads enums as Enum)
 COVERAGE = (0.93, 0.97)
 
 
@@ -126,9 +128,9 @@ def replicate_allocation(seed: int, scenario: str = SCENARIO, **_: object) -> li
         uniform = _uniform(rng, N_RATINGS, h.size)
         available = np.bincount(h, minlength=SHARES.size)
         neyman = _neyman(rng, h, _neyman_counts(n_neyman, shares, available))
-        means["ppi"].append(_ppi(y, f, uniform, h))
-        means["ppi_stratified"].append(_stratified(y, f, uniform, h))
-        means["ppi_stratified_neyman"].append(_stratified(y, f, neyman, h))
+        means[Method.PPI].append(_ppi(y, f, uniform, h))
+        means[Method.PPI_STRATIFIED].append(_stratified(y, f, uniform, h))
+        means[NEYMAN].append(_stratified(y, f, neyman, h))
     rows = []
     for method, (t, c) in means.items():
         d = difference(t, c)
@@ -155,8 +157,8 @@ def check_allocation(frame: pl.DataFrame) -> list[str]:
             unmet.append(f"{SCENARIO} {method}: no row")
         elif not lo <= v <= hi:
             unmet.append(f"{SCENARIO} {method} coverage within {lo:.0%}-{hi:.0%}: got {v:.1%}")
-    neyman = value(frame, SCENARIO, "ppi_stratified_neyman", "mean_width")
-    for reference in ("ppi", "ppi_stratified"):
+    neyman = value(frame, SCENARIO, NEYMAN, "mean_width")
+    for reference in (Method.PPI, Method.PPI_STRATIFIED):
         width = value(frame, SCENARIO, reference, "mean_width")
         if neyman is not None and width is not None and neyman > width:
             unmet.append(

@@ -91,8 +91,8 @@ from ..stars import stars_to_label
 from ..stats.cluster import cluster_codes
 from ..synth.model import SessionTable, feature_matrix, simulate_sessions
 from .active import check_active, replicate_active
-from .drift import check_drift, replicate_drift
 from .allocation import check_allocation, replicate_allocation
+from .drift import check_drift, replicate_drift
 from .peeking import check_peeking, replicate_peeking
 from .scenario import (
     CONTROL,
