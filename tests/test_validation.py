@@ -103,7 +103,8 @@ def test_pulse_validate_writes_the_table_and_reports_unmet_targets(pulse_home, c
         rows = con.execute("SELECT scenario, method, replications FROM estimates.coverage_validation").fetchall()
     # every scenario by default. random and self_selected: every method; user_assigned: every method clustered and,
     # but ppi_insample, unclustered; peeking: naive and PPI, each fixed, as a sequence and at the last look only;
-    # active, active_varying and active_answer: uniform, error-only and active asking
+    # active, active_varying and active_answer: uniform, error-only and active asking; guardrail_*: plain and CUPED
+    # by what each varies (studies/guardrails.py)
     per_scenario = {scenario: sum(1 for r in rows if r[0] == scenario) for scenario in {r[0] for r in rows}}
     assert per_scenario == {
         "random": len(METHODS),
@@ -114,6 +115,9 @@ def test_pulse_validate_writes_the_table_and_reports_unmet_targets(pulse_home, c
         "active": 3,
         "active_varying": 3,
         "active_answer": 3,
+        "guardrail_users": 5,
+        "guardrail_cuped": 6,
+        "guardrail_margin": 7,
     }
     assert {r[2] for r in rows} == {3}
     # --scenarios picks some; an unknown name is refused before anything runs

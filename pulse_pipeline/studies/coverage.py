@@ -91,6 +91,7 @@ from ..stars import stars_to_label
 from ..stats.cluster import cluster_codes
 from ..synth.model import SessionTable, feature_matrix, simulate_sessions
 from .active import check_active, replicate_active
+from .guardrails import check_guardrails, replicate_guardrails
 from .peeking import check_peeking, replicate_peeking
 from .scenario import (
     CONTROL,
@@ -266,6 +267,9 @@ SCENARIOS: dict[str, Replicate] = {
     "active": replicate_active,
     "active_varying": replicate_active,
     "active_answer": replicate_active,
+    "guardrail_users": replicate_guardrails,
+    "guardrail_cuped": replicate_guardrails,
+    "guardrail_margin": replicate_guardrails,
 }
 """Scenario name -> its replication: ``fn(seed, scenario, **options) -> rows`` (``ReplicationRow`` or dicts
 with its fields), ``options`` being what ``validate`` was given (``n_per_arm``, ``rated_fraction``, ``family``;
@@ -451,6 +455,13 @@ def _active_targets(scenario: str) -> Callable[[_Targets], None]:
     return check
 
 
+def _guardrail_targets(scenario: str) -> Callable[[_Targets], None]:
+    def check(t: _Targets) -> None:
+        t.unmet += check_guardrails(t.frame, (scenario,))
+
+    return check
+
+
 TARGETS: dict[str, Callable[[_Targets], None]] = {
     "random": _random_targets,
     "self_selected": _self_selected_targets,
@@ -460,6 +471,9 @@ TARGETS: dict[str, Callable[[_Targets], None]] = {
     "active": _active_targets("active"),
     "active_varying": _active_targets("active_varying"),
     "active_answer": _active_targets("active_answer"),
+    "guardrail_users": _guardrail_targets("guardrail_users"),
+    "guardrail_cuped": _guardrail_targets("guardrail_cuped"),
+    "guardrail_margin": _guardrail_targets("guardrail_margin"),
 }
 """Scenario name -> the function that checks its targets (module docstring); a scenario without one has none."""
 
