@@ -103,6 +103,9 @@ EXPECTED_METHODS = {
         "cuped_higher",
         "plain_null",
         "cuped_null",
+        "plain_lower_small",
+        "plain_absolute_small",
+        "cuped_lower_small",
     ],
 }
 

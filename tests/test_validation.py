@@ -117,7 +117,7 @@ def test_pulse_validate_writes_the_table_and_reports_unmet_targets(pulse_home, c
         "active_answer": 3,
         "guardrail_users": 5,
         "guardrail_cuped": 6,
-        "guardrail_margin": 7,
+        "guardrail_margin": 10,
     }
     assert {r[2] for r in rows} == {3}
     # --scenarios picks some; an unknown name is refused before anything runs
