@@ -104,7 +104,8 @@ def test_pulse_validate_writes_the_table_and_reports_unmet_targets(pulse_home, c
     # every scenario by default. random and self_selected: every method; user_assigned: every method clustered and,
     # but ppi_insample, unclustered; peeking: naive and PPI, each fixed, as a sequence and at the last look only;
     # active, active_varying and active_answer: uniform, error-only and active asking; allocation_neyman: PPI++,
-    # stratified asking alike, stratified by Neyman
+    # stratified asking alike, stratified by Neyman; guardrail_*: plain and CUPED by what each varies
+    # (studies/guardrails.py)
     per_scenario = {scenario: sum(1 for r in rows if r[0] == scenario) for scenario in {r[0] for r in rows}}
     assert per_scenario == {
         "random": len(METHODS),
@@ -120,6 +121,9 @@ def test_pulse_validate_writes_the_table_and_reports_unmet_targets(pulse_home, c
         "stratified_differ": len(METHODS) - 2,  # compare without resampling, no in-sample model: no bootstrap,
         "stratified_same": len(METHODS) - 2,  # no ppi_insample
         "allocation_neyman": 3,
+        "guardrail_users": 5,
+        "guardrail_cuped": 6,
+        "guardrail_margin": 10,
     }
     assert {r[2] for r in rows} == {3}
     # --scenarios picks some; an unknown name is refused before anything runs

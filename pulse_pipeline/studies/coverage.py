@@ -93,6 +93,7 @@ from ..synth.model import SessionTable, feature_matrix, simulate_sessions
 from .active import check_active, replicate_active
 from .allocation import check_allocation, replicate_allocation
 from .drift import check_drift, replicate_drift
+from .guardrails import check_guardrails, replicate_guardrails
 from .peeking import check_peeking, replicate_peeking
 from .scenario import (
     CONTROL,
@@ -277,6 +278,9 @@ SCENARIOS: dict[str, Replicate] = {
     "stratified_differ": replicate_stratified,
     "stratified_same": replicate_stratified,
     "allocation_neyman": replicate_allocation,
+    "guardrail_users": replicate_guardrails,
+    "guardrail_cuped": replicate_guardrails,
+    "guardrail_margin": replicate_guardrails,
 }
 """Scenario name -> its replication: ``fn(seed, scenario, **options) -> rows`` (``ReplicationRow`` or dicts
 with its fields), ``options`` being what ``validate`` was given (``n_per_arm``, ``rated_fraction``, ``family``;
@@ -462,6 +466,13 @@ def _active_targets(scenario: str) -> Callable[[_Targets], None]:
     return check
 
 
+def _guardrail_targets(scenario: str) -> Callable[[_Targets], None]:
+    def check(t: _Targets) -> None:
+        t.unmet += check_guardrails(t.frame, (scenario,))
+
+    return check
+
+
 TARGETS: dict[str, Callable[[_Targets], None]] = {
     "random": _random_targets,
     "self_selected": _self_selected_targets,
@@ -476,6 +487,9 @@ TARGETS: dict[str, Callable[[_Targets], None]] = {
     "stratified_differ": lambda t: t.unmet.extend(check_stratified(t.frame, "stratified_differ")),
     "stratified_same": lambda t: t.unmet.extend(check_stratified(t.frame, "stratified_same")),
     "allocation_neyman": lambda t: t.unmet.extend(check_allocation(t.frame)),
+    "guardrail_users": _guardrail_targets("guardrail_users"),
+    "guardrail_cuped": _guardrail_targets("guardrail_cuped"),
+    "guardrail_margin": _guardrail_targets("guardrail_margin"),
 }
 """Scenario name -> the function that checks its targets (module docstring); a scenario without one has none."""
 
