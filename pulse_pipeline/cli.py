@@ -742,8 +742,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--workers", type=int, default=2)
     s.add_argument(
         "--scenarios",
-        help="comma-separated: random, self_selected, user_assigned, peeking, active, active_varying, active_answer"
-        ", user_features (default: all)",
+        help="comma-separated: random, self_selected, user_assigned, user_features, peeking, active, active_varying,"
+        " active_answer, drift, drift_stationary, stratified_differ, stratified_same, allocation_neyman,"
+        " guardrail_users, guardrail_cuped, guardrail_margin (default: all)",
     )
     s.add_argument("--json", action="store_true", help="print coverage and unmet targets as JSON (and draw no bars)")
     s.set_defaults(func=cmd_validate)
