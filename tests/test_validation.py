@@ -150,3 +150,13 @@ def test_self_selected_arms_keep_their_propensity_model() -> None:
             arm = in_experiment & (np.asarray(table.variant) == variant)
             fit = crossfit_propensity_fit(feature_matrix(table, arm), np.asarray(table.rated, dtype=bool)[arm])
             assert fit.model_helps, (seed, variant, fit.calibration)
+
+
+def test_validate_help_names_every_scenario():
+    from pulse_pipeline.cli import build_parser
+    from pulse_pipeline.studies import coverage
+
+    validate = build_parser()._subparsers._group_actions[0].choices["validate"]
+    (scenarios,) = [a for a in validate._actions if a.dest == "scenarios"]
+    named = {name.strip() for name in scenarios.help.removesuffix(" (default: all)").split(":", 1)[1].split(",")}
+    assert named == set(coverage.SCENARIOS)
