@@ -7,7 +7,14 @@ from pathlib import Path
 import dagster as dg
 
 from ...estimates.effects import Settings
-from ...estimates.experiments import ArmsFrom, read_arms_from, read_controls, read_units
+from ...estimates.experiments import (
+    ArmsFrom,
+    ExperimentsConfig,
+    experiments_config,
+    read_arms_from,
+    read_controls,
+    read_units,
+)
 from ...estimates.kept_propensities import PropensityStore
 from ...paths import PulseHome, SettingsFile
 from ...settings import EstimateSettings, ModelingSettings, estimate_settings, modeling_settings
@@ -67,6 +74,10 @@ class EstimatesResource(dg.ConfigurableResource):
         """experiment -> the session field its arms come from, for the experiments ``experiments.toml`` gives an
         ``arms_from`` (observational arms)."""
         return read_arms_from(self.experiments_file().path)
+
+    def experiments_config(self) -> ExperimentsConfig:
+        """``experiments.toml`` read whole and checked (the guardrails read it: ``experiments.guardrails_for``)."""
+        return experiments_config(self.experiments_file().path)
 
     def experiments_metadata(self) -> dict[str, str]:
         """Asset metadata saying which experiments file a materialization read."""
