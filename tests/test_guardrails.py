@@ -167,7 +167,7 @@ def test_pre_experiment_means_read_only_sessions_that_started_before_the_experim
 def test_rows_of_a_user_randomized_comparison_worked_out_by_hand(tmp_path):
     sessions, history = _sessions()
     cost = Guardrail("cost", "llm_cost_usd", "lower", 0.10)
-    rows = guardrail_rows(sessions, history, lambda _: (cost,), {"e": "c"}, units={"e": "user"})
+    rows = guardrail_rows(sessions, history, lambda _: (cost,), {"e": "c"}, units={"e": "user"}, min_history=3)
     assert len(rows) == 1
     r = rows[0]
     assert (r.experiment, r.treatment, r.control, r.guardrail, r.unit, r.design) == ("e", "t", "c", "cost", "user",

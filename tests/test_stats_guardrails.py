@@ -123,10 +123,14 @@ def test_cuped_sessions_without_history_get_an_indicator():
     effect = (y_t.mean() - theta @ zt.mean(0)) - (y_c.mean() - theta @ zc.mean(0))
     e_t, e_c = y_t - zt @ theta, y_c - zc @ theta
     var = e_t.var(ddof=1) / 6 + e_c.var(ddof=1) / 5
-    est = guardrail_difference(y_t, y_c, x_t=x_t, x_c=x_c)
+    est = guardrail_difference(y_t, y_c, x_t=x_t, x_c=x_c, min_history=3)
     assert est.method == "cuped"
     assert est.effect == pytest.approx(effect)
     assert est.se == pytest.approx(math.sqrt(var))
+    # with the shipped floor (10 sessions with history per arm) four and four are too few: plain
+    floor = guardrail_difference(y_t, y_c, x_t=x_t, x_c=x_c)
+    assert floor.method == "plain" and floor.effect == pytest.approx(y_t.mean() - y_c.mean())
+    assert "4 treatment and 4 control sessions have a pre-experiment mean, fewer than 10" in floor.note
 
 
 def test_cuped_falls_back_to_plain_when_it_does_not_narrow():
@@ -136,7 +140,7 @@ def test_cuped_falls_back_to_plain_when_it_does_not_narrow():
     x_t = np.array([13.0, 12.0, 11.0, 10.0])
     y_c = np.array([0.0, 1.0, 2.0, 3.0])
     x_c = np.array([3.0, 2.0, 1.0, 0.0])
-    est = guardrail_difference(y_t, y_c, x_t=x_t, x_c=x_c)
+    est = guardrail_difference(y_t, y_c, x_t=x_t, x_c=x_c, min_history=2)
     plain = guardrail_difference(y_t, y_c)
     assert est.method == "plain" and est.variance_reduction is None
     assert est.effect == pytest.approx(10.0) and est.se == pytest.approx(plain.se)

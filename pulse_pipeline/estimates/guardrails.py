@@ -45,7 +45,7 @@ import polars as pl
 
 from .. import tables
 from ..stats.cluster import cluster_codes
-from ..stats.guardrails import guardrail_difference, noninferiority
+from ..stats.guardrails import MIN_HISTORY, guardrail_difference, noninferiority
 from ..stats.sequential import DEFAULT_PLANNED_N, confidence_sequence
 from ..warehouse import Warehouse
 from .experiments import OBSERVATIONAL, RANDOMIZED, Experiment, Guardrail, Unit, experiments_of, for_unit, units_of
@@ -140,6 +140,7 @@ def comparison_row(
     unit: Unit,
     means: Mapping[str, float],
     planned_n: float = DEFAULT_PLANNED_N,
+    min_history: int = MIN_HISTORY,
 ) -> GuardrailRow:
     """The row of one comparison and one guardrail; ``arms``: the comparison's sessions (columns ``variant``,
     ``user_id``, ``day``, the metric); ``means``: user -> pre-experiment mean of the metric."""
@@ -159,6 +160,7 @@ def comparison_row(
         return guardrail_difference(
             _values(t, guardrail.metric), _values(c, guardrail.metric), g_t=_codes(t, by_user),
             g_c=_codes(c, by_user), x_t=_covariate(t, means), x_c=_covariate(c, means), alpha=guardrail.alpha,
+            min_history=min_history,
         )  # fmt: skip
 
     est = estimate(t, c)
@@ -213,13 +215,14 @@ def guardrail_rows(
     controls: Mapping[str, str],
     units: Mapping[str, str] | None = None,
     planned_n: float = DEFAULT_PLANNED_N,
+    min_history: int = MIN_HISTORY,
 ) -> list[GuardrailRow]:
     """Rows of ``estimates.guardrails`` (module docstring).
 
     ``sessions``: an ``assigned_sessions`` frame (every assigned session, its metric columns among its features);
     ``history``: :func:`metric_history` (every staged session's user, start and metrics); ``guardrails``:
     experiment -> its guardrails (``experiments.guardrails_for`` bound to the file's config); ``controls`` and
-    ``units`` as ``experiment_effects`` takes them.
+    ``units`` as ``experiment_effects`` takes them; ``min_history``: ``stats.guardrails.MIN_HISTORY``.
     """
     if sessions.is_empty():
         return []
@@ -242,7 +245,7 @@ def guardrail_rows(
             means = pre_experiment_means(history, guardrail.metric, start)
             for treatment in exp.treatments:
                 arms = in_exp.filter(pl.col("variant").is_in([treatment, exp.control]))
-                rows.append(comparison_row(exp, treatment, arms, guardrail, unit, means, planned_n))
+                rows.append(comparison_row(exp, treatment, arms, guardrail, unit, means, planned_n, min_history))
     return rows
 
 

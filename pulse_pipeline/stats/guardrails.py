@@ -83,6 +83,12 @@ MARGIN_TYPES = ("relative", "absolute")
 
 VERDICTS = ("pass", "fail", "inconclusive")
 
+MIN_HISTORY = 10
+"""CUPED needs at least this many sessions with a pre-experiment mean in EACH arm; else the plain difference. The
+slope is then fit on a handful of points and the fixed-theta variance, which ignores its estimation error, is too
+optimistic; and an adjustment on a few sessions narrows nothing a reader should rely on. Fixed before any data
+(GrowthBook has no such floor: it adjusts whenever CUPED is switched on)."""
+
 
 @dataclass(frozen=True)
 class GuardrailEstimate:
@@ -173,14 +179,17 @@ def cuped_theta(y: np.ndarray, z: np.ndarray) -> np.ndarray:
     return np.linalg.lstsq(zc, y - y.mean(), rcond=None)[0]
 
 
-def guardrail_difference(y_t, y_c, *, g_t=None, g_c=None, x_t=None, x_c=None, alpha: float = 0.05) -> GuardrailEstimate:
+def guardrail_difference(
+    y_t, y_c, *, g_t=None, g_c=None, x_t=None, x_c=None, alpha: float = 0.05, min_history: int = MIN_HISTORY
+) -> GuardrailEstimate:
     """Treatment - control of a guardrail metric (see the module docstring for every formula).
 
     y: the metric per session (NaN: no value, left out and counted in the note); g: user cluster codes (None:
     sessions independent; codes of the two arms need not be disjoint integers, each arm is clustered on its own);
     x: the CUPED covariate per session (its user's pre-experiment mean; NaN where the user has no history); None
-    for both arms: plain. Degenerate arms follow ``clustered_welch_difference``: an empty arm gives NaN, an arm
-    with one cluster an unbounded interval, no spread a zero-width interval (each noted).
+    for both arms: plain; fewer than ``min_history`` sessions with a covariate in an arm: plain. Degenerate arms
+    follow ``clustered_welch_difference``: an empty arm gives NaN, an arm with one cluster an unbounded interval,
+    no spread a zero-width interval (each noted).
     """
     check_alpha(alpha)
     yt, gt, xt, dropped_t = _clean(y_t, g_t, x_t, "treatment")
@@ -208,8 +217,16 @@ def guardrail_difference(y_t, y_c, *, g_t=None, g_c=None, x_t=None, x_c=None, al
         xt_ = xt if xt is not None else np.full(n_t, nan)
         xc_ = xc if xc is not None else np.full(n_c, nan)
         z = _cuped_design(np.concatenate([xt_, xc_]))
-        if z.shape[1] == 0:
-            notes.append("no user was seen before the experiment (or all alike): plain, no CUPED")
+        with_t, with_c = int(np.isfinite(xt_).sum()), int(np.isfinite(xc_).sum())
+        if with_t == 0 and with_c == 0:
+            notes.append("no user was seen before the experiment: plain, no CUPED")
+        elif min(with_t, with_c) < min_history:
+            notes.append(
+                f"{with_t} treatment and {with_c} control sessions have a pre-experiment mean, fewer than"
+                f" {min_history} in an arm: plain, no CUPED"
+            )
+        elif z.shape[1] == 0:
+            notes.append("every pre-experiment mean is the same: plain, no CUPED")
         else:
             y_all = np.concatenate([yt, yc])
             theta = cuped_theta(y_all, z)
@@ -222,12 +239,12 @@ def guardrail_difference(y_t, y_c, *, g_t=None, g_c=None, x_t=None, x_c=None, al
             cphi_t, cphi_c = (et - et.mean()) / n_t, (ec - ec.mean()) / n_c
             v_plain = _variance(phi_t, gt)[0] + _variance(phi_c, gc)[0]
             v_cuped = _variance(cphi_t, gt)[0] + _variance(cphi_c, gc)[0]
-            share = float(np.isfinite(np.concatenate([xt_, xc_])).mean())
+            share = f"{with_t + with_c} of {n_t + n_c} sessions"
             if math.isfinite(v_cuped) and v_cuped < v_plain:
                 method, effect = "cuped", adj_t - adj_c
                 phi_t, phi_c = cphi_t, cphi_c
                 reduction = 1.0 - v_cuped / v_plain
-                notes.append(f"CUPED on {share:.0%} of sessions with a pre-experiment mean")
+                notes.append(f"CUPED: {share} have a pre-experiment mean")
             else:
                 notes.append(
                     "CUPED did not narrow the interval"
