@@ -6,12 +6,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import tables
 from .estimates.benchmarks import load_benchmarks
-from .estimates.experiments import experiments_config
+from .estimates.experiments import check_guardrail_metrics, experiments_config
 from .features.agreement import read_human_labels
 from .features.rubric import load_rubric
+from .features.wide import SCORE_COLUMNS, feature_columns
 from .settings import Env, feature_settings
 from .settings_files import SettingsFileError, check_environment, human_labels_path
+
+DYNAMIC_COLUMNS = ("score_", "eval__")
+"""Prefixes of ``features.session_features`` columns that only data or settings create (``features/wide.py``)."""
 
 
 def check_settings(home: Any, environ: Env | None = None) -> list[str]:
@@ -22,7 +27,11 @@ def check_settings(home: Any, environ: Env | None = None) -> list[str]:
     features = feature_settings(environ)
     rubric = load_rubric(features.rubric_path)
     experiments = home.experiments_file
-    experiments_config(experiments.path)
+    config = experiments_config(experiments.path)
+    # a guardrail's metric: a numeric column features.session_features will have (score_* and eval__* columns
+    # exist only once data or settings name them: the estimates stage checks those against its frame)
+    columns = [c for c in tables.EVENT_FEATURES.column_names if c != "session_id"] + feature_columns(rubric)
+    check_guardrail_metrics(experiments.path, config, [*columns, *SCORE_COLUMNS], prefixes=DYNAMIC_COLUMNS)
     benchmarks = home.benchmarks_file
     load_benchmarks(benchmarks.path, rubric)
     read = [

@@ -337,6 +337,8 @@ EVENT_FEATURES = _t(
     ("ends_on_thanks", INTEGER),
     ("ends_on_complaint", INTEGER),
     ("ends_on_agent_turn", INTEGER),
+    ("user_stops", INTEGER),  # the user stopping or pausing the agent (a guardrail metric)
+    ("llm_total_tokens", BIGINT),  # prompt + completion tokens, NULL unless both are known
 )
 
 ANNOTATIONS = _t(

@@ -209,7 +209,7 @@ def test_the_issues_broken_experiments_file_is_named_with_its_line(tmp_path):
         (
             '[experiments.x]\ncontol = "a"\n',
             2,
-            "experiments.x: unknown key 'contol' (known: control, split, unit, arms_from, arms, strata)",
+            "experiments.x: unknown key 'contol' (known: control, split, unit, arms_from, arms, strata, guardrails)",
         ),
         ("[experiments.x]\nsplit = {}\n", 2, "experiments.x.split must name the arms and their weights, got {}"),
         (

@@ -55,6 +55,7 @@ NULLABLE = (
     "critic_score_last",
     "critic_score_mean",
     "critic_score_min",
+    "llm_total_tokens",
 )
 COUNTS = [
     c for c in tables.EVENT_FEATURES.column_names if c != "session_id" and c not in NULLABLE and c not in SENTIMENT
@@ -73,6 +74,11 @@ def expect(row: dict, **values) -> None:
     """Every column of the row but the sentiment ones (``test_sentiment.py``): the given values, else 0 for counts
     and NULL for the rest; doubles approximately."""
     expected = dict.fromkeys(COUNTS, 0) | dict.fromkeys(NULLABLE) | values
+    if "llm_total_tokens" not in values and None not in (
+        expected["llm_prompt_tokens"],
+        expected["llm_completion_tokens"],
+    ):  # prompt + completion, NULL unless both are known
+        expected["llm_total_tokens"] = expected["llm_prompt_tokens"] + expected["llm_completion_tokens"]
     actual = {k: v for k, v in row.items() if k != "session_id" and k not in SENTIMENT}
     for c in ("duration_seconds", "llm_cost_usd", "critic_score_last", "critic_score_mean", "critic_score_min"):
         if expected[c] is not None:
@@ -219,6 +225,52 @@ def test_llm_usage_from_session_metadata(wh):
         llm_prompt_tokens=12000,
         llm_completion_tokens=900,
     )
+
+
+def test_total_tokens_are_null_unless_both_parts_are_known(wh):
+    ingest_paths(wh, EF / "llm_usage.jsonl")
+    rows = features(wh)
+    assert {s: r["llm_total_tokens"] for s, r in rows.items()} == {
+        "usage-top": 12900,
+        "usage-nested": 730,
+        "usage-both": 155,  # 100 prompt tokens from the event, 55 completion tokens from the metadata
+    }
+
+
+def test_user_stops_count_the_user_stopping_or_pausing_the_agent(wh, tmp_path):
+    """Sessions made by hand: the user stops twice and pauses once (3); the agent's own stop and an environment
+    pause are not the user's (0)."""
+    records = [
+        {"session_id": "stops", "events": [
+            {"id": "1", "source": "user", "type": "message", "text": "refactor the parser"},
+            {"id": "2", "source": "agent", "type": "run", "command": "ls"},
+            {"id": "3", "source": "user", "type": "stop"},
+            {"id": "4", "source": "user", "type": "message", "text": "no, only the lexer"},
+            {"id": "5", "source": "user", "type": "pause"},
+            {"id": "6", "source": "user", "type": "stop"},
+        ]},
+        {"session_id": "no-stops", "events": [
+            {"id": "1", "source": "user", "type": "message", "text": "refactor the parser"},
+            {"id": "2", "source": "agent", "type": "stop"},
+            {"id": "3", "source": "environment", "type": "pause"},
+        ]},
+    ]  # fmt: skip
+    path = tmp_path / "stops.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    ingest_paths(wh, path)
+    rows = features(wh)
+    assert {s: r["user_stops"] for s, r in rows.items()} == {"stops": 3, "no-stops": 0}
+    # OpenHands V0's change_agent_state (a state event) counts when the user sends it to paused or stopped
+    from pulse_pipeline.features.event_features import USER_STOP
+
+    hand = duckdb.connect()
+    hand.execute("CREATE TABLE ev (source VARCHAR, kind VARCHAR, name VARCHAR, agent_state VARCHAR)")
+    hand.execute(
+        "INSERT INTO ev VALUES ('user', 'state', 'change_agent_state', 'paused'),"
+        " ('user', 'state', 'change_agent_state', 'stopped'), ('user', 'state', 'change_agent_state', 'running'),"
+        " ('agent', 'state', 'change_agent_state', 'stopped'), ('user', 'state', 'agent_state_changed', 'paused')"
+    )
+    assert hand.execute(f"SELECT count(*) FILTER (WHERE {USER_STOP}) FROM ev").fetchone()[0] == 2
 
 
 def test_llm_usage_of_an_sdk_conversation_comes_from_its_base_state(wh, tmp_path):

@@ -40,9 +40,14 @@ def test_relative_effect_is_gbstats_delta_method():
     var_ratio = vb / ma**2 + va * mb**2 / ma**4  # variance_of_ratios with cov 0
     assert est.relative_effect == pytest.approx((mb - ma) / abs(ma))
     assert est.relative_se == pytest.approx(math.sqrt(var_ratio))
-    df = var_ratio**2 / ((vb / ma**2) ** 2 / 5 + (va * mb**2 / ma**4) ** 2 / 4)
+    # the interval: on the log of the ratio, se^2 = v_t / mean_t^2 + v_c / mean_c^2, Welch df, then exp - 1
+    lv_t, lv_c = vb / mb**2, va / ma**2
+    df = (lv_t + lv_c) ** 2 / (lv_t**2 / 5 + lv_c**2 / 4)
     q = stats.t.ppf(0.975, df)
-    assert est.relative_ci_low == pytest.approx((mb - ma) / ma - q * math.sqrt(var_ratio))
+    lse = math.sqrt(lv_t + lv_c)
+    assert est.log_ratio == pytest.approx(math.log(mb / ma)) and est.log_ratio_se == pytest.approx(lse)
+    assert est.relative_ci_low == pytest.approx(mb / ma * math.exp(-q * lse) - 1)
+    assert est.relative_ci_high == pytest.approx(mb / ma * math.exp(q * lse) - 1)
 
 
 def test_users_as_unit_sums_within_users():
@@ -102,8 +107,12 @@ def test_cuped_with_every_user_seen_before_is_gbstats():
     e_c = y_c - theta * x_c
     rphi_c = -(e_c - e_c.mean()) / 50 / mc - effect / mc**2 * (y_c - mc) / 50
     rv_c = 50 / 49 * np.sum(rphi_c**2)
-    assert est.relative_effect == pytest.approx(effect / mc)
     assert est.relative_se == pytest.approx(math.sqrt(v_t / mc**2 + rv_c))
+    # the ratio of the ADJUSTED arm means (pooled centring), on the log scale
+    x = np.concatenate([x_t, x_c])
+    a_t, a_c = y_t.mean() - theta * (x_t.mean() - x.mean()), y_c.mean() - theta * (x_c.mean() - x.mean())
+    assert est.relative_effect == pytest.approx(a_t / a_c - 1)
+    assert est.log_ratio_se == pytest.approx(math.sqrt(v_t / a_t**2 + v_c / a_c**2))
 
 
 def test_cuped_sessions_without_history_get_an_indicator():
@@ -123,10 +132,14 @@ def test_cuped_sessions_without_history_get_an_indicator():
     effect = (y_t.mean() - theta @ zt.mean(0)) - (y_c.mean() - theta @ zc.mean(0))
     e_t, e_c = y_t - zt @ theta, y_c - zc @ theta
     var = e_t.var(ddof=1) / 6 + e_c.var(ddof=1) / 5
-    est = guardrail_difference(y_t, y_c, x_t=x_t, x_c=x_c)
+    est = guardrail_difference(y_t, y_c, x_t=x_t, x_c=x_c, min_history=3)
     assert est.method == "cuped"
     assert est.effect == pytest.approx(effect)
     assert est.se == pytest.approx(math.sqrt(var))
+    # with the shipped floor (10 sessions with history per arm) four and four are too few: plain
+    floor = guardrail_difference(y_t, y_c, x_t=x_t, x_c=x_c)
+    assert floor.method == "plain" and floor.effect == pytest.approx(y_t.mean() - y_c.mean())
+    assert "4 treatment and 4 control sessions have a pre-experiment mean, fewer than 10" in floor.note
 
 
 def test_cuped_falls_back_to_plain_when_it_does_not_narrow():
@@ -136,7 +149,7 @@ def test_cuped_falls_back_to_plain_when_it_does_not_narrow():
     x_t = np.array([13.0, 12.0, 11.0, 10.0])
     y_c = np.array([0.0, 1.0, 2.0, 3.0])
     x_c = np.array([3.0, 2.0, 1.0, 0.0])
-    est = guardrail_difference(y_t, y_c, x_t=x_t, x_c=x_c)
+    est = guardrail_difference(y_t, y_c, x_t=x_t, x_c=x_c, min_history=2)
     plain = guardrail_difference(y_t, y_c)
     assert est.method == "plain" and est.variance_reduction is None
     assert est.effect == pytest.approx(10.0) and est.se == pytest.approx(plain.se)
@@ -169,10 +182,10 @@ def test_degenerate_arms():
     assert math.isnan(zero_control.relative_effect) and "control mean is 0" in zero_control.note
 
 
-def _estimate(effect, se, relative_effect, relative_se, df=math.inf) -> GuardrailEstimate:
+def _estimate(effect, se, relative_effect, relative_se, df=math.inf, log_ratio=math.nan, log_se=math.nan):
     return GuardrailEstimate(
         10.0 + effect, 10.0, effect, se, math.nan, math.nan, relative_effect, relative_se, math.nan, math.nan,
-        "plain", None, 100, 100, None, df, df,
+        "plain", None, 100, 100, None, df, df, 0, 0, log_ratio, log_se, df,
     )  # fmt: skip
 
 
@@ -205,6 +218,26 @@ def test_noninferiority_verdicts_by_hand():
                           margin_type="relative", alpha=0.05)[1] == "pass"  # fmt: skip
     assert noninferiority(_estimate(math.nan, math.nan, math.nan, math.nan), direction="lower", margin=0.1,
                           margin_type="relative", alpha=0.05)[1] is None  # fmt: skip
+
+
+def test_a_relative_margin_is_tested_on_the_log_of_the_ratio():
+    """Lower is better, margin 10 %: H0 log R >= log 1.1. log R = log 1.02, se 0.03: p = Phi((log 1.02 - log 1.1)
+    / 0.03) = Phi(-2.517) = 0.00592; the upper bound log 1.02 + 1.645 * 0.03 = 0.0691 < log 1.1 = 0.0953: pass."""
+    est = _estimate(0.2, 0.1, 0.02, 0.03, log_ratio=math.log(1.02), log_se=0.03)
+    p, verdict = noninferiority(est, direction="lower", margin=0.10, margin_type="relative", alpha=0.05)
+    assert p == pytest.approx(stats.norm.cdf((math.log(1.02) - math.log(1.1)) / 0.03)) and verdict == "pass"
+    assert p == pytest.approx(0.00592, abs=1e-5)
+    # higher is better, margin 10 %: H0 R <= 0.9, harm -log R against -log 0.9 = 0.1054; R = 0.85 is beyond it
+    # by 0.0571 = 2.85 se (se 0.02): fail
+    est = _estimate(-1.5, 0.1, -0.15, 0.02, log_ratio=math.log(0.85), log_se=0.02)
+    p, verdict = noninferiority(est, direction="higher", margin=0.10, margin_type="relative", alpha=0.05)
+    assert p == pytest.approx(stats.norm.cdf((-math.log(0.85) + math.log(0.9)) / 0.02)) and verdict == "fail"
+    # a margin of 100 % or more tolerates any fall of a higher-is-better metric
+    assert noninferiority(est, direction="higher", margin=1.0, margin_type="relative", alpha=0.05) == (0.0, "pass")
+    # an arm mean that is not positive: no log ratio, the linear relative effect is tested (as the tests above)
+    neg = guardrail_difference([-1.0, -2.0, -1.5], [1.0, 2.0, 1.5])
+    assert math.isnan(neg.log_ratio) and "not positive" in neg.note
+    assert neg.relative_effect == pytest.approx(-3.0 / 1.5)
 
 
 @pytest.mark.parametrize(

@@ -35,6 +35,24 @@ The file is checked whole before any work starts (:func:`experiments_config`, ca
 syntax error, an unknown key, a unit other than "session" or "user", a split without arms or with a weight that is
 not a positive number, or a control missing from its split stops the command in one line naming the file and line.
 
+Guardrails (:func:`guardrails_for`; ``docs/guardrails.md``): metrics a change must not harm beyond a margin,
+estimated by ``estimates/guardrails.py``. ``[guardrails.NAME]`` at the top applies to every experiment;
+``[experiments.X.guardrails.NAME]`` changes some keys of one of them for X (an override), adds one, or drops one
+(``enabled = false``)::
+
+    [guardrails.cost]
+    metric = "llm_cost_usd"        # a numeric column of features.session_features
+    direction = "lower"            # which way is better: "lower" or "higher"
+    margin = 0.10                  # the harm tolerated, >= 0
+    margin_type = "relative"       # optional: "relative" (share of the control mean, default) or "absolute"
+    alpha = 0.05                   # optional: the one-sided non-inferiority level, in (0, 0.5); default 0.05
+    enabled = true                 # optional: false drops the guardrail (for one experiment, or everywhere)
+
+A guardrail with a key not listed, a metric that is not a column name, a direction, margin, margin type or alpha
+outside its values, or (after an override) no metric, direction or margin stops the command in one line naming
+the file, the line and the key. Whether the metric is a numeric session column is checked where the columns are
+known (:func:`check_guardrail_metrics`: the preflight against the rubric's columns, the stage against its frame).
+
 The randomization unit (:func:`resolve_unit`). ``unit = "user"`` means a user's sessions all get the user's arm
 and are not independent: every interval is then clustered by user and the sample-ratio check counts users.
 Without ``unit`` the unit is detected from ``staging.assignments``: ``user`` when at least one user has several
@@ -85,7 +103,28 @@ class Experiment:
         return f"single-arm experiment (only {self.control!r}): nothing to compare"
 
 
-EXPERIMENT_KEYS = ("control", "split", "unit", "arms_from", "arms", "strata")
+EXPERIMENT_KEYS = ("control", "split", "unit", "arms_from", "arms", "strata", "guardrails")
+TOP_LEVEL_KEYS = ("experiments", "strata", "guardrails")
+GUARDRAIL_KEYS = ("metric", "direction", "margin", "margin_type", "alpha", "enabled")
+GUARDRAIL_DEFAULTS = {"margin_type": "relative", "alpha": 0.05, "enabled": True}
+"""The keys a guardrail may leave out, with the value it then takes."""
+GUARDRAIL_DIRECTIONS = ("lower", "higher")
+GUARDRAIL_MARGIN_TYPES = ("relative", "absolute")
+_COLUMN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class Guardrail:
+    """One guardrail of one experiment, resolved (top-level keys, then the experiment's overrides): ``name`` is
+    its table name in ``experiments.toml``; the rest as the module docstring lists."""
+
+    name: str
+    metric: str
+    direction: str
+    margin: float
+    margin_type: str = "relative"
+    alpha: float = 0.05
+
 
 METADATA_PREFIX = "metadata."
 """``arms_from`` names a key of ``staging.sessions.metadata_json`` with this prefix (``metadata.model``)."""
@@ -143,6 +182,122 @@ class ExperimentsConfig:
     # and the file's top-level default (None: not set, task type)
     strata: dict[str, str] = dataclasses.field(default_factory=dict)
     default_strata: str | None = None
+    guardrails: dict[str, dict[str, object]] = dataclasses.field(default_factory=dict)
+    experiment_guardrails: dict[str, dict[str, dict[str, object]]] = dataclasses.field(default_factory=dict)
+    """``guardrails``: name -> keys of the top-level ``[guardrails.NAME]`` tables (checked, possibly partial only
+    when disabled); ``experiment_guardrails``: experiment -> name -> its override keys. :func:`guardrails_for`
+    resolves them."""
+
+
+def guardrails_for(config: ExperimentsConfig, experiment: str) -> tuple[Guardrail, ...]:
+    """The enabled guardrails of ``experiment``: every top-level one with the experiment's overrides, then the
+    ones only the experiment declares, each in file order. :func:`experiments_config` has checked that each is
+    complete, so this never fails for a config it returned."""
+    own = config.experiment_guardrails.get(experiment, {})
+    out = []
+    for name in [*config.guardrails, *(n for n in own if n not in config.guardrails)]:
+        keys = {**GUARDRAIL_DEFAULTS, **config.guardrails.get(name, {}), **own.get(name, {})}
+        if keys["enabled"]:
+            out.append(
+                Guardrail(name, str(keys["metric"]), str(keys["direction"]), float(keys["margin"]),
+                          str(keys["margin_type"]), float(keys["alpha"]))
+            )  # fmt: skip
+    return tuple(out)
+
+
+def guardrail_metrics(config: ExperimentsConfig) -> list[str]:
+    """Every metric an enabled guardrail of any experiment reads (an experiment the file does not name gets the
+    top-level ones), sorted."""
+    names = ["", *config.experiment_guardrails]  # "": an experiment with no overrides
+    return sorted({g.metric for name in names for g in guardrails_for(config, name)})
+
+
+def guardrail_metric_line(path: Path, experiment: str | None, name: str) -> tuple[str, int | None]:
+    """(the dotted key of a guardrail's metric, its line in the file) for an error message."""
+    from ..settings_files import line_of
+
+    table = f"guardrails.{name}" if experiment is None else f"experiments.{experiment}.guardrails.{name}"
+    text = Path(path).read_text(encoding="utf-8", errors="replace") if Path(path).exists() else ""
+    return f"{table}.metric", line_of(text, table, "metric")
+
+
+def check_guardrail_metrics(path: Path, config: ExperimentsConfig, columns, prefixes: tuple[str, ...] = ()) -> None:
+    """Raise ``settings_files.SettingsFileError`` (one line: file, line, key, the nearest column) for the first
+    guardrail (top level, then each experiment's) whose metric is not in ``columns`` (the numeric session columns
+    where they are known) and starts with none of ``prefixes`` (columns that exist only once data name them)."""
+    import difflib
+
+    from ..settings_files import SettingsFileError
+
+    known = set(columns)
+    declared = [(None, n, k) for n, k in config.guardrails.items()] + [
+        (e, n, k) for e, specs in config.experiment_guardrails.items() for n, k in specs.items()
+    ]
+    for experiment, name, keys in declared:
+        metric = keys.get("metric")
+        if metric is None or metric in known or (prefixes and str(metric).startswith(prefixes)):
+            continue
+        key, line = guardrail_metric_line(path, experiment, name)
+        near = difflib.get_close_matches(str(metric), sorted(known), n=1)
+        hint = f"did you mean {near[0]!r}?" if near else "see docs/guardrails.md for the session columns"
+        raise SettingsFileError(path, f"{key} {metric!r} is not a numeric session column; {hint}", line)
+
+
+def _guardrail_keys(spec: object, table: str, fail, *, complete: bool) -> dict[str, object]:
+    """The checked keys of one ``[...guardrails.NAME]`` table; ``complete``: it must name metric, direction and
+    margin (a top-level guardrail, or one an experiment adds) unless it is disabled."""
+    if not isinstance(spec, dict):
+        raise fail(f"{table} must be a table ([{table}]), got {spec!r}", table.rsplit(".", 1)[0])
+    unknown = [k for k in spec if k not in GUARDRAIL_KEYS]
+    if unknown:
+        raise fail(f"{table}: unknown key {unknown[0]!r} (known: {', '.join(GUARDRAIL_KEYS)})", table, unknown[0])
+    metric = spec.get("metric")
+    if "metric" in spec and not (isinstance(metric, str) and _COLUMN_NAME.fullmatch(metric)):
+        raise fail(f"{table}.metric must name a numeric session column, got {metric!r}", table, "metric")
+    if "direction" in spec and spec["direction"] not in GUARDRAIL_DIRECTIONS:
+        raise fail(
+            f"{table}.direction must be one of {', '.join(GUARDRAIL_DIRECTIONS)} (which way is better), got"
+            f" {spec['direction']!r}", table, "direction",
+        )  # fmt: skip
+    margin = spec.get("margin")
+    if "margin" in spec and (isinstance(margin, bool) or not isinstance(margin, int | float) or not margin >= 0
+                             or margin == float("inf")):  # fmt: skip
+        raise fail(f"{table}.margin must be a number >= 0 (the harm tolerated), got {margin!r}", table, "margin")
+    if "margin_type" in spec and spec["margin_type"] not in GUARDRAIL_MARGIN_TYPES:
+        raise fail(
+            f"{table}.margin_type must be one of {', '.join(GUARDRAIL_MARGIN_TYPES)}, got {spec['margin_type']!r}",
+            table, "margin_type",
+        )  # fmt: skip
+    alpha = spec.get("alpha")
+    if "alpha" in spec and (isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha < 0.5):
+        raise fail(f"{table}.alpha must be a number in (0, 0.5), got {alpha!r}", table, "alpha")
+    if "enabled" in spec and not isinstance(spec["enabled"], bool):
+        raise fail(f"{table}.enabled must be true or false, got {spec['enabled']!r}", table, "enabled")
+    if complete and spec.get("enabled", True):
+        missing = [k for k in ("metric", "direction", "margin") if k not in spec]
+        if missing:
+            raise fail(f"{table} needs {', '.join(missing)} (see docs/guardrails.md)", table)
+    return dict(spec)
+
+
+def _guardrail_tables(doc: object, where: str, fail, complete_unless: dict | None) -> dict[str, dict[str, object]]:
+    """name -> checked keys of the ``guardrails`` tables at ``where`` (``guardrails`` or
+    ``experiments.X.guardrails``); ``complete_unless``: the top-level guardrails, which an override may complete
+    (None: every guardrail here must be complete)."""
+    if not isinstance(doc, dict):
+        raise fail(f"{where} must hold tables: [{where}.NAME]", where.rsplit(".", 1)[0] if "." in where else where)
+    out = {}
+    for name, spec in doc.items():
+        table = f"{where}.{name}"
+        inherited = (complete_unless or {}).get(name)
+        keys = _guardrail_keys(spec, table, fail, complete=inherited is None)
+        if inherited is not None and keys.get("enabled", True):
+            merged = {**GUARDRAIL_DEFAULTS, **inherited, **keys}
+            missing = [k for k in ("metric", "direction", "margin") if k not in merged]
+            if missing:
+                raise fail(f"{table} needs {', '.join(missing)} (see docs/guardrails.md)", table)
+        out[str(name)] = keys
+    return out
 
 
 def experiments_config(path: Path) -> ExperimentsConfig:
@@ -151,31 +306,39 @@ def experiments_config(path: Path) -> ExperimentsConfig:
 
     A missing file configures nothing. Anything else the stages could not use raises
     ``settings_files.SettingsFileError`` naming the file, the line and what is wrong: TOML syntax; a top-level key
-    other than ``experiments``; an experiment that is not a table or has a key other than control, split, unit,
-    arms_from, arms; a control that is not a non-empty string; a unit other than "session" or "user"; a split that
-    is not a table of arms, names no arm, gives an arm a weight that is not a positive number, or leaves out the
-    control; an ``arms_from`` that names no session field (:func:`field_problem`) or comes with a split; ``arms``
-    without ``arms_from``, not a non-empty list of texts, or leaving out the control; a ``strata`` (top level or
+    other than ``experiments``, ``guardrails`` and ``strata``; an experiment that is not a table or has a key other
+    than control, split, unit, arms_from, arms, strata, guardrails; a control that is not a non-empty string; a
+    unit other than "session" or "user"; a split that is not a table of arms, names no arm, gives an arm a weight
+    that is not a positive number, or leaves out the control; an ``arms_from`` that names no session field
+    (:func:`field_problem`) or comes with a split; ``arms`` without ``arms_from``, not a non-empty list of texts,
+    or leaving out the control; a guardrail whose keys are unknown, missing or out of range
+    (``_guardrail_keys``); a ``strata`` (top level or
     per experiment) that is not a column name (``STRATA_PROBLEM``).
     """
     from ..settings_files import SettingsFileError, line_of, read_toml
 
     if not Path(path).exists():
-        return ExperimentsConfig({}, {}, {}, {})
+        return ExperimentsConfig({}, {}, {}, {})  # no guardrails either
     doc, text = read_toml(path)
 
     def fail(what: str, table: str = "experiments", key: str | None = None) -> SettingsFileError:
         return SettingsFileError(path, what, line_of(text, table, key))
 
     for top in doc:
-        if top not in ("experiments", "strata"):
-            raise fail(f"unknown table or key {top!r}: the file holds [experiments.NAME] tables", top)
+        if top not in TOP_LEVEL_KEYS:
+            raise fail(
+                f"unknown table or key {top!r}: the file holds [experiments.NAME] and [guardrails.NAME] tables and a"
+                " strata key",
+                top,
+            )
     default_strata = None
     if "strata" in doc:
         default_strata = doc["strata"]
         if not _is_column_name(default_strata):
             top = next((i for i, line in enumerate(text.splitlines(), 1) if line.lstrip().startswith("strata")), None)
             raise SettingsFileError(path, f"strata {STRATA_PROBLEM}, got {default_strata!r}", top)
+    guardrails = _guardrail_tables(doc.get("guardrails", {}), "guardrails", fail, None)
+    experiment_guardrails: dict[str, dict[str, dict[str, object]]] = {}
     specs = doc.get("experiments", {})
     if not isinstance(specs, dict):
         raise SettingsFileError(path, "experiments must be tables: [experiments.NAME]", line_of(text, "experiments"))
@@ -241,7 +404,19 @@ def experiments_config(path: Path) -> ExperimentsConfig:
             if not _is_column_name(spec["strata"]):
                 raise fail(f"{table}.strata {STRATA_PROBLEM}, got {spec['strata']!r}", table, "strata")
             strata[name] = spec["strata"]
-    return ExperimentsConfig(controls, units, splits, arms_from, strata, default_strata)
+        if "guardrails" in spec:
+            where = f"{table}.guardrails"
+            experiment_guardrails[name] = _guardrail_tables(spec["guardrails"], where, fail, guardrails)
+    return ExperimentsConfig(
+        controls,
+        units,
+        splits,
+        arms_from,
+        strata=strata,
+        default_strata=default_strata,
+        guardrails=guardrails,
+        experiment_guardrails=experiment_guardrails,
+    )
 
 
 STRATA_PROBLEM = 'must name a session column (letters, digits, _), e.g. "task_type", or be "none" (no strata)'

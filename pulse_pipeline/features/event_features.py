@@ -31,6 +31,9 @@ Rules (events are those of the session's winning record in ``staging.sessions``)
   (top level, else under the record's ``metadata`` object), which adapters of formats that keep usage outside
   their events write (an SDK conversation's ``base_state.json`` stats, Claude Code, Codex; see
   ``ingest/events.llm_usage``). NULL when none of them has it.
+- ``user_stops``: events of the user stopping or pausing the agent (:data:`USER_STOP`): the user taking the
+  wheel back, a guardrail metric (``docs/guardrails.md``). ``llm_total_tokens``: prompt plus completion tokens,
+  NULL unless both are known (a sum with one part missing would read as a cheap session).
 - Critic scores: OpenHands V1 attaches ``critic_result = {score, message, metadata}`` to ActionEvents and
   MessageEvents, ``score`` being a critic model's predicted probability that the agent succeeded, in [0, 1]. The
   whole result stays in ``raw.events.raw_json``; here, over the session's actions (both kinds are actions in the
@@ -106,6 +109,22 @@ _SENTIMENT_COLUMNS = ",\n    ".join(
 _METRIC = "json_extract_string(e.raw_json, '$.value.{prefix}usage_to_metrics.*.{path}')"
 
 
+_PROMPT_TOKENS = (
+    "coalesce(CASE WHEN v1.session_id IS NOT NULL THEN v1.prompt_tokens ELSE v0.prompt_tokens END, usage.prompt_tokens)"
+)
+_COMPLETION_TOKENS = (
+    "coalesce(CASE WHEN v1.session_id IS NOT NULL THEN v1.completion_tokens ELSE v0.completion_tokens END,"
+    " usage.completion_tokens)"
+)
+USER_STOP = (
+    "source = 'user' AND ((kind = 'action' AND name IN ('stop', 'pause'))"
+    " OR (name = 'change_agent_state' AND agent_state IN ('paused', 'stopped')))"
+)
+"""An event of the user stopping or pausing the agent (``e``: a ``raw.events`` row): Claude Code's "[Request
+interrupted by user" (a ``stop`` action), OpenHands V1's ``PauseEvent`` (a ``pause`` action) and V0's
+``change_agent_state`` to paused or stopped, each from the user."""
+
+
 def _v1_sum(path: str, cast: str) -> str:
     """Sum of one field over the usage_to_metrics entries of a V1 stats (or full_state) event."""
     stats = _METRIC.format(prefix="", path=path)
@@ -134,7 +153,8 @@ WITH ev AS NOT MATERIALIZED (
         count(*) FILTER (WHERE kind = 'observation' AND name = 'error') AS error_observations,
         count(*) FILTER (WHERE kind IN ('action', 'observation') AND name = 'condensation') AS condensations,
         max(segment_index) FILTER (WHERE kind = 'action' AND name = 'finish') AS last_finish_segment,
-        date_diff('microsecond', min(timestamp), max(timestamp)) / 1e6 AS duration_seconds
+        date_diff('microsecond', min(timestamp), max(timestamp)) / 1e6 AS duration_seconds,
+        count(*) FILTER (WHERE {USER_STOP}) AS user_stops
     FROM ev GROUP BY session_id
 ), commands AS (
     SELECT e.session_id, e.record_key, e.seq, e.event_id, e.name, c.*
@@ -231,15 +251,15 @@ SELECT s.session_id,
     coalesce((k.last_finish_segment = l.last_segment)::INTEGER, 0),
     k.duration_seconds,
     coalesce(CASE WHEN v1.session_id IS NOT NULL THEN v1.cost ELSE v0.cost END, usage.cost),
-    coalesce(CASE WHEN v1.session_id IS NOT NULL THEN v1.prompt_tokens ELSE v0.prompt_tokens END, usage.prompt_tokens),
-    coalesce(
-        CASE WHEN v1.session_id IS NOT NULL THEN v1.completion_tokens ELSE v0.completion_tokens END,
-        usage.completion_tokens),
+    {_PROMPT_TOKENS},
+    {_COMPLETION_TOKENS},
     critic.last,
     critic.mean,
     critic.min,
     coalesce(critic.n, 0),
-    {_SENTIMENT_COLUMNS}
+    {_SENTIMENT_COLUMNS},
+    coalesce(k.user_stops, 0),
+    {_PROMPT_TOKENS} + {_COMPLETION_TOKENS}
 FROM {sessions} s
 LEFT JOIN counts k USING (session_id)
 LEFT JOIN git g USING (session_id)

@@ -4,10 +4,10 @@ differences, label shift, subgroups, power, benchmarks) and the on-demand covera
 import dagster as dg
 
 from ...paths import PulseHome
-from . import ask_policy, assets, benchmarks, conclusions, diagnostics, history
+from . import ask_policy, assets, benchmarks, conclusions, diagnostics, guardrails, history
 from .resources import estimates_resource
 
-MODULES = [assets, benchmarks, diagnostics, history, ask_policy, conclusions]
+MODULES = [assets, benchmarks, diagnostics, history, ask_policy, conclusions, guardrails]
 
 
 def definitions(home: PulseHome) -> dg.Definitions:

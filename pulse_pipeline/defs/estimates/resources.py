@@ -7,7 +7,14 @@ from pathlib import Path
 import dagster as dg
 
 from ...estimates.effects import Settings
-from ...estimates.experiments import ArmsFrom, experiments_config, read_arms_from, read_controls, read_units
+from ...estimates.experiments import (
+    ArmsFrom,
+    ExperimentsConfig,
+    experiments_config,
+    read_arms_from,
+    read_controls,
+    read_units,
+)
 from ...estimates.kept_propensities import PropensityStore
 from ...estimates.strata import DEFAULT_STRATA
 from ...paths import PulseHome, SettingsFile
@@ -74,6 +81,10 @@ class EstimatesResource(dg.ConfigurableResource):
         its top-level ``strata``, else the task type), for ``ppi_stratified``."""
         config = experiments_config(self.experiments_file().path)
         return config.strata, config.default_strata or DEFAULT_STRATA
+
+    def experiments_config(self) -> ExperimentsConfig:
+        """``experiments.toml`` read whole and checked (the guardrails read it: ``experiments.guardrails_for``)."""
+        return experiments_config(self.experiments_file().path)
 
     def experiments_metadata(self) -> dict[str, str]:
         """Asset metadata saying which experiments file a materialization read."""
