@@ -295,6 +295,19 @@ def cmd_demo(args: argparse.Namespace) -> int:
     )
     _show(
         home,
+        "The decision (docs/decisions.md): the ratings' answer with each guardrail's verdict and relative effect:",
+        f"""
+        SELECT c.experiment, c.treatment || ' vs ' || c.control AS comparison, c.decision, c.method,
+               printf('%+.2f', 4 * c.effect) AS stars,
+               coalesce(string_agg(g.guardrail || ' ' || coalesce(g.verdict, 'n/a')
+                                   || printf(' %+.1f%%', 100 * g.relative_effect), ', ' ORDER BY g.guardrail), '')
+                   AS guardrails
+        FROM {tables.CONCLUSIONS.qualified} c
+        LEFT JOIN {tables.GUARDRAILS.qualified} g USING (experiment, treatment, control)
+        WHERE c.treatment IS NOT NULL GROUP BY ALL ORDER BY 1, 2""",
+    )
+    _show(
+        home,
         "Looking every day: the first day each interval excluded 0 (fixed: valid for one look; sequence: any day):",
         f"""
         SELECT experiment, treatment || ' vs ' || control AS comparison, method, count(*) AS looks,
