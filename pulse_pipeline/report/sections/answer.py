@@ -147,7 +147,8 @@ def summary_section(conclusions: data.Rows, guardrails: data.Rows | None = None)
             f"<tbody>{''.join(cells)}</tbody></table></div>",
             "<p class=\"small\">Effect: the treatment arm's mean rating minus the control arm's, in stars (ratings "
             "are 1 to 5 stars; the sections below use the 0–1 scale, (stars − 1) / 4, so one star there is 0.25). "
-            "Each comparison is read by PPI++ when it is valid and not flagged, else by AIPW, else by the naive "
+            "Each comparison is read by PPI++ when it is valid and not flagged (stratified PPI++ when it has strata), "
+            "else by AIPW, else by the naive "
             'difference (<a href="#effects">section 1</a> shows every method). Interval width ÷ naive below 1: '
             'the unrated sessions made the interval narrower (<a href="#unrated">section 2</a>).</p>',
             '<p class="small">Decision, by a rule fixed before the data (docs/decisions.md): <strong>ship</strong> '
