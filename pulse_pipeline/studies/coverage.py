@@ -83,7 +83,7 @@ import numpy as np
 import polars as pl
 from threadpoolctl import threadpool_limits
 
-from ..estimates.effects import ArmData, MethodEstimate, Settings, compare
+from ..estimates.effects import ArmData, Settings, compare
 from ..estimates.methods import Method, stored
 from ..modeling.crossfit import crossfit_predict, insample_predict
 from ..modeling.user_ratings import user_ratings
@@ -103,6 +103,7 @@ from .scenario import (
     PARAMS,
     TREATMENT,
     ReplicationRow,
+    scored,
     truth,
     value,
 )
@@ -185,25 +186,6 @@ def _arms(
     return arm(TREATMENT), arm(CONTROL)
 
 
-def _scored(scenario: str, rows: Sequence[MethodEstimate], theta: float, suffix: str = "") -> list[ReplicationRow]:
-    """Each method's row scored against the truth ``theta`` (method names get ``suffix``)."""
-    out = []
-    for r in rows:
-        ok = not (math.isnan(r.ci_low) or math.isnan(r.ci_high))
-        flags = r.flags or ""
-        out.append(
-            ReplicationRow(
-                scenario,
-                r.method + suffix,
-                bool(ok and r.ci_low <= theta <= r.ci_high),
-                float(r.ci_high - r.ci_low) if ok else float("nan"),
-                float(r.effect - theta),
-                "not representative" in flags or "seen the labels" in flags,
-            )
-        )
-    return out
-
-
 def replicate(
     seed: int,
     scenario: str,
@@ -217,7 +199,7 @@ def replicate(
     """
     table = simulate_sessions(6 * n_per_arm, seed=seed, scenario=scenario, rated_fraction=rated_fraction, params=PARAMS)
     rows, _ = compare(*_arms(table, seed, family, by_user=False), SETTINGS)
-    return _scored(scenario, rows, truth())
+    return scored(scenario, rows, truth())
 
 
 def _user_assigned_table(seed: int, n_per_arm: int, rated_fraction: float):
@@ -240,10 +222,10 @@ def replicate_user_assigned(
     clustered = _arms(_user_assigned_table(seed, n_per_arm, rated_fraction), seed, family, by_user=True)
     plain = tuple(replace(a, g_labeled=None, g_unlabeled=None) for a in clustered)
     theta = truth(USER_PARAMS)
-    rows = _scored(scenario, compare(*clustered, SETTINGS)[0], theta)
+    rows = scored(scenario, compare(*clustered, SETTINGS)[0], theta)
     # ppi_insample is session-level in both runs (never valid anyway): reported once
     session = [r for r in compare(*plain, SETTINGS)[0] if r.method != Method.PPI_INSAMPLE]
-    return rows + _scored(scenario, session, theta, SESSION_SUFFIX)
+    return rows + scored(scenario, session, theta, SESSION_SUFFIX)
 
 
 def replicate_user_features(
@@ -260,7 +242,7 @@ def replicate_user_features(
     user."""
     table = _user_assigned_table(seed, n_per_arm, rated_fraction)
     arms = _arms(table, seed, family, by_user=True, user_columns=True)
-    return _scored(scenario, compare(*arms, SETTINGS)[0], truth(USER_PARAMS))
+    return scored(scenario, compare(*arms, SETTINGS)[0], truth(USER_PARAMS))
 
 
 Replicate = Callable[..., list[ReplicationRow]]

@@ -8,10 +8,13 @@ runs them all, imports the others: no study imports another's runner.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import polars as pl
 
+from ..estimates.effects import MethodEstimate
 from ..synth.model import GeneratorParams, true_effects
 
 EXPERIMENT = "llm-backbone"
@@ -47,3 +50,23 @@ def value(frame: pl.DataFrame, scenario: str, method: str, column: str) -> float
     frame has no such row (a target checker then reports the target unmet)."""
     hit = frame.filter((pl.col("scenario") == scenario) & (pl.col("method") == method))
     return None if hit.is_empty() else float(hit[column][0])
+
+
+def scored(scenario: str, rows: Sequence[MethodEstimate], theta: float, suffix: str = "") -> list[ReplicationRow]:
+    """Each method's row of a ``compare`` scored against the truth ``theta`` (method names get ``suffix``): covered,
+    width, error, and flagged when its flags say "not representative" or "seen the labels"."""
+    out = []
+    for r in rows:
+        ok = not (math.isnan(r.ci_low) or math.isnan(r.ci_high))
+        flags = r.flags or ""
+        out.append(
+            ReplicationRow(
+                scenario,
+                r.method + suffix,
+                bool(ok and r.ci_low <= theta <= r.ci_high),
+                float(r.ci_high - r.ci_low) if ok else float("nan"),
+                float(r.effect - theta),
+                "not representative" in flags or "seen the labels" in flags,
+            )
+        )
+    return out

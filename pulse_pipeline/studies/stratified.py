@@ -39,7 +39,6 @@ Deterministic in ``seed``: replication i uses a seed derived from (seed, scenari
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,7 +46,7 @@ import polars as pl
 
 from ..estimates.effects import ArmData, Settings, compare
 from ..estimates.methods import Method
-from .scenario import ReplicationRow, value
+from .scenario import ReplicationRow, scored, value
 
 SHARES = (0.5, 0.3, 0.2)
 STRATA = ("fix_bugs", "write_documentation", "implement_features")
@@ -120,21 +119,7 @@ def replicate_stratified(
     control = _arm("c", rng, design, False, n_per_arm, rated_fraction)
     theta = true_effect(scenario)
     rows, _ = compare(treat, control, SETTINGS, resampling=False)
-    out = []
-    for r in rows:
-        ok = not (math.isnan(r.ci_low) or math.isnan(r.ci_high))
-        flags = r.flags or ""
-        out.append(
-            ReplicationRow(
-                scenario,
-                r.method,
-                bool(ok and r.ci_low <= theta <= r.ci_high),
-                float(r.ci_high - r.ci_low) if ok else float("nan"),
-                float(r.effect - theta),
-                "not representative" in flags or "seen the labels" in flags,
-            )
-        )
-    return out
+    return scored(scenario, rows, theta)
 
 
 def check_stratified(frame: pl.DataFrame, scenario: str) -> list[str]:
