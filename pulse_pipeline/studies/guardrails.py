@@ -59,7 +59,7 @@ experiment (a lognormal session cost times a lognormal number of sessions, corre
 ~1 400 (measured on a draw of 2 million users), so an arm's mean over ~1 000 users still has skewness ~0.6. A
 symmetric interval then errs unevenly in its two tails: for a "lower is better" metric, the samples whose mean came
 out low are those that drew few heavy users, and they also have a small standard error, so "pass" at the margin
-happens more often than alpha. Measured with ``stats.guardrails`` of guard's first commit (cfc6d64, whose relative
+happens more often than alpha. Measured with ``stats.guardrails`` of its first version (commit cfc6d64, whose relative
 test is linear in the ratio), pooling every run: at ~1 000 users per arm 6.6 % plain (8 000 replications), at ~4 000
 per arm 6.0 % (3 500); "higher is better" 4.8-5.2 %. The excess shrinks, slowly (as the skewness, 1 / sqrt(users));
 at 500 replications it is inside the target's Monte Carlo allowance (seed 0: every target met), at 2 000 it is not
@@ -70,7 +70,7 @@ convention): with theta fixed at its population value (a draw of a million users
 the skewness estimated from the users' influence terms, made it worse (8.9 % against 7.2 %): with a kurtosis this
 large the
 estimated skewness is dominated by the one heaviest user, who is also what moved the mean. A relative test on the
-log scale narrows the gap; guard's 38cc93e tests a relative margin on the log of the ratio of the arm means, and
+log scale narrows the gap; commit 38cc93e tests a relative margin on the log of the ratio of the arm means, and
 with it the same 2 000 replications at ~4 000 users per arm pass in 5.75 % (plain) and 5.95 % (CUPED), under the
 limit, and 500 replications meet every target (docs/guardrails-validation.md has every figure).
 
