@@ -1,22 +1,22 @@
 """The ask policy where it is served: the newest exported policy, reloaded when its file changes.
 
 The rating service (``pulse serve``) decides for each session whether to show the rating widget with the policy
-PULSE last exported (``estimates.ask_policy.write_policy``: ``PULSE_HOME/ask_policy/ask_policy.json``, written to a
+PULSE last exported (``estimates.ask_policy_file.write_policy``: ``PULSE_HOME/ask_policy/ask_policy.json``, written to a
 temporary name and renamed, so a reader sees a whole file). ``PolicySource(directory).current()`` returns it:
 
 - it looks at the file's inode, size and modification time (``os.stat``, a few microseconds) at every call and
   reads the file again only when one of them changed; the signature is taken from the open file itself, so the
   content read and the signature kept always belong together;
 - a file that is not a whole, valid policy (half written by a hand copy, not JSON, a field missing or out of range:
-  ``ask_policy.policy_from_json``) leaves the previous policy in force and logs one line, once for that file;
+  ``ask_policy_file.policy_from_json``) leaves the previous policy in force and logs one line, once for that file;
 - no file (yet, or removed): a uniform policy, every session asked with ``DEFAULT_ASK_PROBABILITY``, version
   ``uniform-<p>``; asking at random is always valid.
 
-``LoadedPolicy.probability(features)`` is q(x) as ``ask_policy.probabilities`` computes it: it runs the exported
-reference function itself (``ask_policy.reference_module``, the code of ``ask_policy.py``, standard library only),
+``LoadedPolicy.probability(features)`` is q(x) as ``ask_models.probabilities`` computes it: it runs the exported
+reference function itself (``ask_policy_file.reference_module``, the code of ``ask_policy.py``, standard library only),
 so the service, the platform's copy and PULSE's own arrays agree to the last few bits
 (``tests/test_policy_source.py`` compares them on random features). ``LoadedPolicy.version`` is the policy's
-``policy_version``: a digest of the file's content (``ask_policy.policy_digest``), recomputed on load, so it names
+``policy_version``: a digest of the file's content (``ask_models.policy_digest``), recomputed on load, so it names
 what was decided with even when a file was edited by hand (then the line logged says so).
 """
 
@@ -30,7 +30,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..estimates.ask_policy import DEFAULT_ASK_SHARE, JSON_NAME, policy_digest, policy_from_json, reference_module
+from ..estimates.ask_models import policy_digest
+from ..estimates.ask_policy import DEFAULT_ASK_SHARE
+from ..estimates.ask_policy_file import JSON_NAME, policy_from_json, reference_module
 
 DEFAULT_ASK_PROBABILITY = DEFAULT_ASK_SHARE
 """The uniform policy's probability when no policy was exported: half the sessions, the budget ``pulse ask``

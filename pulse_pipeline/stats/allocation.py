@@ -20,7 +20,7 @@ Asking everyone alike puts n_h = n W_h (proportional allocation), V = sum_h W_h 
 (sum W sigma)^2 <= (sum W)(sum W sigma^2) = sum W sigma^2, with equality iff every sigma_h is the same: Neyman is
 never worse, and gains exactly as much as the strata's rectifier spreads differ.
 
-**Per ask (a budget of asks, as PULSE budgets: ``estimates/ask_policy.py``).** A stratum's sessions are asked with
+**Per ask (a budget of asks, as PULSE budgets: ``estimates/ask_models.py``).** A stratum's sessions are asked with
 probability q_h and answer with probability a_h, so n_h = N_h q_h a_h ratings come from A_h = N_h q_h asks. With
 N_h = N W_h, V = (1/N) sum_h W_h sigma_h^2 / (q_h a_h); minimise it subject to sum_h N_h q_h = A:
 d/dq_h [W_h sigma_h^2 / (q_h a_h) + mu N W_h q_h] = 0 gives q_h^2 = sigma_h^2 / (mu N a_h), so
@@ -29,7 +29,7 @@ d/dq_h [W_h sigma_h^2 / (q_h a_h) + mu N W_h q_h] = 0 gives q_h^2 = sigma_h^2 / 
                                                t_h = sigma_h / sqrt(a_h)
 
 and V = (sum_h W_h sigma_h / sqrt(a_h))^2 / A, against asking alike (q_h = A / N) V = sum_h W_h sigma_h^2 / a_h / A.
-This is the ask policy's q proportional to s / sqrt(a) (``estimates/ask_policy.py``'s docstring) with s_i the
+This is the ask policy's q proportional to s / sqrt(a) (``estimates/ask_models.py``'s docstring) with s_i the
 stratum's sigma_h and a_i its answer rate; with every a_h equal it is the per-rating Neyman share. (The clip
 q_h <= 1 binds when a stratum's Neyman share would ask more sessions than it has; ``ask_shares`` caps such strata at
 every session asked and shares the rest among the others by the same rule, the KKT solution.)

@@ -64,7 +64,7 @@ import math
 import numpy as np
 import polars as pl
 
-from ..estimates.ask_policy import (
+from ..estimates.ask_models import (
     DEFAULT_FLOOR,
     ask_probabilities,
     ask_scores,
