@@ -246,6 +246,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo_summary import print_demo_summary
     from .ingest.register import register_drop
     from .runs import drop_summary, materialize
     from .settings import feature_settings
@@ -273,102 +274,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"ground truth of the synthetic corpus: {drop / '_truth.json'}")
     for line in [*home.settings_lines(), labels, *demo_notes(feature_settings().llm_model is not None)]:
         print(line)
-    _show(
-        home,
-        "Satisfaction models, out of fold (mean ± sd over CV seeds; * = chosen):",
-        f"""
-        PIVOT (SELECT model || CASE WHEN chosen THEN ' *' ELSE '' END AS model, metric,
-                      printf('%.3f', mean) || coalesce(' ± ' || printf('%.3f', sd), '') AS cell
-               FROM {tables.CV_METRICS.qualified})
-        ON model USING first(cell) GROUP BY metric ORDER BY metric""",
-    )
-    _show(
-        home,
-        "Did the treatment make users happier? Effect on the normalized rating (0-1), 95 % intervals:",
-        f"""
-        SELECT experiment, treatment || ' vs ' || control AS comparison, unit, method,
-               printf('%+.3f', effect) AS effect, printf('[%+.3f, %+.3f]', ci_low, ci_high) AS ci95,
-               printf('%.3f', p_value) AS p, printf('%.3f', p_holm) AS p_holm,
-               printf('%.2f', width_vs_naive) AS width_vs_naive, coalesce(flags, '') AS flags
-        FROM {tables.EXPERIMENT_EFFECTS.qualified}
-        WHERE method IN ('naive_welch', 'ppi', 'crossppi', 'aipw') ORDER BY experiment, treatment, method""",
-    )
-    _show(
-        home,
-        "The decision (docs/decisions.md): the ratings' answer with each guardrail's verdict and relative effect:",
-        f"""
-        SELECT c.experiment, c.treatment || ' vs ' || c.control AS comparison, c.decision, c.method,
-               printf('%+.2f', 4 * c.effect) AS stars,
-               coalesce(string_agg(g.guardrail || ' ' || coalesce(g.verdict, 'n/a')
-                                   || printf(' %+.1f%%', 100 * g.relative_effect), ', ' ORDER BY g.guardrail), '')
-                   AS guardrails
-        FROM {tables.CONCLUSIONS.qualified} c
-        LEFT JOIN {tables.GUARDRAILS.qualified} g USING (experiment, treatment, control)
-        WHERE c.treatment IS NOT NULL GROUP BY ALL ORDER BY 1, 2""",
-    )
-    _show(
-        home,
-        "Looking every day: the first day each interval excluded 0 (fixed: valid for one look; sequence: any day):",
-        f"""
-        SELECT experiment, treatment || ' vs ' || control AS comparison, method, count(*) AS looks,
-               coalesce(CAST(CAST(min(day) FILTER (WHERE excludes_zero_fixed) AS DATE) AS VARCHAR), '-') AS fixed,
-               coalesce(CAST(CAST(min(day) FILTER (WHERE excludes_zero_cs) AS DATE) AS VARCHAR), '-') AS sequence
-        FROM {tables.EFFECT_HISTORY.qualified} WHERE day IS NOT NULL GROUP BY ALL ORDER BY ALL""",
-    )
-    _show(
-        home,
-        "Could each test have seen an effect? Split check and minimum detectable effect (80 % power):",
-        f"""
-        SELECT p.experiment, p.treatment || ' vs ' || p.control AS comparison,
-               printf('%.3f', s.p_value) AS split_p, CASE WHEN s.mismatch THEN 'MISMATCH' ELSE 'ok' END AS split,
-               p.n_labeled_treatment || ' / ' || p.n_labeled_control AS ratings,
-               printf('%.3f', p.mde_naive) AS mde_naive, printf('%.3f', p.mde_ppi) AS mde_ppi,
-               p.labels_per_arm_naive AS ratings_needed_naive, p.labels_per_arm_ppi AS ratings_needed_ppi
-        FROM {tables.POWER.qualified} p
-        LEFT JOIN (SELECT DISTINCT experiment, p_value, mismatch FROM {tables.SRM_CHECK.qualified}) s
-            USING (experiment)
-        ORDER BY 1, 2""",
-    )
-    _show(
-        home,
-        "The randomization unit of each experiment (user: intervals clustered by user):",
-        "SELECT DISTINCT experiment, unit, unit_source, sessions_excluded"
-        f" FROM {tables.EXPERIMENT_EFFECTS.qualified} ORDER BY 1",
-    )
-    _show(
-        home,
-        f"Where to ask for ratings (the ask policy, exported to {home.root / 'ask_policy'}; error and answer models):",
-        f"""
-        SELECT model, term, printf('%+.3f', coefficient) AS coefficient, printf('%.3f', multiplier) AS multiplier,
-               printf('%.2f', floor) AS floor, printf('%.1f', budget_per_day) AS asks_per_day,
-               fitted_on_ratings AS ratings, fitted_on_asks AS asks, coalesce(note, '') AS note
-        FROM {tables.ASK_POLICY.qualified}
-        ORDER BY model = 'answer', term = '(intercept)' DESC, abs(coefficient) DESC""",
-    )
-    _show(
-        home,
-        "Do rated sessions look like unrated ones? Largest shifts (rank-biserial; PPI assumes none):",
-        f"""
-        SELECT feature, printf('%.3f', mean_rated) AS mean_rated, printf('%.3f', mean_unrated) AS mean_unrated,
-               printf('%+.3f', rank_biserial) AS rank_biserial
-        FROM {tables.LABEL_SHIFT.qualified} WHERE rank_biserial IS NOT NULL ORDER BY abs(rank_biserial) DESC LIMIT 5""",
-    )
-    _show(
-        home,
-        "Does the model still agree with people? Its out-of-fold r per window, every rated session (the watch):",
-        f"""
-        SELECT window_kind AS window, CAST(window_start AS DATE) AS window_from, n_ratings AS ratings,
-               printf('%.3f', value) AS r, printf('[%.3f, %.3f]', ci_low, ci_high) AS ci95,
-               coalesce(printf('[%.3f, %.3f]', long_run_ci_low, long_run_ci_high), '') AS long_run,
-               coalesce(CAST(below_long_run AS VARCHAR), '') AS below
-        FROM {tables.AGREEMENT_HISTORY.qualified}
-        WHERE experiment = 'all' AND variant = 'all' AND measure = 'oof_r' ORDER BY window_index""",
-    )
-    print(f"report: {home.report / 'index.html'}")
-    print(
-        f'try: pulse sql "SELECT variant, count(*), avg(label) FROM {tables.SESSION_LABELS.qualified} '
-        f'JOIN {tables.STAGING_ASSIGNMENTS.qualified} USING (session_id) GROUP BY variant"'
-    )
+    print_demo_summary(home, opened=lambda: _open_published(home))
     return 0
 
 
@@ -393,6 +299,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
             home, "key:estimates/coverage_validation", say=_say, op_config={"estimates__coverage_validation": config}
         )
 
+    from .demo_summary import show_query
     from .studies.coverage import check_targets
 
     with _open_published(home) as con:
@@ -401,8 +308,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"coverage": coverage.to_dicts(), "targets_unmet": unmet}, indent=2))
         return 1 if unmet else 0
-    _show(
-        home,
+    show_query(
+        lambda: _open_published(home),
         "Coverage of 95 % intervals over replications with a known effect:",
         f"""
         SELECT scenario, method, printf('%.3f', coverage) AS coverage, printf('%.4f', mean_width) AS mean_width,
@@ -450,12 +357,14 @@ def cmd_power(args: argparse.Namespace) -> int:
 
 def _power_experiments() -> int:
     """``pulse power --experiments``: ``estimates.ask_allocation`` of the published warehouse."""
+    from .demo_summary import show_query
+
     home = PulseHome.from_env()
     if not home.warehouse.is_file():
         _say(f"pulse power: no published warehouse at {home.warehouse}: run pulse demo or pulse ingest first")
         return 1
-    _show(
-        home,
+    show_query(
+        lambda: _open_published(home),
         "Where to ask, per experiment: the share of asks per stratum that minimises the width (Neyman, on the"
         " rectifier's spread and the answer rate) against asking everyone alike, and the ratings it saves:",
         f"""
@@ -518,20 +427,6 @@ def cmd_ask(args: argparse.Namespace) -> int:
         print(f"note: {policy.note}")
     print(f"wrote {json_path} and {py_path} (standard library only: from ask_policy import ask_probability)")
     return 0
-
-
-def _show(home: PulseHome, title: str, sql: str) -> None:
-    """Print a small query result from the published warehouse, or nothing if the table is empty or absent."""
-    import duckdb
-
-    with _open_published(home) as con:
-        try:
-            rel = con.sql(sql)
-        except duckdb.Error:
-            return
-        if rel is not None and rel.fetchone() is not None:
-            print(f"\n{title}")
-            rel.show(max_width=200)
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
