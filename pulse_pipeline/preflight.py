@@ -8,7 +8,8 @@ from typing import Any
 
 from . import tables
 from .estimates.benchmarks import load_benchmarks
-from .estimates.experiments import check_guardrail_metrics, experiments_config
+from .estimates.experiments import experiments_config
+from .estimates.guardrail_settings import check_guardrail_metrics
 from .features.agreement import read_human_labels
 from .features.rubric import load_rubric
 from .features.wide import SCORE_COLUMNS, feature_columns

@@ -17,13 +17,8 @@ from pulse_pipeline import tables
 from pulse_pipeline.connections import connect
 from pulse_pipeline.defs.estimates.conclusions import conclusions as conclusions_asset
 from pulse_pipeline.defs.resources import WarehouseResource
-from pulse_pipeline.estimates.conclusions import (
-    HOLD,
-    KEEP_COLLECTING,
-    NO_DECISION,
-    SHIP,
-    conclusion_rows,
-)
+from pulse_pipeline.estimates.conclusions import conclusion_rows
+from pulse_pipeline.estimates.decisions import HOLD, KEEP_COLLECTING, NO_DECISION, SHIP
 from pulse_pipeline.warehouse import Warehouse
 
 

@@ -14,10 +14,10 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from pulse_pipeline.estimates.experiments import (
+from pulse_pipeline.estimates.experiments import experiments_config
+from pulse_pipeline.estimates.guardrail_settings import (
     Guardrail,
     check_guardrail_metrics,
-    experiments_config,
     guardrail_metrics,
     guardrails_for,
 )

@@ -35,23 +35,8 @@ The file is checked whole before any work starts (:func:`experiments_config`, ca
 syntax error, an unknown key, a unit other than "session" or "user", a split without arms or with a weight that is
 not a positive number, or a control missing from its split stops the command in one line naming the file and line.
 
-Guardrails (:func:`guardrails_for`; ``docs/guardrails.md``): metrics a change must not harm beyond a margin,
-estimated by ``estimates/guardrails.py``. ``[guardrails.NAME]`` at the top applies to every experiment;
-``[experiments.X.guardrails.NAME]`` changes some keys of one of them for X (an override), adds one, or drops one
-(``enabled = false``)::
-
-    [guardrails.cost]
-    metric = "llm_cost_usd"        # a numeric column of features.session_features
-    direction = "lower"            # which way is better: "lower" or "higher"
-    margin = 0.10                  # the harm tolerated, >= 0
-    margin_type = "relative"       # optional: "relative" (share of the control mean, default) or "absolute"
-    alpha = 0.05                   # optional: the one-sided non-inferiority level, in (0, 0.5); default 0.05
-    enabled = true                 # optional: false drops the guardrail (for one experiment, or everywhere)
-
-A guardrail with a key not listed, a metric that is not a column name, a direction, margin, margin type or alpha
-outside its values, or (after an override) no metric, direction or margin stops the command in one line naming
-the file, the line and the key. Whether the metric is a numeric session column is checked where the columns are
-known (:func:`check_guardrail_metrics`: the preflight against the rubric's columns, the stage against its frame).
+Guardrails (``docs/guardrails.md``): ``[guardrails.NAME]`` and ``[experiments.X.guardrails.NAME]`` tables, whose
+keys ``guardrail_settings.py`` checks and resolves per experiment (``guardrail_settings.guardrails_for``).
 
 The randomization unit (:func:`resolve_unit`). ``unit = "user"`` means a user's sessions all get the user's arm
 and are not independent: every interval is then clustered by user and the sample-ratio check counts users.
@@ -76,6 +61,7 @@ from pathlib import Path
 import polars as pl
 
 from .. import tables
+from .guardrail_settings import guardrail_tables
 
 RANDOMIZED, OBSERVATIONAL = "randomized", "observational"
 DESIGNS = (RANDOMIZED, OBSERVATIONAL)
@@ -105,25 +91,6 @@ class Experiment:
 
 EXPERIMENT_KEYS = ("control", "split", "unit", "arms_from", "arms", "strata", "guardrails")
 TOP_LEVEL_KEYS = ("experiments", "strata", "guardrails")
-GUARDRAIL_KEYS = ("metric", "direction", "margin", "margin_type", "alpha", "enabled")
-GUARDRAIL_DEFAULTS = {"margin_type": "relative", "alpha": 0.05, "enabled": True}
-"""The keys a guardrail may leave out, with the value it then takes."""
-GUARDRAIL_DIRECTIONS = ("lower", "higher")
-GUARDRAIL_MARGIN_TYPES = ("relative", "absolute")
-_COLUMN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-@dataclass(frozen=True)
-class Guardrail:
-    """One guardrail of one experiment, resolved (top-level keys, then the experiment's overrides): ``name`` is
-    its table name in ``experiments.toml``; the rest as the module docstring lists."""
-
-    name: str
-    metric: str
-    direction: str
-    margin: float
-    margin_type: str = "relative"
-    alpha: float = 0.05
 
 
 METADATA_PREFIX = "metadata."
@@ -185,119 +152,8 @@ class ExperimentsConfig:
     guardrails: dict[str, dict[str, object]] = dataclasses.field(default_factory=dict)
     experiment_guardrails: dict[str, dict[str, dict[str, object]]] = dataclasses.field(default_factory=dict)
     """``guardrails``: name -> keys of the top-level ``[guardrails.NAME]`` tables (checked, possibly partial only
-    when disabled); ``experiment_guardrails``: experiment -> name -> its override keys. :func:`guardrails_for`
-    resolves them."""
-
-
-def guardrails_for(config: ExperimentsConfig, experiment: str) -> tuple[Guardrail, ...]:
-    """The enabled guardrails of ``experiment``: every top-level one with the experiment's overrides, then the
-    ones only the experiment declares, each in file order. :func:`experiments_config` has checked that each is
-    complete, so this never fails for a config it returned."""
-    own = config.experiment_guardrails.get(experiment, {})
-    out = []
-    for name in [*config.guardrails, *(n for n in own if n not in config.guardrails)]:
-        keys = {**GUARDRAIL_DEFAULTS, **config.guardrails.get(name, {}), **own.get(name, {})}
-        if keys["enabled"]:
-            out.append(
-                Guardrail(name, str(keys["metric"]), str(keys["direction"]), float(keys["margin"]),
-                          str(keys["margin_type"]), float(keys["alpha"]))
-            )  # fmt: skip
-    return tuple(out)
-
-
-def guardrail_metrics(config: ExperimentsConfig) -> list[str]:
-    """Every metric an enabled guardrail of any experiment reads (an experiment the file does not name gets the
-    top-level ones), sorted."""
-    names = ["", *config.experiment_guardrails]  # "": an experiment with no overrides
-    return sorted({g.metric for name in names for g in guardrails_for(config, name)})
-
-
-def guardrail_metric_line(path: Path, experiment: str | None, name: str) -> tuple[str, int | None]:
-    """(the dotted key of a guardrail's metric, its line in the file) for an error message."""
-    from ..settings_files import line_of
-
-    table = f"guardrails.{name}" if experiment is None else f"experiments.{experiment}.guardrails.{name}"
-    text = Path(path).read_text(encoding="utf-8", errors="replace") if Path(path).exists() else ""
-    return f"{table}.metric", line_of(text, table, "metric")
-
-
-def check_guardrail_metrics(path: Path, config: ExperimentsConfig, columns, prefixes: tuple[str, ...] = ()) -> None:
-    """Raise ``settings_files.SettingsFileError`` (one line: file, line, key, the nearest column) for the first
-    guardrail (top level, then each experiment's) whose metric is not in ``columns`` (the numeric session columns
-    where they are known) and starts with none of ``prefixes`` (columns that exist only once data name them)."""
-    import difflib
-
-    from ..settings_files import SettingsFileError
-
-    known = set(columns)
-    declared = [(None, n, k) for n, k in config.guardrails.items()] + [
-        (e, n, k) for e, specs in config.experiment_guardrails.items() for n, k in specs.items()
-    ]
-    for experiment, name, keys in declared:
-        metric = keys.get("metric")
-        if metric is None or metric in known or (prefixes and str(metric).startswith(prefixes)):
-            continue
-        key, line = guardrail_metric_line(path, experiment, name)
-        near = difflib.get_close_matches(str(metric), sorted(known), n=1)
-        hint = f"did you mean {near[0]!r}?" if near else "see docs/guardrails.md for the session columns"
-        raise SettingsFileError(path, f"{key} {metric!r} is not a numeric session column; {hint}", line)
-
-
-def _guardrail_keys(spec: object, table: str, fail, *, complete: bool) -> dict[str, object]:
-    """The checked keys of one ``[...guardrails.NAME]`` table; ``complete``: it must name metric, direction and
-    margin (a top-level guardrail, or one an experiment adds) unless it is disabled."""
-    if not isinstance(spec, dict):
-        raise fail(f"{table} must be a table ([{table}]), got {spec!r}", table.rsplit(".", 1)[0])
-    unknown = [k for k in spec if k not in GUARDRAIL_KEYS]
-    if unknown:
-        raise fail(f"{table}: unknown key {unknown[0]!r} (known: {', '.join(GUARDRAIL_KEYS)})", table, unknown[0])
-    metric = spec.get("metric")
-    if "metric" in spec and not (isinstance(metric, str) and _COLUMN_NAME.fullmatch(metric)):
-        raise fail(f"{table}.metric must name a numeric session column, got {metric!r}", table, "metric")
-    if "direction" in spec and spec["direction"] not in GUARDRAIL_DIRECTIONS:
-        raise fail(
-            f"{table}.direction must be one of {', '.join(GUARDRAIL_DIRECTIONS)} (which way is better), got"
-            f" {spec['direction']!r}", table, "direction",
-        )  # fmt: skip
-    margin = spec.get("margin")
-    if "margin" in spec and (isinstance(margin, bool) or not isinstance(margin, int | float) or not margin >= 0
-                             or margin == float("inf")):  # fmt: skip
-        raise fail(f"{table}.margin must be a number >= 0 (the harm tolerated), got {margin!r}", table, "margin")
-    if "margin_type" in spec and spec["margin_type"] not in GUARDRAIL_MARGIN_TYPES:
-        raise fail(
-            f"{table}.margin_type must be one of {', '.join(GUARDRAIL_MARGIN_TYPES)}, got {spec['margin_type']!r}",
-            table, "margin_type",
-        )  # fmt: skip
-    alpha = spec.get("alpha")
-    if "alpha" in spec and (isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha < 0.5):
-        raise fail(f"{table}.alpha must be a number in (0, 0.5), got {alpha!r}", table, "alpha")
-    if "enabled" in spec and not isinstance(spec["enabled"], bool):
-        raise fail(f"{table}.enabled must be true or false, got {spec['enabled']!r}", table, "enabled")
-    if complete and spec.get("enabled", True):
-        missing = [k for k in ("metric", "direction", "margin") if k not in spec]
-        if missing:
-            raise fail(f"{table} needs {', '.join(missing)} (see docs/guardrails.md)", table)
-    return dict(spec)
-
-
-def _guardrail_tables(doc: object, where: str, fail, complete_unless: dict | None) -> dict[str, dict[str, object]]:
-    """name -> checked keys of the ``guardrails`` tables at ``where`` (``guardrails`` or
-    ``experiments.X.guardrails``); ``complete_unless``: the top-level guardrails, which an override may complete
-    (None: every guardrail here must be complete)."""
-    if not isinstance(doc, dict):
-        raise fail(f"{where} must hold tables: [{where}.NAME]", where.rsplit(".", 1)[0] if "." in where else where)
-    out = {}
-    for name, spec in doc.items():
-        table = f"{where}.{name}"
-        inherited = (complete_unless or {}).get(name)
-        keys = _guardrail_keys(spec, table, fail, complete=inherited is None)
-        if inherited is not None and keys.get("enabled", True):
-            merged = {**GUARDRAIL_DEFAULTS, **inherited, **keys}
-            missing = [k for k in ("metric", "direction", "margin") if k not in merged]
-            if missing:
-                raise fail(f"{table} needs {', '.join(missing)} (see docs/guardrails.md)", table)
-        out[str(name)] = keys
-    return out
+    when disabled); ``experiment_guardrails``: experiment -> name -> its override keys.
+    ``guardrail_settings.guardrails_for`` resolves them."""
 
 
 def experiments_config(path: Path) -> ExperimentsConfig:
@@ -312,8 +168,8 @@ def experiments_config(path: Path) -> ExperimentsConfig:
     that is not a positive number, or leaves out the control; an ``arms_from`` that names no session field
     (:func:`field_problem`) or comes with a split; ``arms`` without ``arms_from``, not a non-empty list of texts,
     or leaving out the control; a guardrail whose keys are unknown, missing or out of range
-    (``_guardrail_keys``); a ``strata`` (top level or
-    per experiment) that is not a column name (``STRATA_PROBLEM``).
+    (``guardrail_settings.guardrail_keys``); a ``strata`` (top level or per experiment) that is not a column name
+    (``STRATA_PROBLEM``).
     """
     from ..settings_files import SettingsFileError, line_of, read_toml
 
@@ -337,7 +193,7 @@ def experiments_config(path: Path) -> ExperimentsConfig:
         if not _is_column_name(default_strata):
             top = next((i for i, line in enumerate(text.splitlines(), 1) if line.lstrip().startswith("strata")), None)
             raise SettingsFileError(path, f"strata {STRATA_PROBLEM}, got {default_strata!r}", top)
-    guardrails = _guardrail_tables(doc.get("guardrails", {}), "guardrails", fail, None)
+    guardrails = guardrail_tables(doc.get("guardrails", {}), "guardrails", fail, None)
     experiment_guardrails: dict[str, dict[str, dict[str, object]]] = {}
     specs = doc.get("experiments", {})
     if not isinstance(specs, dict):
@@ -406,7 +262,7 @@ def experiments_config(path: Path) -> ExperimentsConfig:
             strata[name] = spec["strata"]
         if "guardrails" in spec:
             where = f"{table}.guardrails"
-            experiment_guardrails[name] = _guardrail_tables(spec["guardrails"], where, fail, guardrails)
+            experiment_guardrails[name] = guardrail_tables(spec["guardrails"], where, fail, guardrails)
     return ExperimentsConfig(
         controls,
         units,

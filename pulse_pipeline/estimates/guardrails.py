@@ -1,8 +1,8 @@
 """The rows of ``estimates.guardrails``: every comparison's guardrail metrics against their margins.
 
 A guardrail (``experiments.toml``: ``[guardrails.NAME]`` for every experiment, ``[experiments.X.guardrails.NAME]``
-for one; ``experiments.guardrails_for``) names a numeric session column that a change must not make worse beyond a
-margin. For every treatment-vs-control comparison and every guardrail of its experiment, one row:
+for one; ``guardrail_settings.guardrails_for``) names a numeric session column that a change must not make worse
+beyond a margin. For every treatment-vs-control comparison and every guardrail of its experiment, one row:
 
 - Sessions: every assigned session of the two arms (``sessions.assigned_sessions``; no rating or prediction
   needed), without the sessions of users seen in several arms when the unit is the user (``experiments.for_unit``,
@@ -30,7 +30,7 @@ margin. For every treatment-vs-control comparison and every guardrail of its exp
 
 A single-arm experiment has no comparison and no guardrail row. A metric that is not a numeric column of the
 sessions frame gets a row with no estimate and a note (the preflight and the asset stop on it first:
-``experiments.check_guardrail_metrics``).
+``guardrail_settings.check_guardrail_metrics``).
 """
 
 from __future__ import annotations
@@ -48,7 +48,8 @@ from ..stats.cluster import cluster_codes
 from ..stats.guardrails import MIN_HISTORY, guardrail_difference, noninferiority
 from ..stats.sequential import DEFAULT_PLANNED_N, confidence_sequence
 from ..warehouse import Warehouse
-from .experiments import OBSERVATIONAL, RANDOMIZED, Experiment, Guardrail, Unit, experiments_of, for_unit, units_of
+from .experiments import OBSERVATIONAL, RANDOMIZED, Experiment, Unit, experiments_of, for_unit, units_of
+from .guardrail_settings import Guardrail
 from .history import look_days
 from .sessions import feature_names
 
@@ -221,7 +222,7 @@ def guardrail_rows(
 
     ``sessions``: an ``assigned_sessions`` frame (every assigned session, its metric columns among its features);
     ``history``: :func:`metric_history` (every staged session's user, start and metrics); ``guardrails``:
-    experiment -> its guardrails (``experiments.guardrails_for`` bound to the file's config); ``controls`` and
+    experiment -> its guardrails (``guardrail_settings.guardrails_for`` bound to the file's config); ``controls`` and
     ``units`` as ``experiment_effects`` takes them; ``min_history``: ``stats.guardrails.MIN_HISTORY``.
     """
     if sessions.is_empty():

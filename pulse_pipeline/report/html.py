@@ -16,7 +16,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..estimates.conclusions import in_stars, missing, number
+from ..estimates.wording import in_stars, missing, number
 
 esc = html.escape
 stars = in_stars  # a difference on the 0-1 label scale in stars, 2 decimals

@@ -4,7 +4,8 @@ history and guardrails tables; its metadata shows each decision and sentence in 
 import dagster as dg
 
 from ... import tables
-from ...estimates.conclusions import DECISIONS, conclusion_rows
+from ...estimates.conclusions import conclusion_rows
+from ...estimates.decisions import DECISIONS
 from ..markdown import markdown_table
 from ..resources import WarehouseResource
 from ..specs import table_spec

@@ -5,7 +5,7 @@ from functools import partial
 import dagster as dg
 
 from ... import tables
-from ...estimates.experiments import check_guardrail_metrics, guardrail_metrics, guardrails_for
+from ...estimates.guardrail_settings import check_guardrail_metrics, guardrail_metrics, guardrails_for
 from ...estimates.guardrails import guardrail_rows, metric_history, missing_rows, numeric_session_columns
 from ..markdown import markdown_table
 from ..resources import WarehouseResource

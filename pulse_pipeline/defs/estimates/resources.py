@@ -83,7 +83,8 @@ class EstimatesResource(dg.ConfigurableResource):
         return config.strata, config.default_strata or DEFAULT_STRATA
 
     def experiments_config(self) -> ExperimentsConfig:
-        """``experiments.toml`` read whole and checked (the guardrails read it: ``experiments.guardrails_for``)."""
+        """``experiments.toml`` read whole and checked (the guardrails read it:
+        ``guardrail_settings.guardrails_for``)."""
         return experiments_config(self.experiments_file().path)
 
     def experiments_metadata(self) -> dict[str, str]:

@@ -9,12 +9,12 @@ from collections.abc import Mapping
 import polars as pl
 
 from ... import tables
-from ...estimates.conclusions import (
+from ...estimates.decisions import (
     FAIL,
     INCONCLUSIVE,
     PASS,
     guardrail_numbers,
-    in_percent,
+    guardrail_writer,
     interval_level,
     tolerated,
 )
@@ -38,9 +38,7 @@ def guardrail_item(g: Mapping) -> str:
     effect, low, high, scale = guardrail_numbers(g)
     percent = scale == "relative"
     columns = ("relative_effect", "relative_ci_low", "relative_ci_high") if percent else ("effect", "ci_low", "ci_high")
-
-    def write(value: float | None) -> str:
-        return in_percent(value) if percent else number(value, 3, True)
+    write = guardrail_writer(scale)
 
     shown = [
         mark(v, tables.GUARDRAILS.qualified, c, where, write(v), percent)
