@@ -36,6 +36,10 @@ pytestmark = pytest.mark.slow
 N_SESSIONS = 80
 HANDED_OVER = 6  # sessions whose SessionEnd hook hands the transcript to the drop folder (each its own drop)
 ANSWER_RATE = 0.85
+# What this test follows is the ratings' way (hook, service, drop, staging, AIPW's known ask probabilities), not the
+# models: one cheap family and one CV seed (tests/helpers.py SMALL_HOME_SETTINGS's) give AIPW its predictions. Every
+# default family and seed runs end to end in tests/test_pipeline.py's demo test.
+QUICK_MODELS = {"PULSE_MODEL_FAMILIES": "ordinal_logit", "PULSE_CV_SEEDS": "1"}
 # The exported policy: q = min(1, max(FLOOR, M * exp(B * (log1p(failed_commands) - MEAN) / SD)))
 FLOOR, M, B, MEAN, SD = 0.2, 0.5, 0.8, 0.6, 0.5
 
@@ -149,7 +153,7 @@ def test_ratings_collected_by_hooks_reach_staging_with_their_ask_probabilities_a
         + "".join(f"{p['id']},e2e,{p['variant']},{p['user']}\n" for p in plans)
     )
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PULSE_")} | {"PULSE_HOME": str(home)}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PULSE_")} | {"PULSE_HOME": str(home)} | QUICK_MODELS
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "pulse_pipeline.cli", "materialize"], env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=900)  # fmt: skip

@@ -16,6 +16,7 @@ from scipy.stats import pearsonr
 from sklearn.ensemble import HistGradientBoostingRegressor, RandomForestRegressor
 from sklearn.impute import SimpleImputer
 from sklearn.model_selection import KFold, cross_val_predict
+from threadpoolctl import threadpool_limits
 
 from pulse_pipeline.modeling import families
 from pulse_pipeline.modeling.crossfit import (
@@ -61,9 +62,13 @@ def hgb_cf(data):
 
 
 def by_hand(Xl: np.ndarray, y: np.ndarray, family: str, seed: int, k: int = 5) -> np.ndarray:
-    """Out-of-fold predictions of one seed, the scikit-learn way."""
+    """Out-of-fold predictions of one seed, the scikit-learn way. Its OpenMP and BLAS pools capped at one thread, as
+    the pipeline caps every fit (modeling/threads.py, PULSE_MODEL_THREADS default 1): uncapped, hist_gbm's spinning
+    threads fight the other test worker's for the 2 cores (issue 12: 25 fits took 3.7 s alone, 145 s beside another
+    process). The predictions do not depend on it: tests/test_threads.py checks 1 and 2 threads give the same."""
     cv = KFold(n_splits=k, shuffle=True, random_state=seed)
-    return cross_val_predict(make_model(family, random_state=seed), Xl, y, cv=cv)
+    with threadpool_limits(limits=1):
+        return cross_val_predict(make_model(family, random_state=seed), Xl, y, cv=cv)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -153,8 +158,9 @@ def test_random_forest_finds_the_signal_out_of_fold(data, rf_cv):
 def test_summary_is_mean_and_sample_sd_over_seeds(data, hgb_cv):
     Xl, y, _ = data
     assert [s.seed for s in hgb_cv.per_seed] == [42, 7, 2024]
+    oofs = {s.seed: by_hand(Xl, y, "hist_gbm", seed=s.seed) for s in hgb_cv.per_seed}
     for s in hgb_cv.per_seed:
-        oof = by_hand(Xl, y, "hist_gbm", seed=s.seed)
+        oof = oofs[s.seed]
         assert s.mse == np.mean((y - oof) ** 2) and s.mae == np.mean(np.abs(y - oof))
         assert s.pearson == pytest.approx(pearsonr(y, oof)[0], abs=1e-12)
     for name in ("mse", "mae", "pearson"):
@@ -163,7 +169,7 @@ def test_summary_is_mean_and_sample_sd_over_seeds(data, hgb_cv):
         assert m.mean == pytest.approx(statistics.fmean(values), rel=1e-12)
         assert m.sd == pytest.approx(statistics.stdev(values), rel=1e-9)  # ddof = 1
     assert [m.name for m in hgb_cv.metrics] == ["mse", "mae", "pearson"]
-    np.testing.assert_array_equal(hgb_cv.oof, by_hand(Xl, y, "hist_gbm", seed=42))  # oof: the first seed's
+    np.testing.assert_array_equal(hgb_cv.oof, oofs[42])  # oof: the first seed's
 
 
 # --------------------------------------------------------------------------------------------------------

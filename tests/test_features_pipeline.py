@@ -3,10 +3,14 @@ the judge skipped without an LLM, agreement between annotators, and a rubric ent
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import duckdb
 import pytest
 
 from pulse_pipeline.features.rubric import DEFAULT_RUBRIC, load_rubric
+from pulse_pipeline.paths import PulseHome
 from pulse_pipeline.runs import ingest, materialize
 from pulse_pipeline.synth import write_corpus
 
@@ -25,10 +29,33 @@ def corpus(tmp_path):
     return path
 
 
-def test_heuristic_by_default_and_judge_skipped_with_a_reason(pulse_home, corpus, monkeypatch):
-    monkeypatch.delenv("PULSE_LLM_MODEL", raising=False)
-    monkeypatch.delenv("PULSE_ANNOTATOR", raising=False)
-    ingest(pulse_home, corpus, say=lambda _: None)
+@pytest.fixture(scope="module")
+def heuristic_built(tmp_path_factory) -> Path:
+    """A home where the corpus above (same seed) was ingested with the default annotator and no LLM configured:
+    the state two tests start from, built once for the module (a whole `pulse ingest`). Tests copy it (homes are
+    relocatable: docs/moving-a-home.md) and never write into it."""
+    root = tmp_path_factory.mktemp("heuristic")
+    write_corpus(root / "corpus", 40, seed=21)
+    with pytest.MonkeyPatch.context() as env:
+        env.delenv("PULSE_LLM_MODEL", raising=False)
+        env.delenv("PULSE_ANNOTATOR", raising=False)
+        env.setenv("PULSE_HOME", str(root / "home"))
+        env.setenv("DAGSTER_HOME", str(root / "home" / "dagster"))
+        ingest(PulseHome.from_env().ensure(), root / "corpus", say=lambda _: None)
+    return root / "home"
+
+
+@pytest.fixture
+def heuristic_home(heuristic_built, pulse_home) -> PulseHome:
+    """This test's PULSE_HOME (``pulse_home``) holding a copy of ``heuristic_built``, times kept (as ``cp -a``)."""
+    shutil.copytree(heuristic_built, pulse_home.root, symlinks=True, dirs_exist_ok=True)
+    return pulse_home
+
+
+def test_heuristic_by_default_and_judge_skipped_with_a_reason(heuristic_home):
+    """The corpus ingested with no annotator or LLM set (``heuristic_built``): the heuristic annotates, the judge
+    is skipped with its reason."""
+    pulse_home = heuristic_home
     assert _sql(pulse_home, "SELECT annotator, count(*) FROM features.annotations GROUP BY 1") == [("heuristic", 40)]
     assert _sql(pulse_home, "SELECT count(*) FROM features.session_features") == [(40,)]
     assert _sql(pulse_home, "SELECT count(*) FROM features.judge_scores") == [(0,)]
@@ -61,10 +88,8 @@ heuristic = "loop_behavior"
     assert {v for (v,) in values} <= {"YES", "NO"} and values
 
 
-def test_llm_annotator_through_the_assets_with_cache_judge_and_agreement(pulse_home, corpus, monkeypatch, fake_llm):
-    monkeypatch.delenv("PULSE_ANNOTATOR", raising=False)
-    monkeypatch.delenv("PULSE_LLM_MODEL", raising=False)
-    ingest(pulse_home, corpus, say=lambda _: None)  # heuristic first
+def test_llm_annotator_through_the_assets_with_cache_judge_and_agreement(heuristic_home, monkeypatch, fake_llm):
+    pulse_home = heuristic_home  # the corpus ingested with the heuristic first
     monkeypatch.setenv("PULSE_ANNOTATOR", "llm")
     monkeypatch.setenv("PULSE_LLM_MODEL", "openai/fake-model")
     monkeypatch.setenv("PULSE_LLM_API_BASE", fake_llm.api_base)
