@@ -68,10 +68,13 @@ def test_every_asset_that_takes_the_frame_depends_on_those_tables(pulse_home):
                 assert not missing, f"{k.to_user_string()} reads the run's sessions but does not depend on {missing}"
     assert sorted(readers) == [  # the check of effect_history (no keys: it runs after its asset) among them
         "benchmark_tables",
+        "estimates__ask_allocation",
         "estimates__effect_history",
         "estimates__effect_history_history_reconciles",
         "estimates__experiment_effects",
         "estimates__feature_comparisons",
+        "estimates__guardrails",
+        "estimates__guardrails_guardrails_reconcile",
         "estimates__label_shift",
         "estimates__power",
         "estimates__segment_effects",
